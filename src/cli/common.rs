@@ -1,0 +1,34 @@
+//! Helpers shared by the subcommands: JSON printing and progress bars.
+
+use std::io::Write;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Prints `value` as pretty JSON on stdout, followed by a newline.
+pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// A progress bar on stderr for `len` steps, hidden when `quiet` (for `--json` runs and tests).
+pub fn progress_bar(len: u64, message: &str, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg:12} [{elapsed_precise}] {wide_bar} {pos}/{len} ({eta} left) {prefix}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(message.to_string());
+    bar
+}
+
+/// The error every not-yet-built subcommand returns, naming the issue that builds it.
+pub fn not_built(what: &str, issue: u32) -> anyhow::Error {
+    anyhow::anyhow!("`{what}` is not built yet (issue {issue})")
+}

@@ -1,0 +1,97 @@
+//! The command-line interface: one file per subcommand. The library never sees clap; each
+//! subcommand turns its flags into library calls and prints the result (a table, or JSON with
+//! `--json`).
+
+use clap::{Parser, Subcommand};
+
+pub mod align;
+pub mod bench;
+pub mod common;
+pub mod compare;
+pub mod eval;
+pub mod eval_gpt;
+pub mod eval_llama;
+pub mod generate;
+pub mod generate_gpt;
+pub mod generate_llama;
+pub mod init;
+pub mod init_bench;
+pub mod init_probe;
+pub mod mqar;
+pub mod params;
+pub mod quantize;
+pub mod rotate;
+pub mod theory;
+pub mod train;
+
+/// How a successful run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything worked (exit 0).
+    Success,
+    /// A check the user asked for did not pass (exit 1).
+    CheckFailed,
+}
+
+/// Orthoformer: orthogonal random attention, initialisation, training and rotation of
+/// transformers.
+#[derive(Debug, Parser)]
+#[command(name = "orthoformer", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train softmax and frozen-orthogonal attention at equal budget and compare (the main job).
+    Compare(compare::CompareArgs),
+    /// Generate random orthogonal (or other) initial weights and report their quality.
+    Init(init::InitArgs),
+    /// Time and check every orthogonal method (seed 000's §6 table), optionally against PyTorch.
+    InitBench(init_bench::InitBenchArgs),
+    /// Signal propagation through a deep MLP under each initialisation.
+    InitProbe(init_probe::InitProbeArgs),
+    /// Exact parameter, memory and FLOP accounting of a model configuration.
+    Params(params::ParamsArgs),
+    /// Train a GPT language model on a text file.
+    Train(train::TrainArgs),
+    /// Evaluate a trained checkpoint or a pretrained model (loss, perplexity).
+    Eval(eval::EvalArgs),
+    /// Generate text from a trained checkpoint or a pretrained model.
+    Generate(generate::GenerateArgs),
+    /// Time a training step in Orthoformer and in PyTorch in one run.
+    Bench(bench::BenchArgs),
+    /// Multi-query associative recall (MQAR) across attention variants.
+    Mqar(mqar::MqarArgs),
+    /// Measure seed 003's §6 claims (isometry, JL) on a trained model's activations.
+    Theory(theory::TheoryArgs),
+    /// Rotate a pretrained Llama-style model by an orthogonal matrix (computational invariance).
+    Rotate(rotate::RotateArgs),
+    /// Quantise a pretrained model, with and without rotation, and measure perplexity.
+    Quantize(quantize::QuantizeArgs),
+    /// Orthogonal Procrustes alignment of two models' hidden states.
+    Align(align::AlignArgs),
+}
+
+/// Runs one parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Compare(a) => compare::run(&a),
+        Command::Init(a) => init::run(&a),
+        Command::InitBench(a) => init_bench::run(&a),
+        Command::InitProbe(a) => init_probe::run(&a),
+        Command::Params(a) => params::run(&a),
+        Command::Train(a) => train::run(&a),
+        Command::Eval(a) => eval::run(&a),
+        Command::Generate(a) => generate::run(&a),
+        Command::Bench(a) => bench::run(&a),
+        Command::Mqar(a) => mqar::run(&a),
+        Command::Theory(a) => theory::run(&a),
+        Command::Rotate(a) => rotate::run(&a),
+        Command::Quantize(a) => quantize::run(&a),
+        Command::Align(a) => align::run(&a),
+    }
+}

@@ -1,0 +1,29 @@
+//! File formats and safe writing: atomic file creation (temp file + rename), and the formats
+//! the project reads and writes (npy, safetensors helpers, GGUF).
+
+pub mod atomic;
+
+pub use atomic::{write_atomic, write_atomic_bytes};
+
+/// A malformed or unsupported file.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// The output path has an extension the writer does not know.
+    #[error("unknown output extension {ext:?} for {path}: use one of {expected}")]
+    UnknownExtension {
+        /// The file that was asked for.
+        path: String,
+        /// Its extension (empty when it has none).
+        ext: String,
+        /// The extensions that are supported.
+        expected: &'static str,
+    },
+    /// A file's content is not what its format requires.
+    #[error("{path}: {what}")]
+    Malformed {
+        /// The file.
+        path: String,
+        /// What is wrong, in words.
+        what: String,
+    },
+}
