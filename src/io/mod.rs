@@ -2,6 +2,8 @@
 //! the project reads and writes (npy, safetensors helpers, GGUF).
 
 pub mod atomic;
+pub mod gguf;
+pub mod npy;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
 

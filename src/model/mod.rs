@@ -1,6 +1,8 @@
 //! Models: the GPT language model with selectable attention, its configuration and presets,
 //! and exact parameter/memory/FLOP accounting.
 
+pub mod llama;
+
 /// A model configuration or checkpoint that does not make sense.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {

@@ -1,0 +1,1 @@
+//! GGUF files: header and metadata parsing, tensor dequantisation, and writing.
