@@ -53,3 +53,32 @@ pub fn haar_f64(rows: usize, cols: usize, gain: f64, seed: u64) -> Result<Vec<f6
     }
     Ok(out)
 }
+
+/// How a random orthogonal matrix is generated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OrthoMethod {
+    /// Householder QR of a Gaussian matrix with the sign fix (Haar).
+    Qr,
+    /// Orthogonal polar factor `U Vᵀ` of a Gaussian matrix (Haar).
+    Svd,
+    /// Product of Householder reflectors, Stewart's construction (Haar).
+    Householder,
+    /// Cayley transform of a random skew-symmetric matrix (not Haar).
+    Cayley,
+}
+
+/// A `rows x cols` random orthogonal matrix (row-major, f64) by `method`, scaled by `gain`:
+/// orthonormal columns when `rows >= cols`, orthonormal rows otherwise.
+///
+/// PLACEHOLDER: every method currently uses [`haar_f64`].
+pub fn orthogonal_f64(
+    rows: usize,
+    cols: usize,
+    method: OrthoMethod,
+    gain: f64,
+    seed: u64,
+) -> Result<Vec<f64>, InitError> {
+    let _ = method;
+    haar_f64(rows, cols, gain, seed)
+}
