@@ -32,6 +32,12 @@ pub enum Error {
     /// Rotation, quantisation or alignment of a pretrained model failed.
     #[error(transparent)]
     Rotate(#[from] crate::rotate::RotateError),
+    /// The MQAR benchmark harness (bad task shape, plot failure).
+    #[error(transparent)]
+    Mqar(#[from] crate::analysis::mqar::MqarError),
+    /// A theory measurement (shape mismatch, plot failure).
+    #[error(transparent)]
+    Theory(#[from] crate::analysis::theory::TheoryError),
 }
 
 impl Error {

@@ -1,2 +1,5 @@
 //! Experiments built on the library: the initialisation signal-propagation probe, the MQAR
 //! associative-recall benchmark, and the measured checks of seed 003's §6 theory.
+
+pub mod mqar;
+pub mod theory;

@@ -1,0 +1,169 @@
+//! The MQAR accuracy heatmap (PNG and SVG): one row per (attention variant, width), one column
+//! per (sequence length, pairs) setting, each cell coloured by accuracy on a viridis scale and
+//! labelled with the percentage. Text uses the bundled DejaVu Sans, so no system font library
+//! is needed; both files are written atomically.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters::style::{FontStyle, register_font};
+
+use super::MqarError;
+
+static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+
+/// A labelled grid of accuracies in `[0, 1]`; `None` is a cell that was not run.
+#[derive(Clone, Debug)]
+pub struct Heatmap {
+    /// Title drawn above the grid.
+    pub title: String,
+    /// Row labels (top to bottom).
+    pub rows: Vec<String>,
+    /// Column labels (left to right).
+    pub cols: Vec<String>,
+    /// Row-major `(rows, cols)` values.
+    pub values: Vec<Option<f64>>,
+}
+
+const CELL_W: u32 = 120;
+const CELL_H: u32 = 30;
+const LEFT: u32 = 230;
+const TOP: u32 = 80;
+
+/// Viridis anchors at 0, 0.25, 0.5, 0.75, 1.
+const VIRIDIS: [(u8, u8, u8); 5] = [
+    (68, 1, 84),
+    (59, 82, 139),
+    (33, 145, 140),
+    (94, 201, 98),
+    (253, 231, 37),
+];
+
+/// The viridis colour of `x` in `[0, 1]` (clamped), linearly between anchors.
+pub fn viridis(x: f64) -> RGBColor {
+    let x = if x.is_finite() {
+        x.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let s = x * (VIRIDIS.len() - 1) as f64;
+    let i = (s.floor() as usize).min(VIRIDIS.len() - 2);
+    let f = s - i as f64;
+    let lerp = |a: u8, b: u8| (a as f64 + f * (b as f64 - a as f64)).round() as u8;
+    let (a, b) = (VIRIDIS[i], VIRIDIS[i + 1]);
+    RGBColor(lerp(a.0, b.0), lerp(a.1, b.1), lerp(a.2, b.2))
+}
+
+fn ensure_font(path: &Path) -> Result<(), MqarError> {
+    static DONE: OnceLock<bool> = OnceLock::new();
+    if *DONE.get_or_init(|| register_font("sans-serif", FontStyle::Normal, FONT).is_ok()) {
+        Ok(())
+    } else {
+        Err(plot_err(path, "the bundled font failed to load"))
+    }
+}
+
+fn plot_err(path: &Path, why: impl std::fmt::Display) -> MqarError {
+    MqarError::Plot {
+        path: path.display().to_string(),
+        why: why.to_string(),
+    }
+}
+
+impl Heatmap {
+    /// Pixel size of the drawing.
+    pub fn size(&self) -> (u32, u32) {
+        (
+            LEFT + CELL_W * self.cols.len() as u32 + 20,
+            TOP + CELL_H * self.rows.len() as u32 + 20,
+        )
+    }
+
+    fn check(&self, path: &Path) -> Result<(), MqarError> {
+        if self.values.len() != self.rows.len() * self.cols.len() {
+            return Err(MqarError::Shape(format!(
+                "{} values for a {} x {} heatmap",
+                self.values.len(),
+                self.rows.len(),
+                self.cols.len()
+            )));
+        }
+        ensure_font(path)
+    }
+
+    /// Writes the heatmap as SVG to `svg` and PNG to `png`, each atomically.
+    pub fn write(&self, png: &Path, svg: &Path) -> Result<(), MqarError> {
+        self.check(svg)?;
+        let mut text = String::new();
+        {
+            let root = SVGBackend::with_string(&mut text, self.size()).into_drawing_area();
+            self.draw(&root).map_err(|e| plot_err(svg, e))?;
+            root.present().map_err(|e| plot_err(svg, e))?;
+        }
+        crate::io::write_atomic_bytes(svg, text.as_bytes()).map_err(|e| plot_err(svg, e))?;
+        // The PNG encoder picks its format from the extension: the temp name ends in .png.
+        let name = png
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = png.with_file_name(format!(".{name}.{}.tmp.png", std::process::id()));
+        let drawn = (|| {
+            let root = BitMapBackend::new(&tmp, self.size()).into_drawing_area();
+            self.draw(&root).map_err(|e| plot_err(png, e))?;
+            root.present().map_err(|e| plot_err(png, e))?;
+            drop(root);
+            std::fs::rename(&tmp, png).map_err(|e| plot_err(png, e))
+        })();
+        if drawn.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        drawn
+    }
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, plotters::coord::Shift>,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        root.fill(&WHITE)?;
+        let font = |size: u32| ("sans-serif", size).into_font();
+        let centred = |size: u32, color: RGBColor| TextStyle {
+            color: color.to_backend_color(),
+            ..TextStyle::from(font(size)).pos(Pos::new(HPos::Center, VPos::Center))
+        };
+        root.draw(&Text::new(self.title.clone(), (LEFT as i32, 20), font(20)))?;
+        for (j, c) in self.cols.iter().enumerate() {
+            let x = (LEFT + CELL_W * j as u32 + CELL_W / 2) as i32;
+            root.draw(&Text::new(
+                c.clone(),
+                (x, (TOP - 18) as i32),
+                centred(14, BLACK),
+            ))?;
+        }
+        for (i, r) in self.rows.iter().enumerate() {
+            let y = (TOP + CELL_H * i as u32 + CELL_H / 2) as i32;
+            let style = TextStyle::from(font(14)).pos(Pos::new(HPos::Right, VPos::Center));
+            root.draw(&Text::new(r.clone(), ((LEFT - 10) as i32, y), style))?;
+            for j in 0..self.cols.len() {
+                let x0 = (LEFT + CELL_W * j as u32) as i32;
+                let y0 = (TOP + CELL_H * i as u32) as i32;
+                let corners = [(x0, y0), (x0 + CELL_W as i32 - 1, y0 + CELL_H as i32 - 1)];
+                let centre = (x0 + CELL_W as i32 / 2, y0 + CELL_H as i32 / 2);
+                match self.values[i * self.cols.len() + j] {
+                    Some(v) => {
+                        root.draw(&Rectangle::new(corners, viridis(v).filled()))?;
+                        let ink = if v > 0.6 { BLACK } else { WHITE };
+                        let label = format!("{:.1}%", 100.0 * v);
+                        root.draw(&Text::new(label, centre, centred(13, ink)))?;
+                    }
+                    None => {
+                        root.draw(&Rectangle::new(corners, RGBColor(230, 230, 230).filled()))?;
+                        root.draw(&Text::new("-".to_string(), centre, centred(13, BLACK)))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,126 @@
+//! Scatter plot (PNG and SVG) of attention scores `q·k` against input similarity `x·y`, one
+//! colour per kind of Q/K (independent frozen, tied, trained). Each series is standardised
+//! (zero mean, unit variance on both axes) so that series of different scales share the axes
+//! and the slope of a cloud is its correlation. Written atomically with the bundled font.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use plotters::prelude::*;
+use plotters::style::{FontStyle, register_font};
+
+use super::TheoryError;
+
+static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+
+const COLORS: [RGBColor; 4] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+];
+
+/// One labelled cloud of `(x·y, q·k)` points.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// Legend label.
+    pub label: String,
+    /// The points.
+    pub points: Vec<(f64, f64)>,
+}
+
+fn plot_err(path: &Path, why: impl std::fmt::Display) -> TheoryError {
+    TheoryError::Plot {
+        path: path.display().to_string(),
+        why: why.to_string(),
+    }
+}
+
+fn standardise(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let xs: Vec<f64> = points.iter().map(|p| p.0).collect();
+    let ys: Vec<f64> = points.iter().map(|p| p.1).collect();
+    let (mx, sx) = super::mean_std(&xs);
+    let (my, sy) = super::mean_std(&ys);
+    let z = |v: f64, m: f64, s: f64| if s > 0.0 { (v - m) / s } else { 0.0 };
+    points
+        .iter()
+        .map(|&(x, y)| (z(x, mx, sx), z(y, my, sy)))
+        .collect()
+}
+
+/// Writes the standardised scatter of every series to `png` and `svg` (900 x 700 pixels).
+pub fn write_scatter(
+    series: &[Series],
+    title: &str,
+    png: &Path,
+    svg: &Path,
+) -> Result<(), TheoryError> {
+    static DONE: OnceLock<bool> = OnceLock::new();
+    if !*DONE.get_or_init(|| register_font("sans-serif", FontStyle::Normal, FONT).is_ok()) {
+        return Err(plot_err(png, "the bundled font failed to load"));
+    }
+    let clouds: Vec<(String, Vec<(f64, f64)>)> = series
+        .iter()
+        .map(|s| (s.label.clone(), standardise(&s.points)))
+        .collect();
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, (900, 700)).into_drawing_area();
+        draw(&root, &clouds, title).map_err(|e| plot_err(svg, e))?;
+        root.present().map_err(|e| plot_err(svg, e))?;
+    }
+    crate::io::write_atomic_bytes(svg, text.as_bytes()).map_err(|e| plot_err(svg, e))?;
+    let name = png
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = png.with_file_name(format!(".{name}.{}.tmp.png", std::process::id()));
+    let drawn = (|| {
+        let root = BitMapBackend::new(&tmp, (900, 700)).into_drawing_area();
+        draw(&root, &clouds, title).map_err(|e| plot_err(png, e))?;
+        root.present().map_err(|e| plot_err(png, e))?;
+        drop(root);
+        std::fs::rename(&tmp, png).map_err(|e| plot_err(png, e))
+    })();
+    if drawn.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    drawn
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    clouds: &[(String, Vec<(f64, f64)>)],
+    title: &str,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let lim = 4.0;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(55)
+        .build_cartesian_2d(-lim..lim, -lim..lim)?;
+    chart
+        .configure_mesh()
+        .x_desc("x·y (standardised)")
+        .y_desc("q·k (standardised)")
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    for (n, (label, pts)) in clouds.iter().enumerate() {
+        let color = COLORS[n % COLORS.len()];
+        let inside = pts.iter().filter(|p| p.0.abs() < lim && p.1.abs() < lim);
+        chart
+            .draw_series(inside.map(|&p| Circle::new(p, 2, color.mix(0.35).filled())))?
+            .label(label.clone())
+            .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()?;
+    Ok(())
+}
