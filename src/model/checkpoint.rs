@@ -27,7 +27,8 @@ pub fn save_model(path: &Path, model: &Gpt, full_frozen: bool) -> crate::Result<
         let view = TensorView::new(Dtype::F32, t.shape.clone(), bytes).map_err(|e| bad(path, e))?;
         views.push((t.name.clone(), view));
     }
-    if full_frozen {
+    // Without a generator (imported weights) the values themselves must be stored.
+    if full_frozen || model.frozen().generator.is_none() {
         for t in &model.frozen().tensors {
             let view = TensorView::new(Dtype::F32, t.shape.clone(), bytemuck::cast_slice(&t.data))
                 .map_err(|e| bad(path, e))?;
@@ -93,18 +94,28 @@ pub fn load_model(path: &Path) -> crate::Result<Gpt> {
         }
     }
     if model.config().attention.frozen_qk() {
-        let generator: FrozenGenerator = meta
-            .get("frozen_generator")
-            .ok_or_else(|| bad(path, "frozen weights have no generator in the metadata"))
-            .and_then(|g| {
-                serde_json::from_str(g).map_err(|e| bad(path, format!("frozen generator: {e}")))
-            })?;
+        let mut frozen = match meta.get("frozen_generator") {
+            Some(g) => {
+                let generator: FrozenGenerator = serde_json::from_str(g)
+                    .map_err(|e| bad(path, format!("frozen generator: {e}")))?;
+                FrozenStore::generate(generator, model.config().n_layer)?
+            }
+            None => {
+                let mut f = model.frozen().clone();
+                f.generator = None;
+                f
+            }
+        };
         let want = meta
             .get("frozen_sha256")
             .ok_or_else(|| bad(path, "frozen weights have no hash"))?;
-        let mut frozen = FrozenStore::generate(generator, model.config().n_layer)?;
-        let regenerated = frozen.hash();
         let stored_full = frozen.tensors.iter().all(|t| st.tensor(&t.name).is_ok());
+        if !stored_full && frozen.generator.is_none() {
+            return Err(bad(
+                path,
+                "frozen weights have neither a generator nor stored values",
+            ));
+        }
         if stored_full {
             for t in frozen.tensors.iter_mut() {
                 if let Ok(view) = st.tensor(&t.name) {
@@ -128,7 +139,6 @@ pub fn load_model(path: &Path) -> crate::Result<Gpt> {
                 ),
             ));
         }
-        let _ = regenerated;
         model.set_frozen(frozen);
     }
     Ok(model)

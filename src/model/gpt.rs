@@ -137,6 +137,30 @@ impl Gpt {
         self.frozen = frozen;
     }
 
+    /// Imports frozen `W_Q, W_K` made elsewhere (e.g. by PyTorch), by name (`h.{l}.attn.q.weight`,
+    /// `C x C`, `out x in`). The generator is dropped, so checkpoints then store them in full.
+    pub fn import_frozen(&mut self, name: &str, values: &[f32]) -> crate::Result<()> {
+        let t = self
+            .frozen
+            .tensors
+            .iter_mut()
+            .find(|t| t.name == name)
+            .ok_or_else(|| {
+                ModelError::Config(format!("{name} is not a frozen tensor of this model"))
+            })?;
+        if t.data.len() != values.len() {
+            return Err(ModelError::Config(format!(
+                "{name} has {} values, expected {:?}",
+                values.len(),
+                t.shape
+            ))
+            .into());
+        }
+        t.data.copy_from_slice(values);
+        self.frozen.generator = None;
+        Ok(())
+    }
+
     /// Sets every gradient to zero.
     pub fn zero_grad(&mut self) {
         self.params.grad.fill(0.0);
