@@ -48,14 +48,15 @@ impl BpeTokenizer {
             .show_progress(false)
             .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
             .build();
-        let mut tok = TokenizerBuilder::<BPE, NormalizerWrapper, ByteLevel, ByteLevel, ByteLevel>::new()
-            .with_model(BPE::default())
-            .with_normalizer(None)
-            .with_pre_tokenizer(Some(byte_level()))
-            .with_post_processor(Some(byte_level()))
-            .with_decoder(Some(byte_level()))
-            .build()
-            .map_err(|e| invalid(format!("building the BPE tokenizer: {e}")))?;
+        let mut tok =
+            TokenizerBuilder::<BPE, NormalizerWrapper, ByteLevel, ByteLevel, ByteLevel>::new()
+                .with_model(BPE::default())
+                .with_normalizer(None)
+                .with_pre_tokenizer(Some(byte_level()))
+                .with_post_processor(Some(byte_level()))
+                .with_decoder(Some(byte_level()))
+                .build()
+                .map_err(|e| invalid(format!("building the BPE tokenizer: {e}")))?;
         // Lines keep the trainer's word counts small; merges never cross a pre-token anyway.
         tok.train(&mut trainer, text.split_inclusive('\n'))
             .map_err(|e| invalid(format!("training the BPE tokenizer: {e}")))?;
@@ -113,9 +114,17 @@ mod tests {
     fn trains_to_size_and_round_trips() {
         let text = "the cat sat on the mat. the cat ate the rat.\nthat cat, that mat!\n".repeat(20);
         let t = BpeTokenizer::train(&text, 280).unwrap();
-        assert!(t.vocab_size() > 256 && t.vocab_size() <= 280, "{}", t.vocab_size());
+        assert!(
+            t.vocab_size() > 256 && t.vocab_size() <= 280,
+            "{}",
+            t.vocab_size()
+        );
         let ids = t.encode(&text).unwrap();
-        assert!(ids.len() < text.len() / 2, "merges should compress: {}", ids.len());
+        assert!(
+            ids.len() < text.len() / 2,
+            "merges should compress: {}",
+            ids.len()
+        );
         assert_eq!(t.decode(&ids).unwrap(), text);
         let unseen = "Ünïcödé 日本 \t ok";
         assert_eq!(t.decode(&t.encode(unseen).unwrap()).unwrap(), unseen);

@@ -36,7 +36,11 @@ impl CharTokenizer {
     }
 
     fn from_chars(chars: Vec<char>) -> Self {
-        let ids = chars.iter().enumerate().map(|(i, &c)| (c, i as u32)).collect();
+        let ids = chars
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i as u32))
+            .collect();
         CharTokenizer { chars, ids }
     }
 
