@@ -259,3 +259,62 @@ fn non_finite_loss_stops_and_keeps_last_checkpoint() {
     assert!(msg.contains("last good checkpoint (step 20)"), "{msg}");
     assert_eq!(k.saved.unwrap().1.step, 20);
 }
+
+#[test]
+fn loss_plot_is_written_as_png_and_svg() {
+    use orthoformer::train::plot::{Curve, write_loss_plots};
+    let split = data();
+    let mut m = Bigram::new(11);
+    let stop = AtomicBool::new(false);
+    let mut k = Keeper {
+        saved: None,
+        stop: &stop,
+        stop_after: None,
+    };
+    let st = train(
+        &mut m,
+        &split,
+        &opts(),
+        16,
+        RunState::fresh(&opts(), 132),
+        &mut k,
+        None,
+    )
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("of-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let curves = vec![
+        Curve {
+            label: "bigram".into(),
+            records: st.metrics.clone(),
+        },
+        Curve {
+            label: "shifted".into(),
+            records: st
+                .metrics
+                .iter()
+                .map(|r| {
+                    let mut r = r.clone();
+                    r.val_loss += 0.2;
+                    r
+                })
+                .collect(),
+        },
+    ];
+    write_loss_plots(
+        &curves,
+        "Loss",
+        &dir.join("loss.png"),
+        &dir.join("loss.svg"),
+    )
+    .unwrap();
+    let png = std::fs::read(dir.join("loss.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let svg = std::fs::read_to_string(dir.join("loss.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("bigram val"));
+    // Only the two plots: no temporary files left behind.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    if std::env::var_os("KEEP_PLOT").is_none() {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -2,10 +2,13 @@
 //! checkpoints and resume, metrics, loss plots and the equal-budget comparison.
 
 pub mod adamw;
+pub mod checkpoint;
 pub mod clip;
 pub mod metrics;
 pub mod model_api;
 pub mod options;
+pub mod plot;
+pub mod sample;
 pub mod schedule;
 pub mod trainer;
 
