@@ -42,8 +42,8 @@ impl Bigram {
             let sum: f32 = exps.iter().sum();
             total += ((sum.ln() + max) - logits[y as usize]) as f64;
             if backward {
-                for j in 0..v {
-                    let d = (exps[j] / sum - if j == y as usize { 1.0 } else { 0.0 }) / n;
+                for (j, e) in exps.iter().enumerate() {
+                    let d = (e / sum - if j == y as usize { 1.0 } else { 0.0 }) / n;
                     self.grad[x as usize * v + j] += d;
                     self.grad[v * v + j] += d;
                 }
@@ -62,7 +62,7 @@ impl Trainable for Bigram {
         i: &[u32],
         t: &[u32],
         _b: usize,
-        _t: usize,
+        _seq: usize,
         seed: u64,
     ) -> orthoformer::Result<f32> {
         let loss = self.run(i, t, true);
@@ -77,7 +77,7 @@ impl Trainable for Bigram {
         i: &[u32],
         t: &[u32],
         _b: usize,
-        _t: usize,
+        _seq: usize,
     ) -> orthoformer::Result<f32> {
         Ok(self.run(i, t, false))
     }
@@ -213,7 +213,17 @@ fn resume_is_bit_identical() {
         stop: &stop,
         stop_after: None,
     };
-    let resumed = train(&mut model, &split, &opts(), 16, state, &mut k, Some(&stop)).unwrap();
+    let resumed = train(
+        &mut model,
+        &split,
+        &opts(),
+        16,
+        state,
+        &mut k,
+        Some(&stop),
+        None,
+    )
+    .unwrap();
 
     assert_eq!(model.data, whole.data, "parameters differ after resume");
     assert_eq!(resumed.adam.m, full.adam.m);

@@ -39,7 +39,7 @@ pub enum Tokenizer {
     /// Character level.
     Char(CharTokenizer),
     /// Byte-level BPE.
-    Bpe(BpeTokenizer),
+    Bpe(Box<BpeTokenizer>),
 }
 
 impl Tokenizer {
@@ -47,7 +47,7 @@ impl Tokenizer {
     pub fn train(kind: TokenizerKind, text: &str, vocab_size: usize) -> Result<Self> {
         Ok(match kind {
             TokenizerKind::Char => Tokenizer::Char(CharTokenizer::train(text)),
-            TokenizerKind::Bpe => Tokenizer::Bpe(BpeTokenizer::train(text, vocab_size)?),
+            TokenizerKind::Bpe => Tokenizer::Bpe(Box::new(BpeTokenizer::train(text, vocab_size)?)),
         })
     }
 

@@ -253,7 +253,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
         TokenizerRecord::Bpe { file } => {
             let json = std::fs::read_to_string(dir.join(file))
                 .map_err(|e| corrupt(dir, format!("{file}: {e}")))?;
-            Tokenizer::Bpe(BpeTokenizer::from_json(&json)?)
+            Tokenizer::Bpe(Box::new(BpeTokenizer::from_json(&json)?))
         }
     };
     let metrics: Vec<MetricRecord> = read_jsonl(&dir.join(METRICS_FILE))?;

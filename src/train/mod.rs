@@ -4,12 +4,18 @@
 pub mod adamw;
 pub mod checkpoint;
 pub mod clip;
+pub mod compare;
+pub mod evaluate;
+pub mod generate;
+pub mod gpt_adapter;
 pub mod metrics;
 pub mod model_api;
 pub mod options;
 pub mod plot;
 pub mod sample;
 pub mod schedule;
+pub mod session;
+pub mod step_bench;
 pub mod trainer;
 
 pub use adamw::{AdamW, AdamWConfig};

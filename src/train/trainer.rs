@@ -68,9 +68,12 @@ pub trait Observer<M> {
 /// Trains `model` on `split` until `opts.steps`, starting from `state`.
 ///
 /// `t` is the sequence length (at most the model's context). When `stop` becomes true the
-/// loop checkpoints through `observer` and returns [`TrainError::Interrupted`]. A non-finite
+/// loop checkpoints through `observer` and returns [`TrainError::Interrupted`]. With
+/// `stop_at`, the loop checkpoints and returns normally after that many steps (the run can
+/// be continued later, as if it had not stopped). A non-finite
 /// loss or gradient returns [`TrainError::NonFinite`] without checkpointing, so the last good
 /// checkpoint stays.
+#[allow(clippy::too_many_arguments)]
 pub fn train<M: Trainable>(
     model: &mut M,
     split: &Split,
@@ -79,8 +82,10 @@ pub fn train<M: Trainable>(
     mut state: RunState,
     observer: &mut dyn Observer<M>,
     stop: Option<&AtomicBool>,
+    stop_at: Option<usize>,
 ) -> Result<RunState> {
     opts.validate()?;
+    let end = stop_at.map_or(opts.steps, |s| s.min(opts.steps));
     let b = opts.batch;
     let n = model.params_and_grads().0.len();
     let groups = groups_from(&model.param_parts(), n)?;
@@ -97,7 +102,7 @@ pub fn train<M: Trainable>(
         state.metrics.push(rec);
     }
     let (mut timed_steps, mut window_secs) = (0usize, 0.0f64);
-    while state.step < opts.steps {
+    while state.step < end {
         if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
             state.sampler_pos = sampler.word_pos();
             observer.on_eval(model, &state)?;
@@ -132,7 +137,7 @@ pub fn train<M: Trainable>(
         state.window_steps += 1;
         state.step = s + 1;
         observer.on_step(state.step, loss, lr);
-        if state.step % opts.eval_every == 0 || state.step == opts.steps {
+        if state.step.is_multiple_of(opts.eval_every) || state.step == opts.steps {
             let speed = (timed_steps as f64, window_secs);
             let mut rec = evaluate(model, split, opts, t, state.step, lr, Some(speed))?;
             rec.step_loss = Some((state.window_loss / state.window_steps as f64) as f32);
@@ -145,6 +150,10 @@ pub fn train<M: Trainable>(
         }
     }
     state.sampler_pos = sampler.word_pos();
+    if state.last_checkpoint != Some(state.step) {
+        observer.on_eval(model, &state)?;
+        state.last_checkpoint = Some(state.step);
+    }
     Ok(state)
 }
 
