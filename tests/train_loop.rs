@@ -149,6 +149,7 @@ fn loss_falls() {
         RunState::fresh(&opts(), 132),
         &mut k,
         None,
+        None,
     )
     .unwrap();
     let first = st.metrics.first().unwrap();
@@ -180,6 +181,7 @@ fn resume_is_bit_identical() {
         RunState::fresh(&opts(), 132),
         &mut k,
         None,
+        None,
     )
     .unwrap();
 
@@ -197,6 +199,7 @@ fn resume_is_bit_identical() {
         RunState::fresh(&opts(), 132),
         &mut k,
         Some(&stop),
+        None,
     )
     .unwrap_err();
     assert!(
@@ -262,6 +265,7 @@ fn non_finite_loss_stops_and_keeps_last_checkpoint() {
         RunState::fresh(&opts(), 132),
         &mut k,
         None,
+        None,
     )
     .unwrap_err();
     let msg = err.to_string();
@@ -288,6 +292,7 @@ fn loss_plot_is_written_as_png_and_svg() {
         16,
         RunState::fresh(&opts(), 132),
         &mut k,
+        None,
         None,
     )
     .unwrap();
