@@ -47,8 +47,9 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
                 })?
             };
             let tokens = tok.encode(&corpus.text)?;
-            let upt = units_per_token(tok, &corpus.text, tokens.len());
             let split = Split::new(&tokens, t)?;
+            // Units of the validation part itself (BPE bytes per token vary along a text).
+            let upt = units_per_token(tok, &tok.decode(&split.val)?, split.val.len());
             (
                 split.val,
                 format!("validation split of {}", corpus.source),
