@@ -24,7 +24,7 @@ pub struct CompareArgs {
     pub attention: Vec<String>,
     #[command(flatten)]
     pub optim: OptimFlags,
-    /// Output folder [default: runs/compare-<UTC date-time>].
+    /// Output folder [default: runs/compare-DATE-TIME, UTC].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Print the JSON summary instead of the progress bars and table.
