@@ -190,9 +190,9 @@ impl DataFlags {
     }
 }
 
-/// Parses an attention name (`softmax`, `orthogonal`, `linear`, `orthogonal-linear`, ...).
+/// Parses an attention name (`softmax`, `orthogonal`, `linear`, `orthogonal-linear`).
 pub fn parse_attention(name: &str) -> anyhow::Result<AttentionKind> {
-    serde_json::from_value(serde_json::Value::String(name.trim().to_string())).map_err(|_| {
+    AttentionKind::parse(name.trim()).map_err(|_| {
         anyhow::anyhow!(
             "unknown attention {name:?}: use softmax, orthogonal, linear or orthogonal-linear"
         )

@@ -172,10 +172,7 @@ fn short_source(s: &str) -> String {
 
 /// The command-line name of an attention kind.
 pub fn attention_name(kind: AttentionKind) -> String {
-    match serde_json::to_value(kind) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => format!("{kind:?}").to_lowercase(),
-    }
+    kind.name().to_string()
 }
 
 fn result_of(session: &Session, name: &str, dir: &Path, wall_s: f64) -> VariantResult {
