@@ -1,7 +1,20 @@
 //! Models: the GPT language model with selectable attention, its configuration and presets,
 //! and exact parameter/memory/FLOP accounting.
 
+pub mod checkpoint;
+pub mod config;
+pub mod gpt;
+mod gpt_acts;
+mod gpt_backward;
+mod gpt_forward;
+pub mod layout;
 pub mod llama;
+pub mod store;
+
+pub use checkpoint::{load_model, save_model};
+pub use config::{AttentionKind, GptConfig, NormPlacement};
+pub use gpt::Gpt;
+pub use store::{FrozenStore, ParamStore, TensorInfo};
 
 /// A model configuration or checkpoint that does not make sense.
 #[derive(Debug, thiserror::Error)]
@@ -9,4 +22,10 @@ pub enum ModelError {
     /// The configuration is invalid; the message says which field and why.
     #[error("invalid model configuration: {0}")]
     Config(String),
+    /// A batch handed to the model does not fit it (lengths, token ids, sequence length).
+    #[error("bad batch: {0}")]
+    Batch(String),
+    /// A checkpoint is missing something, or its frozen weights do not match their hash.
+    #[error("bad checkpoint: {0}")]
+    Checkpoint(String),
 }

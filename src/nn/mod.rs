@@ -3,4 +3,12 @@
 //! Conventions (llm.c's): arguments are ordered outputs, inputs, dimensions; backward
 //! functions *accumulate* (`+=`) into gradient buffers, which the caller zeroes once per step.
 
+pub mod attention;
+pub mod cross_entropy;
+pub mod dropout;
+pub mod embedding;
+pub mod gelu;
+pub mod layernorm;
+pub mod linear;
+pub mod linear_attention;
 pub mod matmul;

@@ -1,0 +1,233 @@
+//! `GptConfig`: the shape of a GPT language model, its attention variant and norm placement,
+//! with named presets, TOML loading (unknown fields rejected) and validation.
+
+use super::ModelError;
+use crate::init::orthogonal::OrthoMethod;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Which attention a model uses in every layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttentionKind {
+    /// Standard causal softmax attention with trainable `W_Q, W_K, W_V, W_O`.
+    Softmax,
+    /// Softmax attention whose per-head `W_Q, W_K` are frozen random orthogonal matrices.
+    Orthogonal,
+    /// Causal linear attention with the `elu(x)+1` feature map (prefix sums, `O(T·D²)`).
+    Linear,
+    /// Linear attention with frozen orthogonal `W_Q, W_K`.
+    OrthogonalLinear,
+}
+
+impl AttentionKind {
+    /// All variants, in the order the CLI lists them.
+    pub const ALL: [AttentionKind; 4] = [
+        Self::Softmax,
+        Self::Orthogonal,
+        Self::Linear,
+        Self::OrthogonalLinear,
+    ];
+
+    /// Whether `W_Q, W_K` are frozen orthogonal matrices.
+    pub fn frozen_qk(self) -> bool {
+        matches!(self, Self::Orthogonal | Self::OrthogonalLinear)
+    }
+
+    /// Whether the attention is the linear (kernel) form.
+    pub fn is_linear(self) -> bool {
+        matches!(self, Self::Linear | Self::OrthogonalLinear)
+    }
+
+    /// The name used in configs and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Softmax => "softmax",
+            Self::Orthogonal => "orthogonal",
+            Self::Linear => "linear",
+            Self::OrthogonalLinear => "orthogonal-linear",
+        }
+    }
+
+    /// Parses a name as written in configs (`softmax`, `orthogonal`, `linear`, `orthogonal-linear`).
+    pub fn parse(s: &str) -> Result<Self, ModelError> {
+        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+            ModelError::Config(format!(
+                "unknown attention {s:?}: use one of softmax, orthogonal, linear, orthogonal-linear"
+            ))
+        })
+    }
+}
+
+/// Where the LayerNorms sit in a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NormPlacement {
+    /// `LN(x + f(x))`, as the seed's code (and the original transformer).
+    Post,
+    /// `x + f(LN(x))`, as GPT-2.
+    Pre,
+}
+
+/// The shape and variant of a GPT language model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GptConfig {
+    /// Vocabulary size `V`.
+    pub vocab_size: usize,
+    /// Longest sequence `T` (rows of the position embedding).
+    pub context: usize,
+    /// Number of blocks `L`.
+    pub n_layer: usize,
+    /// Heads per attention `H`; `d_model` must be divisible by it.
+    pub n_head: usize,
+    /// Model width `C`.
+    pub d_model: usize,
+    /// Feed-forward width `F` (GPT-2: `4C`).
+    pub d_ff: usize,
+    /// Attention variant of every layer.
+    pub attention: AttentionKind,
+    /// Pre- or post-LN blocks.
+    pub norm: NormPlacement,
+    /// Biases on Q, K, V, O projections.
+    pub attn_bias: bool,
+    /// Biases on the two feed-forward projections.
+    pub ffn_bias: bool,
+    /// Dropout probability on the embedding output and on each residual branch; `0` disables.
+    pub dropout: f32,
+    /// How frozen orthogonal `W_Q, W_K` are generated.
+    pub frozen_method: OrthoMethod,
+    /// Base seed of the frozen weights (each head's seed is derived from it).
+    pub frozen_seed: u64,
+}
+
+impl GptConfig {
+    /// Preset names accepted by [`GptConfig::preset`].
+    pub const PRESETS: [&'static str; 6] = [
+        "tiny",
+        "seed-003",
+        "gpt2-small",
+        "config-a",
+        "config-b",
+        "shakespeare-char",
+    ];
+
+    fn base(
+        vocab_size: usize,
+        context: usize,
+        n_layer: usize,
+        n_head: usize,
+        d_model: usize,
+    ) -> Self {
+        GptConfig {
+            vocab_size,
+            context,
+            n_layer,
+            n_head,
+            d_model,
+            d_ff: 4 * d_model,
+            attention: AttentionKind::Softmax,
+            norm: NormPlacement::Pre,
+            attn_bias: false,
+            ffn_bias: true,
+            dropout: 0.0,
+            frozen_method: OrthoMethod::Qr,
+            frozen_seed: 0,
+        }
+    }
+
+    /// A named preset (see [`GptConfig::PRESETS`]); attention defaults to softmax.
+    pub fn preset(name: &str) -> Result<Self, ModelError> {
+        let cfg = match name {
+            // Small enough for fast exact tests, big enough to exercise every shape rule.
+            "tiny" => GptConfig {
+                d_ff: 32,
+                attn_bias: true,
+                ..Self::base(11, 8, 2, 2, 8)
+            },
+            "seed-003" => GptConfig {
+                norm: NormPlacement::Post,
+                ..Self::base(50_257, 1024, 12, 12, 768)
+            },
+            "gpt2-small" => GptConfig {
+                attn_bias: true,
+                ..Self::base(50_257, 1024, 12, 12, 768)
+            },
+            "config-a" => Self::base(65, 128, 4, 4, 128),
+            "config-b" => Self::base(65, 256, 6, 6, 384),
+            "shakespeare-char" => Self::base(65, 128, 4, 4, 128),
+            _ => {
+                return Err(ModelError::Config(format!(
+                    "unknown preset {name:?}: use one of {}",
+                    Self::PRESETS.join(", ")
+                )));
+            }
+        };
+        Ok(cfg)
+    }
+
+    /// Parses a TOML config (every field required, unknown fields rejected) and validates it.
+    pub fn from_toml_str(text: &str) -> Result<Self, ModelError> {
+        let cfg: GptConfig = toml::from_str(text)
+            .map_err(|e| ModelError::Config(format!("bad TOML config: {}", e.message())))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads a TOML config file, see [`GptConfig::from_toml_str`].
+    pub fn from_toml_file(path: &Path) -> crate::Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+        Self::from_toml_str(&text).map_err(|e| {
+            ModelError::Config(format!(
+                "{}: {}",
+                path.display(),
+                e.to_string()
+                    .trim_start_matches("invalid model configuration: ")
+            ))
+            .into()
+        })
+    }
+
+    /// The config as TOML text.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+
+    /// Head width `D = C / H`.
+    pub fn d_head(&self) -> usize {
+        self.d_model / self.n_head.max(1)
+    }
+
+    /// Checks every field; the error says which one and what to do.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let bad = |s: String| Err(ModelError::Config(s));
+        for (name, v) in [
+            ("vocab_size", self.vocab_size),
+            ("context", self.context),
+            ("n_layer", self.n_layer),
+            ("n_head", self.n_head),
+            ("d_model", self.d_model),
+            ("d_ff", self.d_ff),
+        ] {
+            if v == 0 {
+                return bad(format!("{name} is 0: it must be at least 1"));
+            }
+        }
+        if !self.d_model.is_multiple_of(self.n_head) {
+            return bad(format!(
+                "d_model {} is not divisible by n_head {}: choose d_model = n_head x head width",
+                self.d_model, self.n_head
+            ));
+        }
+        if self.vocab_size > u32::MAX as usize {
+            return bad(format!(
+                "vocab_size {} does not fit token ids of 32 bits",
+                self.vocab_size
+            ));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return bad(format!("dropout {} must be in [0, 1)", self.dropout));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,265 @@
+//! The GPT language model: token + position embedding, `L` blocks (post- or pre-LN) with the
+//! configured attention, final LayerNorm, LM head tied to the token embedding, mean
+//! cross-entropy. Parameters live in one [`ParamStore`]; frozen `W_Q, W_K` in a [`FrozenStore`];
+//! activations are preallocated per batch shape (see `gpt_acts`), so a step allocates nothing.
+
+use super::ModelError;
+use super::config::GptConfig;
+use super::gpt_acts::Acts;
+use super::layout::{self, InitRule};
+use super::store::{FrozenGenerator, FrozenStore, ParamStore};
+use crate::init::rng::seeded;
+use rand::Rng as _;
+
+/// Offsets of one block's tensors in the store (`None`: absent or frozen).
+#[derive(Clone, Debug)]
+pub(crate) struct LayerIdx {
+    pub ln1: usize,
+    pub ln2: usize,
+    /// Q, K, V, O weights (Q, K are `None` when frozen).
+    pub w: [Option<usize>; 4],
+    /// Q, K, V, O biases.
+    pub b: [Option<usize>; 4],
+    pub fc_w: usize,
+    pub fc_b: Option<usize>,
+    pub proj_w: usize,
+    pub proj_b: Option<usize>,
+}
+
+/// A GPT language model with its parameters, gradients and activation buffers.
+pub struct Gpt {
+    pub(crate) cfg: GptConfig,
+    pub(crate) params: ParamStore,
+    pub(crate) frozen: FrozenStore,
+    pub(crate) layers: Vec<LayerIdx>,
+    pub(crate) wte: usize,
+    pub(crate) wpe: usize,
+    pub(crate) lnf: usize,
+    pub(crate) acts: Option<Acts>,
+}
+
+impl Gpt {
+    /// A model with GPT-2 initialisation from `seed`: weights `N(0, 0.02)`, residual output
+    /// projections (`W_O`, FFN out) `N(0, 0.02/sqrt(2L))`, biases 0, norm gains 1; drawn in
+    /// store order from `init::rng::seeded(seed)`. Frozen weights come from the config's
+    /// `frozen_method` and `frozen_seed`.
+    pub fn new(cfg: GptConfig, seed: u64) -> crate::Result<Self> {
+        let mut model = Self::zeroed(cfg)?;
+        let mut rng = seeded(seed);
+        let specs = layout::trainable(&model.cfg);
+        for (spec, info) in specs.iter().zip(&model.params.tensors) {
+            let dst = &mut model.params.data[info.range()];
+            match spec.init {
+                InitRule::Zeros => dst.fill(0.0),
+                InitRule::Ones => dst.fill(1.0),
+                InitRule::Normal(std) => {
+                    for v in dst.iter_mut() {
+                        let z: f64 = rng.sample(rand_distr::StandardNormal);
+                        *v = (z * std as f64) as f32;
+                    }
+                }
+            }
+        }
+        Ok(model)
+    }
+
+    /// A validated model with all trainable values zero and frozen weights generated.
+    pub(crate) fn zeroed(cfg: GptConfig) -> crate::Result<Self> {
+        cfg.validate()?;
+        let specs = layout::trainable(&cfg);
+        let params = ParamStore::zeros(&specs);
+        let frozen = if cfg.attention.frozen_qk() {
+            let generator = FrozenGenerator {
+                method: cfg.frozen_method,
+                seed: cfg.frozen_seed,
+                d_model: cfg.d_model,
+                n_head: cfg.n_head,
+            };
+            FrozenStore::generate(generator, cfg.n_layer)?
+        } else {
+            FrozenStore::empty()
+        };
+        let off = |name: String| params.offset_of(&name);
+        let need = |name: String| {
+            params
+                .offset_of(&name)
+                .ok_or_else(|| ModelError::Config(format!("internal: tensor {name} missing")))
+        };
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for l in 0..cfg.n_layer {
+            let p = format!("h.{l}");
+            let names = ["q", "k", "v", "o"];
+            layers.push(LayerIdx {
+                ln1: need(format!("{p}.ln1.weight"))?,
+                ln2: need(format!("{p}.ln2.weight"))?,
+                w: names.map(|n| off(format!("{p}.attn.{n}.weight"))),
+                b: names.map(|n| off(format!("{p}.attn.{n}.bias"))),
+                fc_w: need(format!("{p}.mlp.fc.weight"))?,
+                fc_b: off(format!("{p}.mlp.fc.bias")),
+                proj_w: need(format!("{p}.mlp.proj.weight"))?,
+                proj_b: off(format!("{p}.mlp.proj.bias")),
+            });
+        }
+        Ok(Gpt {
+            wte: need("wte".into())?,
+            wpe: need("wpe".into())?,
+            lnf: need("ln_f.weight".into())?,
+            cfg,
+            params,
+            frozen,
+            layers,
+            acts: None,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GptConfig {
+        &self.cfg
+    }
+
+    /// Trainable parameters and their gradients.
+    pub fn params(&self) -> &ParamStore {
+        &self.params
+    }
+
+    /// Mutable trainable parameters (the optimiser updates `data` from `grad`).
+    pub fn params_mut(&mut self) -> &mut ParamStore {
+        &mut self.params
+    }
+
+    /// Frozen weights and their generator.
+    pub fn frozen(&self) -> &FrozenStore {
+        &self.frozen
+    }
+
+    /// Replaces the frozen store (checkpoint loading); shapes must match.
+    pub(crate) fn set_frozen(&mut self, frozen: FrozenStore) {
+        self.frozen = frozen;
+    }
+
+    /// Imports frozen `W_Q, W_K` made elsewhere (e.g. by PyTorch), by name (`h.{l}.attn.q.weight`,
+    /// `C x C`, `out x in`). The generator is dropped, so checkpoints then store them in full.
+    pub fn import_frozen(&mut self, name: &str, values: &[f32]) -> crate::Result<()> {
+        let t = self
+            .frozen
+            .tensors
+            .iter_mut()
+            .find(|t| t.name == name)
+            .ok_or_else(|| {
+                ModelError::Config(format!("{name} is not a frozen tensor of this model"))
+            })?;
+        if t.data.len() != values.len() {
+            return Err(ModelError::Config(format!(
+                "{name} has {} values, expected {:?}",
+                values.len(),
+                t.shape
+            ))
+            .into());
+        }
+        t.data.copy_from_slice(values);
+        self.frozen.generator = None;
+        Ok(())
+    }
+
+    /// Sets every gradient to zero.
+    pub fn zero_grad(&mut self) {
+        self.params.grad.fill(0.0);
+    }
+
+    /// Forward + backward of the mean cross-entropy over a `(B, T)` batch; gradients are
+    /// *accumulated* into `params().grad`. Dropout (if configured) draws its masks from
+    /// `dropout_seed`, so the same seed gives the same masks.
+    pub fn forward_backward(
+        &mut self,
+        inputs: &[u32],
+        targets: &[u32],
+        b: usize,
+        t: usize,
+        dropout_seed: u64,
+    ) -> crate::Result<f32> {
+        self.check_batch(inputs, Some(targets), b, t)?;
+        let drop = (self.cfg.dropout > 0.0).then_some(dropout_seed);
+        self.forward(inputs, b, t, drop);
+        let loss = self.cross_entropy(targets, true);
+        self.backward(inputs, b, t);
+        Ok(loss)
+    }
+
+    /// Mean cross-entropy without backward and without dropout (evaluation).
+    pub fn loss(
+        &mut self,
+        inputs: &[u32],
+        targets: &[u32],
+        b: usize,
+        t: usize,
+    ) -> crate::Result<f32> {
+        self.check_batch(inputs, Some(targets), b, t)?;
+        self.forward(inputs, b, t, None);
+        Ok(self.cross_entropy(targets, false))
+    }
+
+    /// Logits `(B, T, V)` without dropout, for sampling.
+    pub fn logits(&mut self, inputs: &[u32], b: usize, t: usize) -> crate::Result<&[f32]> {
+        self.check_batch(inputs, None, b, t)?;
+        self.forward(inputs, b, t, None);
+        let n = b * t * self.cfg.vocab_size;
+        Ok(self.acts.as_ref().map(|a| &a.logits[..n]).unwrap_or(&[]))
+    }
+
+    fn cross_entropy(&mut self, targets: &[u32], grad: bool) -> f32 {
+        let v = self.cfg.vocab_size;
+        match self.acts.as_mut() {
+            Some(a) => crate::nn::cross_entropy::forward(
+                &mut a.logits[..targets.len() * v],
+                targets,
+                v,
+                grad,
+            ),
+            None => f32::NAN,
+        }
+    }
+
+    fn check_batch(
+        &mut self,
+        inputs: &[u32],
+        targets: Option<&[u32]>,
+        b: usize,
+        t: usize,
+    ) -> crate::Result<()> {
+        let bad = |s: String| Err(ModelError::Batch(s).into());
+        if b == 0 || t == 0 {
+            return bad(format!("batch {b} x {t} is empty"));
+        }
+        if t > self.cfg.context {
+            return bad(format!(
+                "sequence length {t} exceeds the model's context {}",
+                self.cfg.context
+            ));
+        }
+        if inputs.len() != b * t {
+            return bad(format!(
+                "{} input tokens for a {b} x {t} batch",
+                inputs.len()
+            ));
+        }
+        let v = self.cfg.vocab_size as u32;
+        for (what, toks) in [("input", Some(inputs)), ("target", targets)] {
+            let Some(toks) = toks else { continue };
+            if toks.len() != b * t {
+                return bad(format!(
+                    "{} {what} tokens for a {b} x {t} batch",
+                    toks.len()
+                ));
+            }
+            if let Some(&tok) = toks.iter().find(|&&x| x >= v) {
+                return bad(format!(
+                    "{what} token id {tok} is outside the vocabulary of {v}"
+                ));
+            }
+        }
+        if !self.acts.as_ref().is_some_and(|a| a.fits(b, t)) {
+            self.acts = Some(Acts::new(&self.cfg, b, t));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,386 @@
+//! Backward pass of [`Gpt`]: from the logits' gradient (left in the logits buffer by the fused
+//! cross-entropy) down to the embeddings, accumulating into `params.grad`. Frozen `W_Q, W_K`
+//! get only their input-gradient product; their weight-gradient product is never run.
+
+use super::config::NormPlacement;
+use super::gpt::{Gpt, LayerIdx};
+use super::gpt_acts::LayerActs;
+use super::store::FrozenStore;
+use crate::nn::matmul::{Trans, matmul};
+use crate::nn::{attention, dropout, embedding, gelu, layernorm, linear, linear_attention};
+
+/// Read-only context of one block's backward.
+struct Ctx<'a> {
+    pd: &'a [f32],
+    frozen: &'a FrozenStore,
+    idx: &'a LayerIdx,
+    l: usize,
+    b: usize,
+    t: usize,
+    c: usize,
+    f: usize,
+    h: usize,
+    drop: bool,
+    linear_attn: bool,
+}
+
+impl Ctx<'_> {
+    fn weight(&self, which: usize) -> &[f32] {
+        let cc = self.c * self.c;
+        match self.idx.w[which] {
+            Some(o) => &self.pd[o..o + cc],
+            None => &self.frozen.tensors[2 * self.l + which].data,
+        }
+    }
+}
+
+/// `dst = src ⊙ mask` (dropout backward into a scratch), or `src` itself without dropout.
+fn masked<'a>(dst: &'a mut [f32], src: &'a [f32], mask: &[f32], drop: bool) -> &'a [f32] {
+    if !drop {
+        return src;
+    }
+    dst.copy_from_slice(src);
+    dropout::backward(dst, mask);
+    dst
+}
+
+impl Gpt {
+    /// Backward after a training forward and the fused cross-entropy.
+    pub(crate) fn backward(&mut self, inputs: &[u32], b: usize, t: usize) {
+        let Some(mut acts) = self.acts.take() else {
+            return;
+        };
+        let cfg = &self.cfg;
+        let (c, v, bt) = (cfg.d_model, cfg.vocab_size, b * t);
+        let n = bt * c;
+        let (pd, pg) = (&self.params.data, &mut self.params.grad);
+        let threads = linear::big_threads();
+        let wte = self.wte..self.wte + v * c;
+        {
+            let [s0, s1, ..] = &mut acts.s;
+            let dlogits = &acts.logits[..bt * v];
+            matmul(
+                &mut s0[..n],
+                dlogits,
+                Trans::No,
+                &pd[wte.clone()],
+                Trans::No,
+                bt,
+                v,
+                c,
+                false,
+                threads,
+            );
+            matmul(
+                &mut pg[wte.clone()],
+                dlogits,
+                Trans::Yes,
+                &acts.lnf[..n],
+                Trans::No,
+                v,
+                bt,
+                c,
+                true,
+                threads,
+            );
+            let last: &[f32] = match acts.layers.last() {
+                None => &acts.x0[..n],
+                Some(a) => block_out(cfg.norm, a, n),
+            };
+            let (dg, db) = pg[self.lnf..self.lnf + 2 * c].split_at_mut(c);
+            let g = &pd[self.lnf..self.lnf + c];
+            layernorm::backward(
+                &mut s1[..n],
+                dg,
+                db,
+                &s0[..n],
+                last,
+                &acts.lnf_mean[..bt],
+                &acts.lnf_rstd[..bt],
+                g,
+                c,
+                false,
+            );
+        }
+        for l in (0..cfg.n_layer).rev() {
+            let (prev, rest) = acts.layers.split_at(l);
+            let x_in: &[f32] = match prev.last() {
+                None => &acts.x0[..n],
+                Some(a) => block_out(cfg.norm, a, n),
+            };
+            let ctx = Ctx {
+                pd,
+                frozen: &self.frozen,
+                idx: &self.layers[l],
+                l,
+                b,
+                t,
+                c,
+                f: cfg.d_ff,
+                h: cfg.n_head,
+                drop: cfg.dropout > 0.0,
+                linear_attn: cfg.attention.is_linear(),
+            };
+            block_backward(
+                &ctx,
+                cfg.norm,
+                &rest[0],
+                x_in,
+                &mut acts.s,
+                &mut acts.dh,
+                &mut acts.df,
+                &mut acts.dp,
+                pg,
+            );
+            acts.s.swap(1, 2);
+        }
+        let [s0, s1, ..] = &mut acts.s;
+        let g = masked(
+            &mut s0[..n],
+            &s1[..n],
+            &acts.mask_emb[..if cfg.dropout > 0.0 { n } else { 0 }],
+            cfg.dropout > 0.0,
+        );
+        let (gte, gpe) = pg.split_at_mut(self.wpe.max(self.wte + v * c));
+        embedding::backward(&mut gte[wte], &mut gpe[..cfg.context * c], g, inputs, t, c);
+        self.acts = Some(acts);
+    }
+}
+
+fn block_out(norm: NormPlacement, a: &LayerActs, n: usize) -> &[f32] {
+    match norm {
+        NormPlacement::Pre => &a.res2[..n],
+        NormPlacement::Post => &a.ln2[..n],
+    }
+}
+
+/// One block: reads the output gradient from `s[1]`, writes the input gradient into `s[2]`.
+#[allow(clippy::too_many_arguments)]
+fn block_backward(
+    x: &Ctx,
+    norm: NormPlacement,
+    a: &LayerActs,
+    x_in: &[f32],
+    s: &mut [Vec<f32>; 6],
+    dh: &mut [Vec<f32>; 4],
+    df: &mut [Vec<f32>; 2],
+    dp: &mut [f32],
+    pg: &mut [f32],
+) {
+    let (c, bt) = (x.c, x.b * x.t);
+    let n = bt * c;
+    let [s0, s1, s2, s3, s4, s5] = s;
+    let (s0, s1, s2, s3, s4, s5) = (
+        &mut s0[..n],
+        &s1[..n],
+        &mut s2[..n],
+        &mut s3[..n],
+        &mut s4[..n],
+        &mut s5[..n],
+    );
+    let (l1, l2) = (x.idx.ln1, x.idx.ln2);
+    let ln_back = |dx: &mut [f32],
+                   pg: &mut [f32],
+                   dy: &[f32],
+                   xx: &[f32],
+                   mean: &[f32],
+                   rstd: &[f32],
+                   at: usize,
+                   acc: bool| {
+        let (dg, db) = pg[at..at + 2 * c].split_at_mut(c);
+        layernorm::backward(
+            dx,
+            dg,
+            db,
+            dy,
+            xx,
+            &mean[..bt],
+            &rstd[..bt],
+            &x.pd[at..at + c],
+            c,
+            acc,
+        );
+    };
+    match norm {
+        NormPlacement::Pre => {
+            mlp_backward(x, a, &a.ln2[..n], s1, s4, s0, df, pg);
+            s3.copy_from_slice(s1);
+            ln_back(s3, pg, s4, &a.res1[..n], &a.ln2_mean, &a.ln2_rstd, l2, true);
+            attn_backward(x, a, &a.ln1[..n], s3, s4, s0, dh, dp, pg);
+            s2.copy_from_slice(s3);
+            ln_back(s2, pg, s4, x_in, &a.ln1_mean, &a.ln1_rstd, l1, true);
+        }
+        NormPlacement::Post => {
+            ln_back(
+                s3,
+                pg,
+                s1,
+                &a.res2[..n],
+                &a.ln2_mean,
+                &a.ln2_rstd,
+                l2,
+                false,
+            );
+            mlp_backward(x, a, &a.ln1[..n], s3, s4, s0, df, pg);
+            s3.iter_mut().zip(s4.iter()).for_each(|(g, d)| *g += d);
+            ln_back(
+                s5,
+                pg,
+                s3,
+                &a.res1[..n],
+                &a.ln1_mean,
+                &a.ln1_rstd,
+                l1,
+                false,
+            );
+            attn_backward(x, a, x_in, s5, s4, s0, dh, dp, pg);
+            s2.iter_mut()
+                .zip(s5.iter().zip(s4.iter()))
+                .for_each(|(g, (r, d))| *g = r + d);
+        }
+    }
+}
+
+/// Feed-forward branch: from the branch-output gradient `dy` to `d m_in` (overwritten).
+#[allow(clippy::too_many_arguments)]
+fn mlp_backward(
+    x: &Ctx,
+    a: &LayerActs,
+    m_in: &[f32],
+    dy: &[f32],
+    dm_in: &mut [f32],
+    tmp: &mut [f32],
+    df: &mut [Vec<f32>; 2],
+    pg: &mut [f32],
+) {
+    let (c, f, bt) = (x.c, x.f, x.b * x.t);
+    let nf = bt * f;
+    let idx = x.idx;
+    let dy = masked(tmp, dy, &a.mask_mlp, x.drop);
+    let [d0, d1] = df;
+    let (d0, d1) = (&mut d0[..nf], &mut d1[..nf]);
+    let pw = &x.pd[idx.proj_w..idx.proj_w + c * f];
+    linear::backward(
+        Some(d0),
+        Some(&mut pg[idx.proj_w..idx.proj_w + c * f]),
+        dy,
+        &a.fch_gelu[..nf],
+        pw,
+        bt,
+        f,
+        c,
+        false,
+    );
+    if let Some(o) = idx.proj_b {
+        linear::bias_backward(&mut pg[o..o + c], dy);
+    }
+    gelu::backward(d1, d0, &a.fch[..nf]);
+    let fw = &x.pd[idx.fc_w..idx.fc_w + f * c];
+    linear::backward(
+        Some(dm_in),
+        Some(&mut pg[idx.fc_w..idx.fc_w + f * c]),
+        d1,
+        m_in,
+        fw,
+        bt,
+        c,
+        f,
+        false,
+    );
+    if let Some(o) = idx.fc_b {
+        linear::bias_backward(&mut pg[o..o + f], d1);
+    }
+}
+
+/// Attention branch: from the branch-output gradient `dy` to `d a_in` (overwritten).
+#[allow(clippy::too_many_arguments)]
+fn attn_backward(
+    x: &Ctx,
+    a: &LayerActs,
+    a_in: &[f32],
+    dy: &[f32],
+    da_in: &mut [f32],
+    tmp: &mut [f32],
+    dh: &mut [Vec<f32>; 4],
+    dp: &mut [f32],
+    pg: &mut [f32],
+) {
+    let (c, h, t, bt) = (x.c, x.h, x.t, x.b * x.t);
+    let (n, d, cc) = (bt * c, c / h, c * c);
+    let idx = x.idx;
+    let dy = masked(tmp, dy, &a.mask_attn, x.drop);
+    // W_O: d atty into da_in (as scratch), then split into heads.
+    let wo_grad = idx.w[3].map(|o| o..o + cc);
+    linear::backward(
+        Some(da_in),
+        wo_grad.map(|r| &mut pg[r]),
+        dy,
+        &a.atty[..n],
+        x.weight(3),
+        bt,
+        c,
+        c,
+        false,
+    );
+    if let Some(o) = idx.b[3] {
+        linear::bias_backward(&mut pg[o..o + c], dy);
+    }
+    let [dq, dk, dv, dout] = dh;
+    let (dq, dk, dv, dout) = (&mut dq[..n], &mut dk[..n], &mut dv[..n], &mut dout[..n]);
+    attention::split_heads(dout, da_in, t, h, d);
+    if x.linear_attn {
+        let den = &a.norm[..bt * h];
+        linear_attention::causal_backward(
+            dq,
+            dk,
+            dv,
+            den,
+            dp,
+            dout,
+            &a.qh[..n],
+            &a.kh[..n],
+            &a.vh[..n],
+            t,
+            d,
+        );
+        linear_attention::feature_map_backward(dout, dq, &a.q_pre[..n]);
+        dq.copy_from_slice(dout);
+        linear_attention::feature_map_backward(dout, dk, &a.k_pre[..n]);
+        dk.copy_from_slice(dout);
+    } else {
+        let scale = 1.0 / (d as f32).sqrt();
+        let att = &a.att[..x.b * h * t * t];
+        attention::backward(
+            dq,
+            dk,
+            dv,
+            &mut dp[..x.b * h * t * t],
+            dout,
+            att,
+            &a.qh[..n],
+            &a.kh[..n],
+            &a.vh[..n],
+            t,
+            d,
+            scale,
+        );
+    }
+    for (which, g) in [(0, &*dq), (1, &*dk), (2, &*dv)] {
+        attention::merge_heads(dout, g, t, h, d);
+        let wg = idx.w[which].map(|o| o..o + cc);
+        linear::backward(
+            Some(&mut *da_in),
+            wg.map(|r| &mut pg[r]),
+            dout,
+            a_in,
+            x.weight(which),
+            bt,
+            c,
+            c,
+            which > 0,
+        );
+        if let Some(o) = idx.b[which] {
+            linear::bias_backward(&mut pg[o..o + c], dout);
+        }
+    }
+}

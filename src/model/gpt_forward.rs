@@ -1,0 +1,276 @@
+//! Forward pass of [`Gpt`] into its preallocated activation buffers.
+
+use super::config::NormPlacement;
+use super::gpt::{Gpt, LayerIdx};
+use super::gpt_acts::LayerActs;
+use crate::nn::{attention, dropout, embedding, gelu, layernorm, linear, linear_attention, matmul};
+
+/// Dropout site numbers: the embedding, then two per layer.
+pub(crate) fn site(layer: usize, which: usize) -> u64 {
+    1 + 2 * layer as u64 + which as u64
+}
+
+impl Gpt {
+    /// The weight `which` (0 Q, 1 K, 2 V, 3 O) of layer `l`: from the store or the frozen store.
+    pub(crate) fn attn_weight(&self, l: usize, which: usize) -> &[f32] {
+        let cc = self.cfg.d_model * self.cfg.d_model;
+        match self.layers[l].w[which] {
+            Some(o) => &self.params.data[o..o + cc],
+            None => &self.frozen.tensors[2 * l + which].data,
+        }
+    }
+
+    /// Runs the model up to the logits; `dropout_seed` is `Some` only when training with dropout.
+    pub(crate) fn forward(
+        &mut self,
+        inputs: &[u32],
+        b: usize,
+        t: usize,
+        dropout_seed: Option<u64>,
+    ) {
+        let Some(mut acts) = self.acts.take() else {
+            return;
+        };
+        let (c, v) = (self.cfg.d_model, self.cfg.vocab_size);
+        let (bt, p) = (b * t, &self.params.data);
+        let n = bt * c;
+        embedding::forward(
+            &mut acts.x0[..n],
+            inputs,
+            &p[self.wte..self.wte + v * c],
+            &p[self.wpe..],
+            t,
+            c,
+        );
+        if let Some(seed) = dropout_seed {
+            dropout::forward(
+                &mut acts.x0[..n],
+                &mut acts.mask_emb[..n],
+                self.cfg.dropout,
+                seed,
+                0,
+            );
+        }
+        for l in 0..self.cfg.n_layer {
+            let (prev, rest) = acts.layers.split_at_mut(l);
+            let x_in: &[f32] = match prev.last() {
+                None => &acts.x0[..n],
+                Some(pl) => self.block_output(pl, n),
+            };
+            self.block_forward(
+                l,
+                x_in,
+                &mut rest[0],
+                &mut acts.s,
+                &mut acts.dp,
+                b,
+                t,
+                dropout_seed,
+            );
+        }
+        let last = acts
+            .layers
+            .last()
+            .map(|pl| self.block_output(pl, n))
+            .unwrap_or(&acts.x0[..n]);
+        let g = &p[self.lnf..self.lnf + 2 * c];
+        let (lnf, mean, rstd) = (
+            &mut acts.lnf[..n],
+            &mut acts.lnf_mean[..bt],
+            &mut acts.lnf_rstd[..bt],
+        );
+        layernorm::forward(lnf, mean, rstd, last, &g[..c], &g[c..], c);
+        let wte = &p[self.wte..self.wte + v * c];
+        let logits = &mut acts.logits[..bt * v];
+        matmul::matmul(
+            logits,
+            lnf,
+            matmul::Trans::No,
+            wte,
+            matmul::Trans::Yes,
+            bt,
+            c,
+            v,
+            false,
+            linear::big_threads(),
+        );
+        self.acts = Some(acts);
+    }
+
+    /// The output of a block: `res2` (pre-LN) or `LN2(res2)` (post-LN).
+    pub(crate) fn block_output<'a>(&self, a: &'a LayerActs, n: usize) -> &'a [f32] {
+        match self.cfg.norm {
+            NormPlacement::Pre => &a.res2[..n],
+            NormPlacement::Post => &a.ln2[..n],
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn block_forward(
+        &self,
+        l: usize,
+        x_in: &[f32],
+        a: &mut LayerActs,
+        s: &mut [Vec<f32>; 6],
+        scratch: &mut [f32],
+        b: usize,
+        t: usize,
+        dropout_seed: Option<u64>,
+    ) {
+        let cfg = &self.cfg;
+        let (c, f, h) = (cfg.d_model, cfg.d_ff, cfg.n_head);
+        let (bt, d) = (b * t, cfg.d_head());
+        let n = bt * c;
+        let p = &self.params.data;
+        let idx: &LayerIdx = &self.layers[l];
+        let pre = cfg.norm == NormPlacement::Pre;
+        let ln1 = &p[idx.ln1..idx.ln1 + 2 * c];
+        let ln2 = &p[idx.ln2..idx.ln2 + 2 * c];
+        let bias = |o: Option<usize>, len: usize| o.map(|o| &p[o..o + len]);
+        if pre {
+            layernorm::forward(
+                &mut a.ln1[..n],
+                &mut a.ln1_mean[..bt],
+                &mut a.ln1_rstd[..bt],
+                x_in,
+                &ln1[..c],
+                &ln1[c..],
+                c,
+            );
+        }
+        let a_in: &[f32] = if pre { &a.ln1[..n] } else { x_in };
+        // Q, K, V projections, split into heads.
+        let [s0, s1, ..] = s;
+        for (which, dst) in [(0, &mut a.qh), (1, &mut a.kh), (2, &mut a.vh)] {
+            linear::forward(
+                &mut s0[..n],
+                a_in,
+                self.attn_weight(l, which),
+                bias(idx.b[which], c),
+                bt,
+                c,
+                c,
+            );
+            attention::split_heads(&mut dst[..n], &s0[..n], t, h, d);
+        }
+        let scale = 1.0 / (d as f32).sqrt();
+        if cfg.attention.is_linear() {
+            a.q_pre[..n].copy_from_slice(&a.qh[..n]);
+            a.k_pre[..n].copy_from_slice(&a.kh[..n]);
+            linear_attention::feature_map(&mut a.qh[..n], &a.q_pre[..n]);
+            linear_attention::feature_map(&mut a.kh[..n], &a.k_pre[..n]);
+            linear_attention::causal_forward(
+                &mut s1[..n],
+                &mut a.norm[..bt * h],
+                &a.qh[..n],
+                &a.kh[..n],
+                &a.vh[..n],
+                scratch,
+                t,
+                d,
+            );
+        } else {
+            let att = &mut a.att[..b * h * t * t];
+            attention::forward(
+                &mut s1[..n],
+                att,
+                &a.qh[..n],
+                &a.kh[..n],
+                &a.vh[..n],
+                t,
+                d,
+                scale,
+            );
+        }
+        attention::merge_heads(&mut a.atty[..n], &s1[..n], t, h, d);
+        linear::forward(
+            &mut s0[..n],
+            &a.atty[..n],
+            self.attn_weight(l, 3),
+            bias(idx.b[3], c),
+            bt,
+            c,
+            c,
+        );
+        if let Some(seed) = dropout_seed {
+            dropout::forward(
+                &mut s0[..n],
+                &mut a.mask_attn[..n],
+                cfg.dropout,
+                seed,
+                site(l, 0),
+            );
+        }
+        for ((r, x), y) in a.res1[..n].iter_mut().zip(x_in).zip(&s0[..n]) {
+            *r = x + y;
+        }
+        // Feed-forward on LN2(res1) (pre) or on h = LN1(res1) (post).
+        let m_in: &[f32] = if pre {
+            layernorm::forward(
+                &mut a.ln2[..n],
+                &mut a.ln2_mean[..bt],
+                &mut a.ln2_rstd[..bt],
+                &a.res1[..n],
+                &ln2[..c],
+                &ln2[c..],
+                c,
+            );
+            &a.ln2[..n]
+        } else {
+            layernorm::forward(
+                &mut a.ln1[..n],
+                &mut a.ln1_mean[..bt],
+                &mut a.ln1_rstd[..bt],
+                &a.res1[..n],
+                &ln1[..c],
+                &ln1[c..],
+                c,
+            );
+            &a.ln1[..n]
+        };
+        let nf = bt * f;
+        linear::forward(
+            &mut a.fch[..nf],
+            m_in,
+            &p[idx.fc_w..idx.fc_w + f * c],
+            bias(idx.fc_b, f),
+            bt,
+            c,
+            f,
+        );
+        gelu::forward(&mut a.fch_gelu[..nf], &a.fch[..nf]);
+        linear::forward(
+            &mut s0[..n],
+            &a.fch_gelu[..nf],
+            &p[idx.proj_w..idx.proj_w + c * f],
+            bias(idx.proj_b, c),
+            bt,
+            f,
+            c,
+        );
+        if let Some(seed) = dropout_seed {
+            dropout::forward(
+                &mut s0[..n],
+                &mut a.mask_mlp[..n],
+                cfg.dropout,
+                seed,
+                site(l, 1),
+            );
+        }
+        let base: &[f32] = if pre { &a.res1[..n] } else { &a.ln1[..n] };
+        for ((r, x), y) in a.res2[..n].iter_mut().zip(base).zip(&s0[..n]) {
+            *r = x + y;
+        }
+        if !pre {
+            layernorm::forward(
+                &mut a.ln2[..n],
+                &mut a.ln2_mean[..bt],
+                &mut a.ln2_rstd[..bt],
+                &a.res2[..n],
+                &ln2[..c],
+                &ln2[c..],
+                c,
+            );
+        }
+    }
+}

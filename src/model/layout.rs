@@ -1,0 +1,179 @@
+//! The table of tensor shapes a configuration implies (llm.c's "size function"): trainable
+//! tensors in `ParamStore` order with their initialisation, and the frozen `W_Q, W_K`.
+//! Parameter counts, memory and FLOP accounting are all derived from this one table.
+
+use super::config::GptConfig;
+
+/// How a trainable tensor is initialised (GPT-2 style).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum InitRule {
+    /// Normal with mean 0 and this standard deviation.
+    Normal(f32),
+    /// All zeros (biases).
+    Zeros,
+    /// All ones (norm gains).
+    Ones,
+}
+
+/// One trainable tensor of the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorSpec {
+    /// Name as in checkpoints and the PyTorch reference (`h.0.attn.q.weight`).
+    pub name: String,
+    /// Shape; weights are `out x in`, as PyTorch.
+    pub shape: Vec<usize>,
+    /// Whether AdamW applies weight decay (2-D weights and embeddings).
+    pub decay: bool,
+    /// Initialisation.
+    pub init: InitRule,
+    /// Which component it belongs to (for the per-component table).
+    pub component: &'static str,
+}
+
+impl TensorSpec {
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// The name of a frozen projection: layer `l`, `which` 0 for Q, 1 for K.
+pub fn frozen_name(l: usize, which: usize) -> String {
+    format!("h.{l}.attn.{}.weight", ["q", "k"][which])
+}
+
+/// Trainable tensors in store order.
+pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
+    let (c, f, v, t) = (cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.context);
+    let std = 0.02f32;
+    let resid_std = std / (2.0 * cfg.n_layer as f32).sqrt();
+    let mut out = Vec::new();
+    let mut push = |name: String, shape: Vec<usize>, init: InitRule, component: &'static str| {
+        let decay = shape.len() == 2;
+        out.push(TensorSpec {
+            name,
+            shape,
+            decay,
+            init,
+            component,
+        });
+    };
+    push(
+        "wte".into(),
+        vec![v, c],
+        InitRule::Normal(std),
+        "token embedding",
+    );
+    push(
+        "wpe".into(),
+        vec![t, c],
+        InitRule::Normal(std),
+        "position embedding",
+    );
+    for l in 0..cfg.n_layer {
+        let p = format!("h.{l}");
+        push(
+            format!("{p}.ln1.weight"),
+            vec![c],
+            InitRule::Ones,
+            "layer norms",
+        );
+        push(
+            format!("{p}.ln1.bias"),
+            vec![c],
+            InitRule::Zeros,
+            "layer norms",
+        );
+        for (name, comp) in [
+            ("q", "attention Q"),
+            ("k", "attention K"),
+            ("v", "attention V"),
+            ("o", "attention O"),
+        ] {
+            let frozen = cfg.attention.frozen_qk() && (name == "q" || name == "k");
+            if !frozen {
+                let init = if name == "o" {
+                    InitRule::Normal(resid_std)
+                } else {
+                    InitRule::Normal(std)
+                };
+                push(format!("{p}.attn.{name}.weight"), vec![c, c], init, comp);
+            }
+            if cfg.attn_bias {
+                push(
+                    format!("{p}.attn.{name}.bias"),
+                    vec![c],
+                    InitRule::Zeros,
+                    comp,
+                );
+            }
+        }
+        push(
+            format!("{p}.ln2.weight"),
+            vec![c],
+            InitRule::Ones,
+            "layer norms",
+        );
+        push(
+            format!("{p}.ln2.bias"),
+            vec![c],
+            InitRule::Zeros,
+            "layer norms",
+        );
+        push(
+            format!("{p}.mlp.fc.weight"),
+            vec![f, c],
+            InitRule::Normal(std),
+            "feed-forward",
+        );
+        if cfg.ffn_bias {
+            push(
+                format!("{p}.mlp.fc.bias"),
+                vec![f],
+                InitRule::Zeros,
+                "feed-forward",
+            );
+        }
+        push(
+            format!("{p}.mlp.proj.weight"),
+            vec![c, f],
+            InitRule::Normal(resid_std),
+            "feed-forward",
+        );
+        if cfg.ffn_bias {
+            push(
+                format!("{p}.mlp.proj.bias"),
+                vec![c],
+                InitRule::Zeros,
+                "feed-forward",
+            );
+        }
+    }
+    push("ln_f.weight".into(), vec![c], InitRule::Ones, "final norm");
+    push("ln_f.bias".into(), vec![c], InitRule::Zeros, "final norm");
+    out
+}
+
+/// Frozen tensors `(name, shape)`: `W_Q, W_K` of every layer when the attention freezes them.
+pub fn frozen(cfg: &GptConfig) -> Vec<(String, Vec<usize>)> {
+    if !cfg.attention.frozen_qk() {
+        return Vec::new();
+    }
+    let c = cfg.d_model;
+    (0..cfg.n_layer)
+        .flat_map(|l| (0..2).map(move |w| (frozen_name(l, w), vec![c, c])))
+        .collect()
+}
+
+/// Total trainable parameter count.
+pub fn trainable_count(cfg: &GptConfig) -> usize {
+    trainable(cfg).iter().map(TensorSpec::numel).sum()
+}
+
+/// Total frozen parameter count.
+pub fn frozen_count(cfg: &GptConfig) -> usize {
+    frozen(cfg)
+        .iter()
+        .map(|(_, s)| s.iter().product::<usize>())
+        .sum()
+}

@@ -1,0 +1,99 @@
+//! Fully connected layer `y = x·Wᵀ + b` with PyTorch's weight layout (`W` is `out x in`).
+//!
+//! Backward accumulates into the gradient buffers; the weight gradient is optional so frozen
+//! weights never pay for a product whose result would be thrown away.
+
+use super::matmul::{Trans, matmul};
+
+/// Threads for the large products of a model (gemm splits them over rayon).
+pub fn big_threads() -> usize {
+    rayon::current_num_threads().max(1)
+}
+
+/// `y (N x out) = x (N x in) · wᵀ + bias`, `w` stored `out x in`.
+pub fn forward(
+    y: &mut [f32],
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    n: usize,
+    din: usize,
+    dout: usize,
+) {
+    matmul(
+        y,
+        x,
+        Trans::No,
+        w,
+        Trans::Yes,
+        n,
+        din,
+        dout,
+        false,
+        big_threads(),
+    );
+    if let Some(b) = bias {
+        for row in y.chunks_exact_mut(dout) {
+            for (o, bi) in row.iter_mut().zip(b) {
+                *o += bi;
+            }
+        }
+    }
+}
+
+/// Gradients of [`forward`] except the bias: `dx (+)= dy·w`, `dw += dyᵀ·x` (only when `dw`
+/// is given: a frozen weight passes `None` and its product is never computed).
+///
+/// `accumulate_dx` chooses between adding into `dx` and overwriting it.
+#[allow(clippy::too_many_arguments)]
+pub fn backward(
+    dx: Option<&mut [f32]>,
+    dw: Option<&mut [f32]>,
+    dy: &[f32],
+    x: &[f32],
+    w: &[f32],
+    n: usize,
+    din: usize,
+    dout: usize,
+    accumulate_dx: bool,
+) {
+    let threads = big_threads();
+    if let Some(dx) = dx {
+        matmul(
+            dx,
+            dy,
+            Trans::No,
+            w,
+            Trans::No,
+            n,
+            dout,
+            din,
+            accumulate_dx,
+            threads,
+        );
+    }
+    if let Some(dw) = dw {
+        matmul(
+            dw,
+            dy,
+            Trans::Yes,
+            x,
+            Trans::No,
+            dout,
+            n,
+            din,
+            true,
+            threads,
+        );
+    }
+}
+
+/// Bias gradient: `db += Σ_rows dy`, `dy` is `N x out`.
+pub fn bias_backward(db: &mut [f32], dy: &[f32]) {
+    let dout = db.len();
+    for row in dy.chunks_exact(dout) {
+        for (g, d) in db.iter_mut().zip(row) {
+            *g += d;
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Smoke checks of the GPT model: initial loss near ln V, gradients match finite differences
+//! (f64-free central differences in f32, loose tolerance), save/load round trip.
+
+use orthoformer::model::{AttentionKind, Gpt, GptConfig, NormPlacement, load_model, save_model};
+
+fn batch(cfg: &GptConfig, b: usize, t: usize) -> (Vec<u32>, Vec<u32>) {
+    let v = cfg.vocab_size as u32;
+    let x = (0..b * t).map(|i| (i as u32 * 7 + 3) % v).collect();
+    let y = (0..b * t).map(|i| (i as u32 * 5 + 1) % v).collect();
+    (x, y)
+}
+
+fn check_grads(kind: AttentionKind, norm: NormPlacement) {
+    let cfg = GptConfig {
+        attention: kind,
+        norm,
+        ..GptConfig::preset("tiny").unwrap()
+    };
+    let mut m = Gpt::new(cfg.clone(), 1).unwrap();
+    // Larger weights so gradients are not tiny.
+    for v in m.params_mut().data.iter_mut() {
+        *v *= 2.0;
+    }
+    let (x, y) = batch(&cfg, 2, 6);
+    m.zero_grad();
+    let loss = m.forward_backward(&x, &y, 2, 6, 0).unwrap();
+    assert!(loss.is_finite());
+    let grad = m.params().grad.clone();
+    let n = grad.len();
+    let mut worst = 0.0f32;
+    for i in (0..n).step_by(7) {
+        let h = 3e-3f32;
+        let orig = m.params().data[i];
+        m.params_mut().data[i] = orig + h;
+        let lp = m.loss(&x, &y, 2, 6).unwrap();
+        m.params_mut().data[i] = orig - h;
+        let lm = m.loss(&x, &y, 2, 6).unwrap();
+        m.params_mut().data[i] = orig;
+        let fd = (lp - lm) / (2.0 * h);
+        let err = (fd - grad[i]).abs() / (1e-2 + grad[i].abs().max(fd.abs()));
+        if err > worst {
+            worst = err;
+        }
+        assert!(
+            err < 3e-2,
+            "{kind:?} {norm:?} param {i} ({}): fd {fd} vs {}",
+            name_of(&m, i),
+            grad[i]
+        );
+    }
+    eprintln!("{kind:?} {norm:?}: worst rel err {worst}");
+}
+
+fn name_of(m: &Gpt, i: usize) -> String {
+    m.params()
+        .tensors
+        .iter()
+        .find(|t| t.range().contains(&i))
+        .map(|t| t.name.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn gradients_match_finite_differences() {
+    for kind in AttentionKind::ALL {
+        for norm in [NormPlacement::Pre, NormPlacement::Post] {
+            check_grads(kind, norm);
+        }
+    }
+}
+
+#[test]
+fn initial_loss_is_near_log_vocab() {
+    let cfg = GptConfig::preset("tiny").unwrap();
+    let mut m = Gpt::new(cfg.clone(), 3).unwrap();
+    let (x, y) = batch(&cfg, 3, 8);
+    let l = m.loss(&x, &y, 3, 8).unwrap();
+    assert!((l - (11f32).ln()).abs() < 0.05, "{l}");
+}
+
+#[test]
+fn save_load_round_trip() {
+    let dir = std::env::temp_dir().join(format!("ortho-model-smoke-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = GptConfig {
+        attention: AttentionKind::Orthogonal,
+        ..GptConfig::preset("tiny").unwrap()
+    };
+    let mut m = Gpt::new(cfg.clone(), 4).unwrap();
+    let (x, y) = batch(&cfg, 2, 8);
+    let l0 = m.loss(&x, &y, 2, 8).unwrap();
+    for full in [false, true] {
+        let p = dir.join(format!("m{full}.safetensors"));
+        save_model(&p, &m, full).unwrap();
+        let mut back = load_model(&p).unwrap();
+        assert_eq!(back.params().data, m.params().data);
+        assert_eq!(back.frozen().hash(), m.frozen().hash());
+        assert_eq!(back.loss(&x, &y, 2, 8).unwrap(), l0);
+    }
+    let small = std::fs::metadata(dir.join("mfalse.safetensors"))
+        .unwrap()
+        .len();
+    let big = std::fs::metadata(dir.join("mtrue.safetensors"))
+        .unwrap()
+        .len();
+    assert!(big - small >= (m.frozen().len() * 4) as u64);
+    std::fs::remove_dir_all(&dir).ok();
+}
