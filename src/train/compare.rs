@@ -215,9 +215,9 @@ pub fn param_counts(model: &Gpt) -> (usize, usize) {
     (model.params().data.len(), model.frozen().len())
 }
 
-/// Training memory of `model` at batch `b`: see [`crate::model`]'s accounting.
-pub fn training_memory(model: &Gpt, b: usize) -> usize {
+/// Training memory of `model` at batch `b`: weights (all, f32), gradients and two AdamW
+/// moments (trainable only). Activations are not counted yet.
+pub fn training_memory(model: &Gpt, _b: usize) -> usize {
     let (trainable, frozen) = param_counts(model);
-    // Weights (all), gradients and two AdamW moments (trainable only), f32 each.
-    4 * (trainable + frozen) + 12 * trainable + model.activation_bytes(b)
+    4 * (trainable + frozen) + 12 * trainable
 }
