@@ -43,7 +43,7 @@ pub enum TokenizerArg {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelFlags {
     /// Model preset: tiny, shakespeare-char, config-a, config-b, seed-003, gpt2-small
-    /// [default: the comparison model, see `compare --help`].
+    /// [default: shakespeare-char (4 layers, 4 heads, width 128) with context 64].
     #[arg(long, conflicts_with = "config")]
     pub preset: Option<String>,
     /// Model configuration file (TOML or JSON with the fields of a preset).
@@ -124,8 +124,12 @@ pub struct TrainArgs {
     pub json: bool,
 }
 
-/// The default model of `train` and `compare`: small enough for minutes on 2 cores.
-pub const DEFAULT_PRESET: &str = "tiny";
+/// The default model of `train` and `compare` (4 layers, 4 heads, width 128, char-level
+/// vocabulary) with [`DEFAULT_CONTEXT`]: trains in minutes on 2 cores.
+pub const DEFAULT_PRESET: &str = "shakespeare-char";
+
+/// Context of the default model (the preset's own 128 when a preset is named).
+pub const DEFAULT_CONTEXT: usize = 64;
 
 /// Default BPE vocabulary.
 pub const DEFAULT_BPE_VOCAB: usize = 512;
@@ -210,7 +214,10 @@ impl ModelFlags {
         let mut cfg = match (&self.config, &self.preset) {
             (Some(path), _) => read_config(path)?,
             (None, Some(p)) => GptConfig::preset(p)?,
-            (None, None) => GptConfig::preset(DEFAULT_PRESET)?,
+            (None, None) => GptConfig {
+                context: DEFAULT_CONTEXT,
+                ..GptConfig::preset(DEFAULT_PRESET)?
+            },
         };
         if let Some(c) = self.context {
             cfg.context = c;
