@@ -147,8 +147,7 @@ fn run(file: &str) {
         .params()
         .tensors
         .iter()
-        .map(|ti| f32s(&st, &format!("grad.{}", ti.name)))
-        .flatten()
+        .flat_map(|ti| f32s(&st, &format!("grad.{}", ti.name)))
         .fold(0.0f32, |a, b| a.max(b.abs()));
     for ti in model.params().tensors.clone() {
         let want = f32s(&st, &format!("grad.{}", ti.name));

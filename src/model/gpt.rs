@@ -161,6 +161,12 @@ impl Gpt {
         Ok(())
     }
 
+    /// Floats currently allocated for activations and scratch (0 before the first batch);
+    /// equals `accounting::activation_floats` for the largest batch seen.
+    pub fn activation_floats(&self) -> usize {
+        self.acts.as_ref().map_or(0, |a| a.total_floats())
+    }
+
     /// Sets every gradient to zero.
     pub fn zero_grad(&mut self) {
         self.params.grad.fill(0.0);

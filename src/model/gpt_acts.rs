@@ -122,6 +122,58 @@ impl Acts {
         }
     }
 
+    /// Floats held by all buffers (activations and scratch).
+    pub fn total_floats(&self) -> usize {
+        let l: usize = self
+            .layers
+            .iter()
+            .map(|a| {
+                [
+                    &a.ln1,
+                    &a.ln1_mean,
+                    &a.ln1_rstd,
+                    &a.qh,
+                    &a.kh,
+                    &a.vh,
+                    &a.att,
+                    &a.norm,
+                    &a.q_pre,
+                    &a.k_pre,
+                    &a.atty,
+                    &a.res1,
+                    &a.ln2,
+                    &a.ln2_mean,
+                    &a.ln2_rstd,
+                    &a.fch,
+                    &a.fch_gelu,
+                    &a.res2,
+                    &a.mask_attn,
+                    &a.mask_mlp,
+                ]
+                .iter()
+                .map(|v| v.len())
+                .sum::<usize>()
+            })
+            .sum();
+        let g = [
+            &self.x0,
+            &self.mask_emb,
+            &self.lnf,
+            &self.lnf_mean,
+            &self.lnf_rstd,
+            &self.logits,
+            &self.dp,
+        ];
+        let s: usize = self
+            .s
+            .iter()
+            .chain(&self.dh)
+            .chain(&self.df)
+            .map(Vec::len)
+            .sum();
+        l + g.iter().map(|v| v.len()).sum::<usize>() + s
+    }
+
     /// Whether these buffers hold a `b x t` batch.
     pub fn fits(&self, b: usize, t: usize) -> bool {
         b * t <= self.cap_bt && b * t * t <= self.cap_btt

@@ -76,13 +76,13 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
             format!("{p}.ln1.weight"),
             vec![c],
             InitRule::Ones,
-            "layer norms",
+            "layer norm 1",
         );
         push(
             format!("{p}.ln1.bias"),
             vec![c],
             InitRule::Zeros,
-            "layer norms",
+            "layer norm 1",
         );
         for (name, comp) in [
             ("q", "attention Q"),
@@ -112,13 +112,13 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
             format!("{p}.ln2.weight"),
             vec![c],
             InitRule::Ones,
-            "layer norms",
+            "layer norm 2",
         );
         push(
             format!("{p}.ln2.bias"),
             vec![c],
             InitRule::Zeros,
-            "layer norms",
+            "layer norm 2",
         );
         push(
             format!("{p}.mlp.fc.weight"),

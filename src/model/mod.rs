@@ -1,6 +1,7 @@
 //! Models: the GPT language model with selectable attention, its configuration and presets,
 //! and exact parameter/memory/FLOP accounting.
 
+pub mod accounting;
 pub mod checkpoint;
 pub mod config;
 pub mod gpt;
@@ -9,6 +10,7 @@ mod gpt_backward;
 mod gpt_forward;
 pub mod layout;
 pub mod llama;
+pub mod seed_claims;
 pub mod store;
 
 pub use checkpoint::{load_model, save_model};

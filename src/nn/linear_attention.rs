@@ -181,3 +181,58 @@ pub fn causal_backward(
             }
         });
 }
+
+/// The seed's non-causal form for one head: `O = φQ (φKᵀV) / (φQ (φKᵀ1) + ε)`, `q, k` already
+/// feature-mapped, all `T x D` row-major; `O(T·D²)`.
+pub fn noncausal_forward(o: &mut [f32], q: &[f32], k: &[f32], v: &[f32], t: usize, d: usize) {
+    let mut s = vec![0.0f32; d * d];
+    let mut z = vec![0.0f32; d];
+    for ti in 0..t {
+        accumulate_state(
+            &mut s,
+            &mut z,
+            &k[ti * d..(ti + 1) * d],
+            &v[ti * d..(ti + 1) * d],
+        );
+    }
+    for ti in 0..t {
+        let qt = &q[ti * d..(ti + 1) * d];
+        let dn = qt.iter().zip(&z).map(|(a, b)| a * b).sum::<f32>() + EPS;
+        let ot = &mut o[ti * d..(ti + 1) * d];
+        row_times_state(ot, qt, &s);
+        ot.iter_mut().for_each(|x| *x /= dn);
+    }
+}
+
+/// Quadratic reference for one head: `A = φQ φKᵀ` (lower triangle when `causal`),
+/// `O = A V / (A 1 + ε)`; `O(T²·D)`, for tests.
+pub fn quadratic_reference(
+    o: &mut [f32],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    t: usize,
+    d: usize,
+    causal: bool,
+) {
+    for i in 0..t {
+        let qi = &q[i * d..(i + 1) * d];
+        let mut num = vec![0.0f64; d];
+        let mut den = 0.0f64;
+        let last = if causal { i + 1 } else { t };
+        for j in 0..last {
+            let a: f64 = qi
+                .iter()
+                .zip(&k[j * d..(j + 1) * d])
+                .map(|(x, y)| (*x as f64) * (*y as f64))
+                .sum();
+            den += a;
+            for (nm, vv) in num.iter_mut().zip(&v[j * d..(j + 1) * d]) {
+                *nm += a * *vv as f64;
+            }
+        }
+        for (out, nm) in o[i * d..(i + 1) * d].iter_mut().zip(&num) {
+            *out = (nm / (den + EPS as f64)) as f32;
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Exact accounting of a configuration, all derived from the tensor table in `layout`:
+//! parameter counts per component (total, trainable, frozen), training memory in bytes
+//! (weights, gradients, AdamW m and v, activations at `B x T`, all f32) and matrix-product
+//! FLOPs per token for the forward and the backward.
+
+use super::config::{AttentionKind, GptConfig};
+use super::layout;
+use serde::Serialize;
+
+/// One component's parameters (per layer for block components).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Component {
+    /// Name (`token embedding`, `attention Q`, `feed-forward`, `layer norm 1`, ...).
+    pub name: String,
+    /// Whether the figures are per layer (multiply by `n_layer` for the model).
+    pub per_layer: bool,
+    /// Trainable parameters.
+    pub trainable: usize,
+    /// Frozen parameters.
+    pub frozen: usize,
+}
+
+/// Training memory in bytes (f32 everywhere).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Memory {
+    /// Batch size and sequence length the activations are counted for.
+    pub batch: usize,
+    /// Sequence length.
+    pub seq: usize,
+    /// All weights, trainable and frozen: `4·(trainable + frozen)`.
+    pub weights: usize,
+    /// Gradients: `4·trainable`.
+    pub gradients: usize,
+    /// AdamW first and second moments: `8·trainable`.
+    pub adamw: usize,
+    /// Activations and scratch the model allocates for a `B x T` batch.
+    pub activations: usize,
+    /// Sum of the above.
+    pub total: usize,
+}
+
+/// Matrix-product FLOPs per token (2 per multiply-add); element-wise work is not counted.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Flops {
+    /// Forward.
+    pub forward: u64,
+    /// Backward (input and weight gradients; none for frozen weights).
+    pub backward: u64,
+    /// Weight-gradient FLOPs skipped because `W_Q, W_K` are frozen.
+    pub backward_skipped_frozen: u64,
+}
+
+/// The full account of a configuration.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Account {
+    /// Parameters per component.
+    pub components: Vec<Component>,
+    /// Total parameters.
+    pub total: usize,
+    /// Trainable parameters.
+    pub trainable: usize,
+    /// Frozen parameters.
+    pub frozen: usize,
+    /// Training memory.
+    pub memory: Memory,
+    /// FLOPs per token at the given sequence length.
+    pub flops_per_token: Flops,
+}
+
+/// Components in display order.
+const ORDER: [&str; 10] = [
+    "token embedding",
+    "position embedding",
+    "attention Q",
+    "attention K",
+    "attention V",
+    "attention O",
+    "feed-forward",
+    "layer norm 1",
+    "layer norm 2",
+    "final norm",
+];
+
+/// Activation and scratch floats `Gpt` allocates for a `b x t` batch (mirrors its buffers).
+pub fn activation_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
+    let (c, f, h, v, d) = (
+        cfg.d_model,
+        cfg.d_ff,
+        cfg.n_head,
+        cfg.vocab_size,
+        cfg.d_head(),
+    );
+    let bt = b * t;
+    let lin = cfg.attention.is_linear();
+    let drop = if cfg.dropout > 0.0 { 1 } else { 0 };
+    let att = if lin { 0 } else { b * h * t * t };
+    let per_layer = 8 * bt * c
+        + 4 * bt
+        + att
+        + 2 * bt * f
+        + 2 * drop * bt * c
+        + if lin { bt * h + 2 * bt * c } else { 0 };
+    let dp = if lin {
+        b * h * crate::nn::linear_attention::scratch_per_head(t, d)
+    } else {
+        att
+    };
+    cfg.n_layer * per_layer
+        + 2 * bt * c
+        + drop * bt * c
+        + 2 * bt
+        + bt * v
+        + 10 * bt * c
+        + 2 * bt * f
+        + dp
+}
+
+/// FLOPs per token at sequence length `t` (see [`Flops`]).
+pub fn flops_per_token(cfg: &GptConfig, t: usize) -> Flops {
+    let (c, f, v, d) = (
+        cfg.d_model as u64,
+        cfg.d_ff as u64,
+        cfg.vocab_size as u64,
+        cfg.d_head() as u64,
+    );
+    let (t, l) = (t as u64, cfg.n_layer as u64);
+    let proj = 2 * c * c; // one C x C projection
+    let ffn = 2 * 2 * c * f;
+    // Softmax: S = QKᵀ and PV over the full T x T block (as computed); linear: state + readout.
+    let (att_f, att_b) = if cfg.attention.is_linear() {
+        (4 * c * d, 12 * c * d)
+    } else {
+        (4 * t * c, 8 * t * c)
+    };
+    let head = 2 * c * v;
+    let forward = l * (4 * proj + ffn + att_f) + head;
+    let skipped = if cfg.attention.frozen_qk() {
+        l * 2 * proj
+    } else {
+        0
+    };
+    let backward = l * (2 * (4 * proj + ffn) + att_b) + 2 * head - skipped;
+    Flops {
+        forward,
+        backward,
+        backward_skipped_frozen: skipped,
+    }
+}
+
+/// The account of `cfg` with activations for a `batch x seq` batch.
+pub fn account(cfg: &GptConfig, batch: usize, seq: usize) -> Account {
+    let mut components: Vec<Component> = ORDER
+        .iter()
+        .map(|n| Component {
+            name: n.to_string(),
+            per_layer: !matches!(*n, "token embedding" | "position embedding" | "final norm"),
+            trainable: 0,
+            frozen: 0,
+        })
+        .collect();
+    for s in layout::trainable(cfg) {
+        if s.name.starts_with("h.") && !s.name.starts_with("h.0.") {
+            continue;
+        }
+        if let Some(comp) = components.iter_mut().find(|x| x.name == s.component) {
+            comp.trainable += s.numel();
+        }
+    }
+    for (name, shape) in layout::frozen(cfg) {
+        if !name.starts_with("h.0.") {
+            continue;
+        }
+        let comp = if name.contains(".q.") {
+            "attention Q"
+        } else {
+            "attention K"
+        };
+        if let Some(x) = components.iter_mut().find(|x| x.name == comp) {
+            x.frozen += shape.iter().product::<usize>();
+        }
+    }
+    let trainable = layout::trainable_count(cfg);
+    let frozen = layout::frozen_count(cfg);
+    let activations = 4 * activation_floats(cfg, batch, seq);
+    let memory = Memory {
+        batch,
+        seq,
+        weights: 4 * (trainable + frozen),
+        gradients: 4 * trainable,
+        adamw: 8 * trainable,
+        activations,
+        total: 4 * (trainable + frozen) + 12 * trainable + activations,
+    };
+    Account {
+        components,
+        total: trainable + frozen,
+        trainable,
+        frozen,
+        memory,
+        flops_per_token: flops_per_token(cfg, seq),
+    }
+}
+
+/// The same configuration with trainable `W_Q, W_K` (the softmax or linear twin).
+pub fn unfrozen_twin(cfg: &GptConfig) -> GptConfig {
+    let attention = match cfg.attention {
+        AttentionKind::Orthogonal => AttentionKind::Softmax,
+        AttentionKind::OrthogonalLinear => AttentionKind::Linear,
+        k => k,
+    };
+    GptConfig {
+        attention,
+        ..cfg.clone()
+    }
+}
+
+/// `1234567` as `1,234,567`.
+pub fn thousands(x: usize) -> String {
+    let s = x.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}

@@ -1,0 +1,94 @@
+//! Frozen means frozen, checkpoints of frozen weights, and dropout reproducibility.
+
+use orthoformer::model::{AttentionKind, Gpt, GptConfig, load_model, save_model};
+
+fn cfg(kind: AttentionKind, dropout: f32) -> GptConfig {
+    GptConfig {
+        attention: kind,
+        dropout,
+        ..GptConfig::preset("tiny").unwrap()
+    }
+}
+
+fn toks(n: usize, mul: u32) -> Vec<u32> {
+    (0..n as u32).map(|i| (i * mul + 1) % 11).collect()
+}
+
+#[test]
+fn frozen_weights_are_outside_the_store_and_unchanged_by_training() {
+    let mut m = Gpt::new(cfg(AttentionKind::Orthogonal, 0.0), 1).unwrap();
+    assert!(
+        m.params()
+            .tensors
+            .iter()
+            .all(|t| !t.name.ends_with("attn.q.weight") && !t.name.ends_with("attn.k.weight"))
+    );
+    let before: Vec<Vec<f32>> = m.frozen().tensors.iter().map(|t| t.data.clone()).collect();
+    // Each head block has orthonormal columns: W_h W_hᵀ = I (rows of the out x in layout).
+    let (c, d) = (8, 4);
+    for t in &m.frozen().tensors {
+        for h in 0..2 {
+            for i in 0..d {
+                for j in 0..d {
+                    let dot: f32 = (0..c)
+                        .map(|r| t.data[(h * d + i) * c + r] * t.data[(h * d + j) * c + r])
+                        .sum();
+                    assert!((dot - if i == j { 1.0 } else { 0.0 }).abs() < 1e-5);
+                }
+            }
+        }
+    }
+    let (x, y) = (toks(16, 3), toks(16, 5));
+    for step in 0..5 {
+        m.zero_grad();
+        m.forward_backward(&x, &y, 2, 8, step).unwrap();
+        let p = m.params_mut();
+        for (w, g) in p.data.iter_mut().zip(&p.grad) {
+            *w -= 0.1 * g;
+        }
+    }
+    for (t, b) in m.frozen().tensors.iter().zip(&before) {
+        assert!(t.data == *b);
+    }
+}
+
+#[test]
+fn tampered_frozen_weights_fail_to_load() {
+    let dir = std::env::temp_dir().join(format!("ortho-frozen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let m = Gpt::new(cfg(AttentionKind::OrthogonalLinear, 0.0), 2).unwrap();
+    let p = dir.join("full.safetensors");
+    save_model(&p, &m, true).unwrap();
+    let mut bytes = std::fs::read(&p).unwrap();
+    // Flip a bit inside a stored frozen tensor.
+    let (n, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let info = header.info("h.1.attn.k.weight").unwrap();
+    bytes[8 + n + info.data_offsets.0 + 5] ^= 0x10;
+    std::fs::write(&p, &bytes).unwrap();
+    let err = load_model(&p)
+        .err()
+        .expect("tampered checkpoint must not load")
+        .to_string();
+    assert!(err.contains("do not match their hash"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn dropout_is_reproducible_and_seeded() {
+    let (x, y) = (toks(16, 3), toks(16, 7));
+    let run = |seed: u64| {
+        let mut m = Gpt::new(cfg(AttentionKind::Softmax, 0.2), 3).unwrap();
+        m.zero_grad();
+        let l = m.forward_backward(&x, &y, 2, 8, seed).unwrap();
+        (l, m.params().grad.clone(), m.loss(&x, &y, 2, 8).unwrap())
+    };
+    let (l1, g1, e1) = run(5);
+    let (l2, g2, e2) = run(5);
+    let (l3, _, e3) = run(6);
+    assert_eq!((l1, &g1), (l2, &g2));
+    assert_ne!(l1, l3);
+    // Evaluation has no dropout: independent of the seed, and differs from the training loss.
+    assert_eq!(e1, e2);
+    assert_eq!(e1, e3);
+    assert_ne!(l1, e1);
+}
