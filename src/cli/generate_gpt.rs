@@ -1,9 +1,47 @@
-//! `orthoformer generate` in its checkpoint (`--checkpoint`) mode.
+//! `orthoformer generate --checkpoint DIR`: sample text from a trained checkpoint, streamed
+//! to stdout as it is produced; the same seed gives the same text.
+
+use std::io::Write;
+
+use anyhow::Context;
 
 use super::Outcome;
 use super::generate::GenerateArgs;
+use crate::model::checkpoint::load_model;
+use crate::train::checkpoint::{self, MODEL_FILE};
+use crate::train::generate::{SampleOptions, generate};
 
 /// Runs this mode of `orthoformer generate`.
-pub fn run(_args: &GenerateArgs) -> anyhow::Result<Outcome> {
-    Err(super::common::not_built("generate", 6))
+pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
+    let Some(dir) = args.checkpoint.as_deref() else {
+        anyhow::bail!("pass --checkpoint DIR (a folder written by `orthoformer train`)");
+    };
+    if !(args.temperature.is_finite() && args.temperature >= 0.0) {
+        anyhow::bail!("--temperature must be 0 (greedy) or positive");
+    }
+    let loaded = checkpoint::load(dir)?;
+    let mut model = load_model(&dir.join(MODEL_FILE))
+        .with_context(|| format!("loading {}", dir.join(MODEL_FILE).display()))?;
+    let opts = SampleOptions {
+        max_new_tokens: args.max_new_tokens,
+        temperature: args.temperature,
+        top_k: args.top_k,
+        seed: args.seed,
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(args.prompt.as_bytes())?;
+    generate(
+        &mut model,
+        &loaded.tokenizer,
+        &args.prompt,
+        opts,
+        &mut |piece| {
+            out.write_all(piece.as_bytes())
+                .and_then(|_| out.flush())
+                .map_err(|e| crate::Error::io("stdout", e))
+        },
+    )
+    .context("generating")?;
+    writeln!(out)?;
+    Ok(Outcome::Success)
 }

@@ -1,12 +1,391 @@
-//! `orthoformer train`.
+//! `orthoformer train`: train a GPT on a text file (TinyShakespeare by default) into a
+//! checkpoint folder, with a progress bar, a metrics log and resume. The flag groups here
+//! ([`DataFlags`], [`ModelFlags`], [`OptimFlags`]) are shared with `orthoformer compare`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use anyhow::Context;
+use indicatif::ProgressBar;
 
 use super::Outcome;
+use crate::data::{Corpus, TokenizerKind};
+use crate::model::{AttentionKind, GptConfig};
+use crate::train::compare::attention_name;
+use crate::train::session::{FreshSpec, Progress, Session};
+use crate::train::{AdamWConfig, RunState, TrainOptions};
+
+/// Which text and tokenizer.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DataFlags {
+    /// Training text, a UTF-8 file [default: the embedded TinyShakespeare].
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Tokenizer: one token per character, or byte-level BPE trained on the text.
+    #[arg(long, value_enum)]
+    pub tokenizer: Option<TokenizerArg>,
+    /// Vocabulary size of the BPE tokenizer (at least 256) [default: 512].
+    #[arg(long)]
+    pub vocab_size: Option<usize>,
+}
+
+/// `--tokenizer` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TokenizerArg {
+    /// One token per character.
+    Char,
+    /// Byte-level BPE.
+    Bpe,
+}
+
+/// Which model.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelFlags {
+    /// Model preset: tiny, shakespeare-char, config-a, config-b, seed-003, gpt2-small
+    /// [default: shakespeare-char (4 layers, 4 heads, width 128) with context 64].
+    #[arg(long, conflicts_with = "config")]
+    pub preset: Option<String>,
+    /// Model configuration file (TOML or JSON with the fields of a preset).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Context length (tokens per training sequence), overriding the preset.
+    #[arg(long)]
+    pub context: Option<usize>,
+    /// Seed of the model's initialisation (frozen orthogonal weights have their own seed in
+    /// the config) [default: --seed].
+    #[arg(long)]
+    pub model_seed: Option<u64>,
+}
+
+/// Optimisation and evaluation.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OptimFlags {
+    /// Optimizer steps [default: 600].
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Sequences per batch [default: 16].
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Peak learning rate [default: 2e-3].
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Linear warm-up steps [default: 30].
+    #[arg(long)]
+    pub warmup: Option<usize>,
+    /// Learning rate at the end of the cosine decay [default: 2e-4].
+    #[arg(long)]
+    pub min_lr: Option<f64>,
+    /// AdamW decoupled weight decay, on 2-D weights only [default: 0.1].
+    #[arg(long)]
+    pub weight_decay: Option<f64>,
+    /// AdamW β₂ [default: 0.95; β₁ is 0.9, ε 1e-8].
+    #[arg(long)]
+    pub beta2: Option<f64>,
+    /// Clip the global gradient norm to this (0: off) [default: 1.0].
+    #[arg(long)]
+    pub grad_clip: Option<f64>,
+    /// Evaluate and checkpoint every this many steps [default: 50].
+    #[arg(long)]
+    pub eval_every: Option<usize>,
+    /// Batches per loss estimate [default: 8].
+    #[arg(long)]
+    pub eval_iters: Option<usize>,
+    /// Seed of batch sampling and dropout [default: 0].
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
 
 /// Flags of `orthoformer train`.
 #[derive(Debug, clap::Args)]
-pub struct TrainArgs {}
+pub struct TrainArgs {
+    #[command(flatten)]
+    pub data: DataFlags,
+    #[command(flatten)]
+    pub model: ModelFlags,
+    /// Attention: softmax, orthogonal (frozen random orthogonal Q/K), linear, orthogonal-linear
+    /// [default: the preset's].
+    #[arg(long)]
+    pub attention: Option<String>,
+    #[command(flatten)]
+    pub optim: OptimFlags,
+    /// Checkpoint folder (created; must not hold a checkpoint unless --resume).
+    #[arg(long, default_value = "runs/train")]
+    pub out: PathBuf,
+    /// Continue the checkpoint in --out exactly where it stopped (--steps may extend it).
+    #[arg(long)]
+    pub resume: bool,
+    /// Checkpoint and stop after this many steps; `--resume` later continues as if the run
+    /// had not stopped (to train in chunks).
+    #[arg(long)]
+    pub stop_at: Option<usize>,
+    /// Print a JSON summary instead of the progress bar and table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The default model of `train` and `compare` (4 layers, 4 heads, width 128, char-level
+/// vocabulary) with [`DEFAULT_CONTEXT`]: trains in minutes on 2 cores.
+pub const DEFAULT_PRESET: &str = "shakespeare-char";
+
+/// Context of the default model (the preset's own 128 when a preset is named).
+pub const DEFAULT_CONTEXT: usize = 64;
+
+/// Default BPE vocabulary.
+pub const DEFAULT_BPE_VOCAB: usize = 512;
+
+impl OptimFlags {
+    /// The options these flags ask for, defaults filled in.
+    pub fn options(&self) -> TrainOptions {
+        let adamw = AdamWConfig {
+            weight_decay: self.weight_decay.unwrap_or(0.1),
+            beta2: self.beta2.unwrap_or(0.95),
+            ..AdamWConfig::default()
+        };
+        TrainOptions {
+            steps: self.steps.unwrap_or(600),
+            batch: self.batch.unwrap_or(16),
+            lr: self.lr.unwrap_or(2e-3),
+            min_lr: self.min_lr.unwrap_or(2e-4),
+            warmup: self.warmup.unwrap_or(30),
+            grad_clip: self.grad_clip.unwrap_or(1.0),
+            eval_every: self.eval_every.unwrap_or(50),
+            eval_iters: self.eval_iters.unwrap_or(8),
+            seed: self.seed.unwrap_or(0),
+            adamw,
+        }
+    }
+
+    /// Whether any option other than `--steps` was given (not allowed with `--resume`).
+    fn any_but_steps(&self) -> bool {
+        let o = self;
+        o.batch.is_some()
+            || o.lr.is_some()
+            || o.warmup.is_some()
+            || o.min_lr.is_some()
+            || o.weight_decay.is_some()
+            || o.beta2.is_some()
+            || o.grad_clip.is_some()
+            || o.eval_every.is_some()
+            || o.eval_iters.is_some()
+            || o.seed.is_some()
+    }
+}
+
+impl DataFlags {
+    /// The tokenizer kind and BPE size, checked.
+    pub fn tokenizer(&self) -> anyhow::Result<(TokenizerKind, usize)> {
+        let kind = match self.tokenizer {
+            Some(TokenizerArg::Bpe) => TokenizerKind::Bpe,
+            _ => TokenizerKind::Char,
+        };
+        if kind == TokenizerKind::Char && self.vocab_size.is_some() {
+            anyhow::bail!(
+                "--vocab-size applies to --tokenizer bpe only (the character vocabulary is the \
+                 text's characters)"
+            );
+        }
+        Ok((kind, self.vocab_size.unwrap_or(DEFAULT_BPE_VOCAB)))
+    }
+
+    /// The corpus: `--data` or the embedded TinyShakespeare.
+    pub fn corpus(&self) -> anyhow::Result<Corpus> {
+        Ok(Corpus::load_or_default(self.data.as_deref())?)
+    }
+}
+
+/// Parses an attention name (`softmax`, `orthogonal`, `linear`, `orthogonal-linear`).
+pub fn parse_attention(name: &str) -> anyhow::Result<AttentionKind> {
+    AttentionKind::parse(name.trim()).map_err(|_| {
+        anyhow::anyhow!(
+            "unknown attention {name:?}: use softmax, orthogonal, linear or orthogonal-linear"
+        )
+    })
+}
+
+impl ModelFlags {
+    /// Whether any model flag was given.
+    pub fn any(&self) -> bool {
+        self.preset.is_some() || self.config.is_some() || self.context.is_some()
+    }
+
+    /// The configuration these flags ask for (vocabulary set later from the tokenizer).
+    pub fn config(&self, attention: Option<AttentionKind>) -> anyhow::Result<GptConfig> {
+        let mut cfg = match (&self.config, &self.preset) {
+            (Some(path), _) => read_config(path)?,
+            (None, Some(p)) => GptConfig::preset(p)?,
+            (None, None) => GptConfig {
+                context: DEFAULT_CONTEXT,
+                ..GptConfig::preset(DEFAULT_PRESET)?
+            },
+        };
+        if let Some(c) = self.context {
+            cfg.context = c;
+        }
+        if let Some(a) = attention {
+            cfg.attention = a;
+        }
+        Ok(cfg)
+    }
+}
+
+fn read_config(path: &Path) -> anyhow::Result<GptConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading model config {}", path.display()))?;
+    let is_json = path.extension().is_some_and(|e| e == "json");
+    let cfg = if is_json {
+        serde_json::from_str(&text).map_err(anyhow::Error::from)
+    } else {
+        toml::from_str(&text).map_err(anyhow::Error::from)
+    };
+    cfg.with_context(|| format!("model config {} does not parse", path.display()))
+}
+
+/// The Ctrl-C flag, installed once per process: the first Ctrl-C asks the loop to
+/// checkpoint and stop; a second one exits at once.
+pub fn interrupt_flag() -> Arc<AtomicBool> {
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        let f = flag.clone();
+        // If a handler cannot be installed, Ctrl-C simply kills the process as usual.
+        let _ = ctrlc::set_handler(move || {
+            if f.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+            eprintln!("\ninterrupt: writing a checkpoint at the end of this step (Ctrl-C again to quit now)");
+        });
+        flag
+    })
+    .clone()
+}
+
+/// A progress bar showing loss, tokens/s and ETA.
+pub struct BarProgress {
+    /// The bar.
+    pub bar: ProgressBar,
+    tokens_per_step: f64,
+    started: std::time::Instant,
+    first_step: Option<usize>,
+}
+
+impl BarProgress {
+    /// A bar for `steps` steps of `tokens_per_step` tokens, starting at `done`.
+    pub fn new(bar: ProgressBar, tokens_per_step: usize, done: usize) -> Self {
+        bar.set_position(done as u64);
+        BarProgress {
+            bar,
+            tokens_per_step: tokens_per_step as f64,
+            started: std::time::Instant::now(),
+            first_step: None,
+        }
+    }
+}
+
+impl Progress for BarProgress {
+    fn step(&mut self, step: usize, loss: f32, _lr: f64) {
+        let first = *self.first_step.get_or_insert(step - 1);
+        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+        let tps = (step - first) as f64 * self.tokens_per_step / secs;
+        self.bar.set_position(step as u64);
+        self.bar
+            .set_prefix(format!("loss {loss:.3} | {:.0} tok/s", tps));
+    }
+
+    fn eval(&mut self, state: &RunState) {
+        if let Some(r) = state.metrics.last() {
+            self.bar.println(format!(
+                "step {:>6}  train {:.4}  val {:.4}",
+                r.step, r.train_loss, r.val_loss
+            ));
+        }
+    }
+}
 
 /// Runs `orthoformer train`.
-pub fn run(_args: &TrainArgs) -> anyhow::Result<Outcome> {
-    Err(super::common::not_built("train", 6))
+pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
+    let attention = args.attention.as_deref().map(parse_attention).transpose()?;
+    let mut session = if args.resume {
+        if args.optim.any_but_steps()
+            || args.data.tokenizer.is_some()
+            || args.data.vocab_size.is_some()
+        {
+            anyhow::bail!(
+                "--resume continues with the options stored in the checkpoint: drop the \
+                 optimisation and tokenizer flags (only --steps may change)"
+            );
+        }
+        // A full configuration is compared field by field; a lone --attention or --context
+        // is compared on its own after loading.
+        let full = args.model.preset.is_some() || args.model.config.is_some();
+        let requested = if full {
+            Some(args.model.config(attention)?)
+        } else {
+            None
+        };
+        let corpus = args.data.data.as_deref().map(Corpus::load).transpose()?;
+        let session = Session::resume(&args.out, corpus, args.optim.steps, requested.as_ref())
+            .with_context(|| format!("resuming {}", args.out.display()))?;
+        let have = session.model.config();
+        let mismatch = |what: &str, saved: String, asked: String| {
+            anyhow::anyhow!(
+                "resuming {}: checkpoint does not match the requested model: {what} is {saved} \
+                 in the checkpoint but {asked} was asked; drop the flag to continue it as trained",
+                args.out.display()
+            )
+        };
+        if let Some(a) = attention.filter(|a| *a != have.attention) {
+            return Err(mismatch(
+                "attention",
+                attention_name(have.attention),
+                attention_name(a),
+            ));
+        }
+        if let Some(c) = args.model.context.filter(|c| *c != have.context) {
+            return Err(mismatch("context", have.context.to_string(), c.to_string()));
+        }
+        session
+    } else {
+        let (tokenizer, bpe_vocab) = args.data.tokenizer()?;
+        let options = args.optim.options();
+        let spec = FreshSpec {
+            model: args.model.config(attention)?,
+            model_seed: args.model.model_seed.unwrap_or(options.seed),
+            options,
+        };
+        Session::fresh(&args.data.corpus()?, tokenizer, bpe_vocab, spec, &args.out)?
+    };
+    let tokens_per_step = session.options.batch * session.model.config().context;
+    let bar = super::common::progress_bar(session.options.steps as u64, "train", args.json);
+    let mut progress = BarProgress::new(bar, tokens_per_step, session.state.step);
+    let stop = interrupt_flag();
+    let result = session.run(Some(&stop), args.stop_at, &mut progress);
+    progress.bar.finish_and_clear();
+    result.with_context(|| format!("training into {}", args.out.display()))?;
+    let last = session.state.metrics.last().cloned();
+    if args.json {
+        super::common::print_json(&serde_json::json!({
+            "out": args.out,
+            "step": session.state.step,
+            "attention": attention_name(session.model.config().attention),
+            "final": last,
+            "metrics": session.state.metrics,
+        }))?;
+    } else if session.state.step < session.options.steps {
+        println!(
+            "stopped after step {} of {}; checkpoint in {}: continue with --resume",
+            session.state.step,
+            session.options.steps,
+            args.out.display()
+        );
+    } else if let Some(r) = last {
+        println!(
+            "trained {} steps: train loss {:.4}, val loss {:.4}; checkpoint in {}",
+            r.step,
+            r.train_loss,
+            r.val_loss,
+            args.out.display()
+        );
+    }
+    Ok(Outcome::Success)
 }

@@ -1,5 +1,21 @@
 //! Text data: loading and validating corpora, tokenizers (character and byte-level BPE),
 //! the train/validation split and seeded batch sampling.
+//!
+//! The flow is `corpus::load` (a UTF-8 text, checked) -> `Tokenizer::train` or
+//! `Tokenizer::from_json` -> `encode` -> `Split::new` (first 90% train, last 10% validation)
+//! -> `BatchSampler::next_batch` (seeded random windows).
+
+pub mod batch;
+pub mod bpe;
+pub mod char_level;
+pub mod corpus;
+pub mod split;
+pub mod tokenizer;
+
+pub use batch::BatchSampler;
+pub use corpus::Corpus;
+pub use split::Split;
+pub use tokenizer::{Tokenizer, TokenizerKind};
 
 /// A dataset or tokenizer problem.
 #[derive(Debug, thiserror::Error)]
@@ -7,4 +23,9 @@ pub enum DataError {
     /// The data is unusable; the message says why and what to do.
     #[error("{0}")]
     Invalid(String),
+}
+
+/// Shorthand for an [`DataError::Invalid`] wrapped in the crate error.
+pub(crate) fn invalid(msg: impl Into<String>) -> crate::Error {
+    crate::Error::Data(DataError::Invalid(msg.into()))
 }

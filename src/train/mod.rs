@@ -1,4 +1,28 @@
-//! Training: AdamW, the learning-rate schedule, the training loop, checkpoints and resume.
+//! Training: AdamW, the learning-rate schedule, gradient clipping, the training loop,
+//! checkpoints and resume, metrics, loss plots and the equal-budget comparison.
+
+pub mod adamw;
+pub mod checkpoint;
+pub mod clip;
+pub mod compare;
+pub mod evaluate;
+pub mod generate;
+pub mod gpt_adapter;
+pub mod metrics;
+pub mod model_api;
+pub mod options;
+pub mod plot;
+pub mod sample;
+pub mod schedule;
+pub mod session;
+pub mod step_bench;
+pub mod trainer;
+
+pub use adamw::{AdamW, AdamWConfig};
+pub use metrics::MetricRecord;
+pub use model_api::Trainable;
+pub use options::TrainOptions;
+pub use trainer::{Observer, RunState, train};
 
 /// Training stopped or could not start.
 #[derive(Debug, thiserror::Error)]
@@ -6,4 +30,34 @@ pub enum TrainError {
     /// A bad option or state; the message says which.
     #[error("{0}")]
     Invalid(String),
+    /// The loss or the gradient norm became NaN or infinite.
+    #[error(
+        "the {what} became {value} at step {step}, so training stopped; {}; lower --lr, raise \
+         --warmup or set --grad-clip",
+        match last_checkpoint {
+            Some(s) => format!("the last good checkpoint (step {s}) is kept"),
+            None => "no checkpoint had been written yet".to_string(),
+        }
+    )]
+    NonFinite {
+        /// The step whose loss or gradient was not finite (1-based).
+        step: usize,
+        /// "loss" or "gradient norm".
+        what: &'static str,
+        /// The value (NaN or ±inf).
+        value: f64,
+        /// The last checkpoint written, if any.
+        last_checkpoint: Option<usize>,
+    },
+    /// Ctrl-C: a checkpoint was written at `step`.
+    #[error("interrupted at step {step}; a checkpoint was written: continue with --resume")]
+    Interrupted {
+        /// Steps done when the checkpoint was written.
+        step: usize,
+    },
+}
+
+/// Shorthand for a [`TrainError::Invalid`] wrapped in the crate error.
+pub(crate) fn invalid(msg: impl Into<String>) -> crate::Error {
+    crate::Error::Train(TrainError::Invalid(msg.into()))
 }

@@ -1,0 +1,99 @@
+//! Training options: everything besides the model configuration that decides a run. Stored
+//! in every checkpoint, so a resumed run continues with exactly the same choices.
+
+use super::adamw::AdamWConfig;
+use super::invalid;
+use super::schedule::Schedule;
+use crate::Result;
+
+/// The options of one training run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainOptions {
+    /// Optimizer steps in the whole run.
+    pub steps: usize,
+    /// Sequences per batch (`B`).
+    pub batch: usize,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// Learning rate at the end of the cosine decay.
+    pub min_lr: f64,
+    /// Linear warm-up steps.
+    pub warmup: usize,
+    /// Global gradient-norm clip (0: none).
+    pub grad_clip: f64,
+    /// Evaluate (and checkpoint) every this many steps, and at the end.
+    pub eval_every: usize,
+    /// Batches averaged per loss estimate.
+    pub eval_iters: usize,
+    /// Seed of batch sampling and dropout (model initialisation has its own seed).
+    pub seed: u64,
+    /// AdamW hyper-parameters.
+    pub adamw: AdamWConfig,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        TrainOptions {
+            steps: 1000,
+            batch: 16,
+            lr: 1e-3,
+            min_lr: 1e-4,
+            warmup: 50,
+            grad_clip: 1.0,
+            eval_every: 100,
+            eval_iters: 10,
+            seed: 0,
+            adamw: AdamWConfig::default(),
+        }
+    }
+}
+
+impl TrainOptions {
+    /// Checks every option; the error names the flag.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |flag: &str, why: &str| Err(invalid(format!("--{flag} {why}")));
+        let a = &self.adamw;
+        if self.steps == 0 {
+            return bad("steps", "must be at least 1");
+        }
+        if self.batch == 0 {
+            return bad("batch", "must be at least 1");
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return bad("lr", "must be a positive number");
+        }
+        if !(self.min_lr.is_finite() && self.min_lr >= 0.0 && self.min_lr <= self.lr) {
+            return bad("min-lr", "must be between 0 and --lr");
+        }
+        if !(self.grad_clip.is_finite() && self.grad_clip >= 0.0) {
+            return bad("grad-clip", "must be 0 (off) or positive");
+        }
+        if self.eval_every == 0 {
+            return bad("eval-every", "must be at least 1");
+        }
+        if self.eval_iters == 0 {
+            return bad("eval-iters", "must be at least 1");
+        }
+        if !(a.weight_decay.is_finite() && a.weight_decay >= 0.0) {
+            return bad("weight-decay", "must be 0 or positive");
+        }
+        if !((0.0..1.0).contains(&a.beta1) && (0.0..1.0).contains(&a.beta2)) {
+            return bad("beta1/--beta2", "must be in [0, 1)");
+        }
+        if !(a.eps.is_finite() && a.eps > 0.0) {
+            return bad("eps", "must be positive");
+        }
+        Ok(())
+    }
+
+    /// The learning-rate schedule these options describe.
+    pub fn schedule(&self) -> Schedule {
+        Schedule {
+            lr_max: self.lr,
+            lr_min: self.min_lr,
+            warmup: self.warmup,
+            steps: self.steps,
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Loss-curve plots (PNG and SVG) with `plotters`: one colour per run, validation loss solid,
+//! training loss dashed, against optimizer steps. Text uses the DejaVu Sans font shipped in
+//! `assets/fonts/`, so no system font library is needed. Both files are written atomically.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use plotters::prelude::*;
+use plotters::style::{FontStyle, register_font};
+
+use super::metrics::MetricRecord;
+use crate::{Error, Result};
+
+static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+
+/// One run's curve.
+#[derive(Debug, Clone)]
+pub struct Curve {
+    /// Legend label (e.g. the attention variant).
+    pub label: String,
+    /// Its evaluation records.
+    pub records: Vec<MetricRecord>,
+}
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+];
+
+fn ensure_font() -> Result<()> {
+    static DONE: OnceLock<bool> = OnceLock::new();
+    let ok = *DONE.get_or_init(|| register_font("sans-serif", FontStyle::Normal, FONT).is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(super::invalid("the bundled plot font failed to load"))
+    }
+}
+
+fn plot_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::io(
+        path,
+        std::io::Error::other(format!("drawing the plot: {e}")),
+    )
+}
+
+/// Writes the loss curves to `png` and `svg` (1000 x 600 pixels).
+pub fn write_loss_plots(curves: &[Curve], title: &str, png: &Path, svg: &Path) -> Result<()> {
+    ensure_font()?;
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, (1000, 600)).into_drawing_area();
+        draw(&root, curves, title).map_err(|e| plot_err(svg, e))?;
+        root.present().map_err(|e| plot_err(svg, e))?;
+    }
+    crate::io::write_atomic_bytes(svg, text.as_bytes())?;
+    // The PNG encoder picks the format from the extension, so the temp name ends in .png.
+    let name = png
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = png.with_file_name(format!(".{name}.{}.tmp.png", std::process::id()));
+    let drawn = (|| {
+        let root = BitMapBackend::new(&tmp, (1000, 600)).into_drawing_area();
+        draw(&root, curves, title).map_err(|e| plot_err(png, e))?;
+        root.present().map_err(|e| plot_err(png, e))?;
+        drop(root);
+        std::fs::rename(&tmp, png).map_err(|e| Error::io(png, e))
+    })();
+    if drawn.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    drawn
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    curves: &[Curve],
+    title: &str,
+) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let losses = curves
+        .iter()
+        .flat_map(|c| c.records.iter().flat_map(|r| [r.train_loss, r.val_loss]))
+        .filter(|l| l.is_finite());
+    let (lo, hi) = losses.fold((f32::MAX, f32::MIN), |(a, b), l| (a.min(l), b.max(l)));
+    let (lo, hi) = if lo <= hi { (lo, hi) } else { (0.0, 1.0) };
+    let pad = ((hi - lo) * 0.05).max(1e-3);
+    let max_step = curves
+        .iter()
+        .flat_map(|c| c.records.iter().map(|r| r.step))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 24))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f32..max_step as f32, (lo - pad)..(hi + pad))?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .x_label_formatter(&|x| format!("{}", x.round() as i64))
+        .light_line_style(WHITE)
+        .y_desc("cross-entropy loss (nats/token)")
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 17))
+        .draw()?;
+    for (i, c) in curves.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let val: Vec<(f32, f32)> = c
+            .records
+            .iter()
+            .map(|r| (r.step as f32, r.val_loss))
+            .collect();
+        let train: Vec<(f32, f32)> = c
+            .records
+            .iter()
+            .map(|r| (r.step as f32, r.train_loss))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(val, color.stroke_width(3)))?
+            .label(format!("{} val", c.label))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
+            });
+        chart
+            .draw_series(DashedLineSeries::new(train, 6, 4, color.stroke_width(1)))?
+            .label(format!("{} train", c.label))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(1))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! The learning-rate schedule: linear warm-up, then cosine decay to a floor (nanoGPT's
+//! `get_lr`):
+//!
+//! ```text
+//! lr(s) = lr_max · (s + 1) / (warmup + 1)                           s < warmup
+//! lr(s) = lr_min + ½(1 + cos(π · (s − warmup) / (steps − warmup))) · (lr_max − lr_min)
+//! ```
+//!
+//! so it starts small, peaks at `lr_max` when warm-up ends and reaches `lr_min` at the last step.
+
+/// Warm-up + cosine schedule over `steps` optimizer steps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Schedule {
+    /// Peak learning rate.
+    pub lr_max: f64,
+    /// Floor reached at the end.
+    pub lr_min: f64,
+    /// Warm-up steps.
+    pub warmup: usize,
+    /// Total steps.
+    pub steps: usize,
+}
+
+impl Schedule {
+    /// The learning rate of step `s` (0-based).
+    pub fn lr(&self, s: usize) -> f64 {
+        if s < self.warmup {
+            return self.lr_max * (s + 1) as f64 / (self.warmup + 1) as f64;
+        }
+        if s >= self.steps || self.steps <= self.warmup {
+            return self.lr_min;
+        }
+        let ratio = (s - self.warmup) as f64 / (self.steps - self.warmup) as f64;
+        let coeff = 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos());
+        self.lr_min + coeff * (self.lr_max - self.lr_min)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warms_up_peaks_and_decays_to_floor() {
+        let s = Schedule {
+            lr_max: 1e-3,
+            lr_min: 1e-4,
+            warmup: 10,
+            steps: 110,
+        };
+        assert!((s.lr(0) - 1e-3 / 11.0).abs() < 1e-15);
+        assert!((s.lr(10) - 1e-3).abs() < 1e-15);
+        assert!((s.lr(60) - 5.5e-4).abs() < 1e-12);
+        assert!(s.lr(109) > 1e-4 && s.lr(109) < 1.01e-4);
+        assert_eq!(s.lr(110), 1e-4);
+        for i in 10..109 {
+            assert!(s.lr(i + 1) <= s.lr(i));
+        }
+    }
+}

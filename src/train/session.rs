@@ -1,0 +1,314 @@
+//! A training run from start to checkpoint folder: check the inputs (data, tokenizer,
+//! context, configuration, options) before anything is written, build or restore the model
+//! and optimizer, run the loop, and write a checkpoint at every evaluation, on Ctrl-C and at
+//! the end.
+//!
+//! A resumed run reads everything that decides the next step from the folder (model,
+//! optimizer moments, sampler position, options, tokenizer) and verifies the training text
+//! by its SHA-256, so it continues exactly where the first run stopped.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use super::checkpoint::{self, CheckpointParts, DataRecord};
+use super::options::TrainOptions;
+use super::trainer::{self, Observer, RunState};
+use crate::data::{Corpus, Split, Tokenizer, TokenizerKind};
+use crate::model::checkpoint::{load_model, save_model};
+use crate::model::{Gpt, GptConfig};
+use crate::{Error, Result};
+
+/// What a fresh run is made of besides its data.
+#[derive(Debug, Clone)]
+pub struct FreshSpec {
+    /// Model configuration; its `vocab_size` is replaced by the tokenizer's.
+    pub model: GptConfig,
+    /// Seed of the model's initialisation.
+    pub model_seed: u64,
+    /// Training options.
+    pub options: TrainOptions,
+}
+
+/// Tokenized data ready to train on.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The tokenizer.
+    pub tokenizer: Tokenizer,
+    /// Train/validation tokens.
+    pub split: Split,
+    /// Provenance of the text.
+    pub data: DataRecord,
+}
+
+/// Tokenizes `corpus` and splits it, checking that one window of `context + 1` tokens fits.
+pub fn prepare(
+    corpus: &Corpus,
+    kind: TokenizerKind,
+    bpe_vocab: usize,
+    context: usize,
+) -> Result<Prepared> {
+    let tokenizer = Tokenizer::train(kind, &corpus.text, bpe_vocab)?;
+    prepare_with(corpus, tokenizer, context)
+}
+
+/// Like [`prepare`] with a given tokenizer.
+pub fn prepare_with(corpus: &Corpus, tokenizer: Tokenizer, context: usize) -> Result<Prepared> {
+    let tokens = tokenizer.encode(&corpus.text)?;
+    let split = Split::new(&tokens, context)?;
+    Ok(Prepared {
+        tokenizer,
+        split,
+        data: data_record(corpus),
+    })
+}
+
+/// Provenance of a corpus.
+pub fn data_record(corpus: &Corpus) -> DataRecord {
+    DataRecord {
+        source: corpus.source.clone(),
+        bytes: corpus.text.len(),
+        sha256: checkpoint::sha256_hex(corpus.text.as_bytes()),
+    }
+}
+
+/// A run ready to train: model, data, options, state and its folder.
+pub struct Session {
+    /// The model.
+    pub model: Gpt,
+    /// Tokenized data.
+    pub prepared: Prepared,
+    /// Options.
+    pub options: TrainOptions,
+    /// Seed of the model's initialisation.
+    pub model_seed: u64,
+    /// Loop state.
+    pub state: RunState,
+    /// The checkpoint folder.
+    pub out: PathBuf,
+}
+
+/// Called after each step with (step, loss, lr) and after each evaluation.
+pub trait Progress {
+    /// After a training step.
+    fn step(&mut self, step: usize, loss: f32, lr: f64);
+    /// After an evaluation (its record is the last of `state.metrics`).
+    fn eval(&mut self, state: &RunState);
+}
+
+impl Session {
+    /// Checks everything about a fresh run on `corpus`, then creates `out` (which must not
+    /// hold a checkpoint). Nothing is written when a check fails.
+    pub fn fresh(
+        corpus: &Corpus,
+        tokenizer: TokenizerKind,
+        bpe_vocab: usize,
+        spec: FreshSpec,
+        out: &Path,
+    ) -> Result<Self> {
+        spec.options.validate()?;
+        let prepared = prepare(corpus, tokenizer, bpe_vocab, spec.model.context)?;
+        Self::fresh_prepared(spec, prepared, out)
+    }
+
+    /// [`Session::fresh`] with the data already prepared (the comparison reuses it).
+    pub fn fresh_prepared(spec: FreshSpec, prepared: Prepared, out: &Path) -> Result<Self> {
+        spec.options.validate()?;
+        let mut cfg = spec.model.clone();
+        cfg.vocab_size = prepared.tokenizer.vocab_size();
+        cfg.validate()?;
+        if checkpoint::exists(out) {
+            return Err(super::invalid(format!(
+                "{} already holds a checkpoint: pass --resume to continue it, or choose another \
+                 --out",
+                out.display()
+            )));
+        }
+        let model = Gpt::new(cfg, spec.model_seed)?;
+        create_out(out)?;
+        let n = model.params().data.len();
+        Ok(Session {
+            model,
+            state: RunState::fresh(&spec.options, n),
+            prepared,
+            options: spec.options,
+            model_seed: spec.model_seed,
+            out: out.to_path_buf(),
+        })
+    }
+
+    /// Reopens the checkpoint in `out`. `corpus` is the training text when the user named
+    /// one again (it must be the same text); otherwise the recorded source is reloaded.
+    /// `steps` may extend the run; `requested` is a model configuration the user asked for,
+    /// which must equal the checkpoint's.
+    pub fn resume(
+        out: &Path,
+        corpus: Option<Corpus>,
+        steps: Option<usize>,
+        requested: Option<&GptConfig>,
+    ) -> Result<Self> {
+        let loaded = checkpoint::load(out)?;
+        let st = &loaded.state_file;
+        let saved: GptConfig = serde_json::from_value(st.model.clone()).map_err(|e| {
+            super::invalid(format!(
+                "checkpoint {} has an unreadable model config: {e}",
+                out.display()
+            ))
+        })?;
+        if let Some(want) = requested {
+            check_same_config(out, &saved, want)?;
+        }
+        let corpus = match corpus {
+            Some(c) => c,
+            None if st.data.source == crate::data::corpus::TINY_SHAKESPEARE_NAME => {
+                Corpus::tiny_shakespeare()
+            }
+            None => Corpus::load(Path::new(&st.data.source))?,
+        };
+        let record = data_record(&corpus);
+        if record.sha256 != st.data.sha256 {
+            return Err(super::invalid(format!(
+                "the training text {} is not the one checkpoint {} was trained on (SHA-256 \
+                 differs): pass the original file with --data",
+                corpus.source,
+                out.display()
+            )));
+        }
+        let prepared = prepare_with(&corpus, loaded.tokenizer.clone(), st.seq_len)?;
+        let model = load_model(&out.join(checkpoint::MODEL_FILE))?;
+        if model.config() != &saved {
+            return Err(super::invalid(format!(
+                "checkpoint {}: model.safetensors and state.json disagree on the model \
+                 configuration",
+                out.display()
+            )));
+        }
+        let mut options = st.options.clone();
+        if let Some(s) = steps {
+            options.steps = s;
+        }
+        let model_seed = st.model_seed;
+        Ok(Session {
+            model,
+            prepared,
+            options,
+            model_seed,
+            state: loaded.run,
+            out: out.to_path_buf(),
+        })
+    }
+
+    /// Trains to `options.steps` (or stops after `stop_at` steps), checkpointing at each
+    /// evaluation and at the end.
+    pub fn run(
+        &mut self,
+        stop: Option<&AtomicBool>,
+        stop_at: Option<usize>,
+        progress: &mut dyn Progress,
+    ) -> Result<()> {
+        let t = self.model.config().context;
+        let state = std::mem::replace(&mut self.state, RunState::fresh(&self.options, 0));
+        let mut writer = Writer {
+            out: &self.out,
+            options: &self.options,
+            prepared: &self.prepared,
+            model_seed: self.model_seed,
+            seq_len: t,
+            progress,
+        };
+        let result = trainer::train(
+            &mut self.model,
+            &self.prepared.split,
+            &self.options,
+            t,
+            state,
+            &mut writer,
+            stop,
+            stop_at,
+        );
+        match result {
+            Ok(state) => {
+                self.state = state;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+struct Writer<'a> {
+    out: &'a Path,
+    options: &'a TrainOptions,
+    prepared: &'a Prepared,
+    model_seed: u64,
+    seq_len: usize,
+    progress: &'a mut dyn Progress,
+}
+
+impl Observer<Gpt> for Writer<'_> {
+    fn on_step(&mut self, step: usize, loss: f32, lr: f64) {
+        self.progress.step(step, loss, lr);
+    }
+
+    fn on_eval(&mut self, model: &Gpt, state: &RunState) -> Result<()> {
+        self.progress.eval(state);
+        let model_json = serde_json::to_value(model.config())
+            .map_err(|e| super::invalid(format!("serialising the model config: {e}")))?;
+        let parts = CheckpointParts {
+            run: state,
+            options: self.options,
+            model: model_json,
+            model_seed: self.model_seed,
+            seq_len: self.seq_len,
+            tokenizer: &self.prepared.tokenizer,
+            data: &self.prepared.data,
+        };
+        checkpoint::save(self.out, &parts, &mut |p| save_model(p, model, false))
+    }
+}
+
+/// Creates the output folder, failing with a clear message when it cannot be written.
+pub fn create_out(out: &Path) -> Result<()> {
+    let fail = |e: std::io::Error| {
+        super::invalid(format!(
+            "cannot write the output folder {}: {e}; choose another --out",
+            out.display()
+        ))
+    };
+    std::fs::create_dir_all(out).map_err(fail)?;
+    let probe = out.join(format!(".write-test-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)
+}
+
+/// Names the fields where `want` differs from the checkpoint's `saved` configuration.
+fn check_same_config(out: &Path, saved: &GptConfig, want: &GptConfig) -> Result<()> {
+    let (a, b) = (
+        serde_json::to_value(saved).map_err(|e| Error::io(out, std::io::Error::other(e)))?,
+        serde_json::to_value(want).map_err(|e| Error::io(out, std::io::Error::other(e)))?,
+    );
+    let mut diffs = Vec::new();
+    if let (Some(a), Some(b)) = (a.as_object(), b.as_object()) {
+        for (k, va) in a {
+            // The vocabulary comes from the tokenizer, not from the request.
+            if k == "vocab_size" {
+                continue;
+            }
+            if b.get(k) != Some(va) {
+                diffs.push(format!(
+                    "{k} is {va} in the checkpoint but {} was asked",
+                    b.get(k).cloned().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    if diffs.is_empty() {
+        Ok(())
+    } else {
+        Err(super::invalid(format!(
+            "checkpoint {} does not match the requested model: {}; drop the model flags to \
+             continue it as trained, or train a new one with another --out",
+            out.display(),
+            diffs.join(", ")
+        )))
+    }
+}
