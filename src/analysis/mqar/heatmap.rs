@@ -76,7 +76,7 @@ impl Heatmap {
     /// Pixel size of the drawing.
     pub fn size(&self) -> (u32, u32) {
         (
-            LEFT + CELL_W * self.cols.len() as u32 + 20,
+            (LEFT + CELL_W * self.cols.len() as u32 + 20).max(760),
             TOP + CELL_H * self.rows.len() as u32 + 20,
         )
     }

@@ -25,3 +25,6 @@ pub enum MqarError {
         why: String,
     },
 }
+pub mod masked_loss;
+pub mod report;
+pub mod run;

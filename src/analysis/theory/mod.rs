@@ -6,10 +6,12 @@
 //! three on plain matrices (rows are points), so they apply to synthetic inputs and to a
 //! trained model's activations alike.
 
+pub mod activations;
 pub mod correlation;
 pub mod distance;
 pub mod norm;
 pub mod plot;
+pub mod report;
 
 pub use correlation::{QkCorrelation, gaussian_qk_correlation, qk_correlation};
 pub use distance::{Distortion, distance_distortion, jl_epsilon};
