@@ -116,7 +116,7 @@ fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
     if plan.settings.is_empty() || plan.widths.is_empty() || plan.lrs.is_empty() {
         anyhow::bail!("--settings, --widths and --lrs each need at least one value");
     }
-    let fits = |w: usize| w > 0 && (w < plan.head_dim || w % plan.head_dim.max(1) == 0);
+    let fits = |w: usize| w > 0 && (w < plan.head_dim || w.is_multiple_of(plan.head_dim.max(1)));
     if let Some(w) = plan.widths.iter().find(|&&w| !fits(w)) {
         anyhow::bail!(
             "width {w} is not a positive multiple of --head-dim {}",
