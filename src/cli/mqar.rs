@@ -49,7 +49,8 @@ pub struct MqarArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// A small run that finishes in about 5 minutes on 2 cores: setting 64:4, width 64,
-    /// every variant, one learning rate (3e-3), 250 steps, 256 held-out examples.
+    /// every variant, one learning rate (3e-3), 400 steps, vocabulary 512 (the 8,192-token
+    /// LM head alone would take most of the budget), 256 held-out examples.
     #[arg(long)]
     pub quick: bool,
     /// Output folder for mqar.json and the heatmap.
@@ -110,7 +111,8 @@ fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
         plan.settings = vec![(64, 4)];
         plan.widths = vec![64];
         plan.lrs = vec![3e-3];
-        plan.steps = 250;
+        plan.steps = 400;
+        plan.vocab = 512;
         plan.eval_examples = 256;
     }
     if plan.settings.is_empty() || plan.widths.is_empty() || plan.lrs.is_empty() {
