@@ -132,7 +132,7 @@ impl Heatmap {
             color: color.to_backend_color(),
             ..TextStyle::from(font(size)).pos(Pos::new(HPos::Center, VPos::Center))
         };
-        root.draw(&Text::new(self.title.clone(), (LEFT as i32, 20), font(20)))?;
+        root.draw(&Text::new(self.title.clone(), (10, 20), font(18)))?;
         for (j, c) in self.cols.iter().enumerate() {
             let x = (LEFT + CELL_W * j as u32 + CELL_W / 2) as i32;
             root.draw(&Text::new(

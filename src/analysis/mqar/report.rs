@@ -72,8 +72,9 @@ impl MqarReport {
             .collect();
         Heatmap {
             title: format!(
-                "MQAR accuracy ({} layers, {} steps x {} examples, best of {} LRs)",
+                "MQAR accuracy ({} layers, V={}, {} steps x {}, best of {} LRs)",
                 self.plan.layers,
+                self.plan.vocab,
                 self.plan.steps,
                 self.plan.batch,
                 self.plan.lrs.len()
