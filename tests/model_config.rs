@@ -99,6 +99,22 @@ fn bad_batches_are_errors_not_panics() {
     bad[3] = 11;
     assert!(msg(m.forward_backward(&ok, &bad, 2, 8, 0)).contains("outside the vocabulary"));
     assert!(msg(m.loss(&[], &[], 0, 8)).contains("empty"));
+    // Shapes that change both ways (more rows, shorter sequences) give the same numbers as a
+    // fresh model, for every attention (linear attention's scratch is per (b, h)).
+    for kind in AttentionKind::ALL {
+        let cfg = GptConfig {
+            attention: kind,
+            ..GptConfig::preset("tiny").unwrap()
+        };
+        let mut m = Gpt::new(cfg.clone(), 0).unwrap();
+        m.loss(&ok[..8], &ok[..8], 1, 8).unwrap();
+        let got = m.loss(&ok[..8], &ok[..8], 2, 4).unwrap();
+        let want = Gpt::new(cfg, 0)
+            .unwrap()
+            .loss(&ok[..8], &ok[..8], 2, 4)
+            .unwrap();
+        assert_eq!(got, want, "{kind:?}");
+    }
     // A smaller batch after a larger one reuses the buffers and gives the same numbers as fresh.
     let l_small = m.loss(&ok[..8], &ok[..8], 1, 8).unwrap();
     let mut fresh = Gpt::new(GptConfig::preset("tiny").unwrap(), 0).unwrap();

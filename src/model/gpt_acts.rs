@@ -41,8 +41,8 @@ pub(crate) struct LayerActs {
 /// All buffers for one batch shape.
 pub(crate) struct Acts {
     /// Shape the buffers were sized for.
-    pub cap_bt: usize,
-    pub cap_btt: usize,
+    pub cap_b: usize,
+    pub cap_t: usize,
     pub layers: Vec<LayerActs>,
     /// Embedding output and its dropout mask.
     pub x0: Vec<f32>,
@@ -102,8 +102,8 @@ impl Acts {
             })
             .collect();
         Acts {
-            cap_bt: bt,
-            cap_btt: b * t * t,
+            cap_b: b,
+            cap_t: t,
             layers,
             x0: z(bt * c),
             mask_emb: z(if drop { bt * c } else { 0 }),
@@ -176,6 +176,7 @@ impl Acts {
 
     /// Whether these buffers hold a `b x t` batch.
     pub fn fits(&self, b: usize, t: usize) -> bool {
-        b * t <= self.cap_bt && b * t * t <= self.cap_btt
+        // Per-(b, h) scratch depends on B and T separately, so both must fit.
+        b <= self.cap_b && t <= self.cap_t
     }
 }
