@@ -96,12 +96,18 @@ fn dropout_is_reproducible_and_seeded() {
 #[test]
 fn frozen_weights_follow_their_seed_bit_for_bit() {
     let make = |seed: u64| {
-        let c = GptConfig { frozen_seed: seed, ..cfg(AttentionKind::Orthogonal, 0.0) };
+        let c = GptConfig {
+            frozen_seed: seed,
+            ..cfg(AttentionKind::Orthogonal, 0.0)
+        };
         Gpt::new(c, 0).unwrap().frozen().hash()
     };
     assert_eq!(make(9), make(9));
     assert_ne!(make(9), make(10));
     // The trainable initialisation does not touch the frozen weights.
     let c = cfg(AttentionKind::Orthogonal, 0.0);
-    assert_eq!(Gpt::new(c.clone(), 1).unwrap().frozen().hash(), Gpt::new(c, 2).unwrap().frozen().hash());
+    assert_eq!(
+        Gpt::new(c.clone(), 1).unwrap().frozen().hash(),
+        Gpt::new(c, 2).unwrap().frozen().hash()
+    );
 }

@@ -15,6 +15,8 @@ pub(crate) struct LayerActs {
     pub vh: Vec<f32>,
     /// Softmax probabilities `(B, H, T, T)` (empty for linear attention).
     pub att: Vec<f32>,
+    /// Dropped attention probabilities `(B, H, T, T)` (softmax attention with dropout only).
+    pub att_drop: Vec<f32>,
     /// Linear attention's per-row normaliser `(B, H, T)`.
     pub norm: Vec<f32>,
     /// Q and K before the feature map (linear attention), `(B, H, T, D)`.
@@ -40,6 +42,8 @@ pub(crate) struct LayerActs {
 
 /// All buffers for one batch shape.
 pub(crate) struct Acts {
+    /// The dropout seed of the last training forward (`None`: no dropout ran).
+    pub dropout_seed: Option<u64>,
     /// Shape the buffers were sized for.
     pub cap_b: usize,
     pub cap_t: usize,
@@ -86,6 +90,7 @@ impl Acts {
                 kh: z(bt * c),
                 vh: z(bt * c),
                 att: z(btt * h),
+                att_drop: z(if drop { btt * h } else { 0 }),
                 norm: z(if lin { bt * h } else { 0 }),
                 q_pre: z(if lin { bt * c } else { 0 }),
                 k_pre: z(if lin { bt * c } else { 0 }),
@@ -102,6 +107,7 @@ impl Acts {
             })
             .collect();
         Acts {
+            dropout_seed: None,
             cap_b: b,
             cap_t: t,
             layers,
