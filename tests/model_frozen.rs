@@ -111,3 +111,16 @@ fn frozen_weights_follow_their_seed_bit_for_bit() {
         Gpt::new(c, 2).unwrap().frozen().hash()
     );
 }
+
+#[test]
+fn broken_checkpoints_are_clear_errors() {
+    let dir = std::env::temp_dir().join(format!("ortho-badckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk = dir.join("junk.safetensors");
+    std::fs::write(&junk, b"not a checkpoint at all").unwrap();
+    let err = load_model(&junk).err().unwrap().to_string();
+    assert!(err.contains("not a safetensors file"), "{err}");
+    let missing = dir.join("missing.safetensors");
+    assert!(load_model(&missing).is_err());
+    std::fs::remove_dir_all(&dir).ok();
+}
