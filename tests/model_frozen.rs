@@ -92,3 +92,35 @@ fn dropout_is_reproducible_and_seeded() {
     assert_eq!(e1, e3);
     assert_ne!(l1, e1);
 }
+
+#[test]
+fn frozen_weights_follow_their_seed_bit_for_bit() {
+    let make = |seed: u64| {
+        let c = GptConfig {
+            frozen_seed: seed,
+            ..cfg(AttentionKind::Orthogonal, 0.0)
+        };
+        Gpt::new(c, 0).unwrap().frozen().hash()
+    };
+    assert_eq!(make(9), make(9));
+    assert_ne!(make(9), make(10));
+    // The trainable initialisation does not touch the frozen weights.
+    let c = cfg(AttentionKind::Orthogonal, 0.0);
+    assert_eq!(
+        Gpt::new(c.clone(), 1).unwrap().frozen().hash(),
+        Gpt::new(c, 2).unwrap().frozen().hash()
+    );
+}
+
+#[test]
+fn broken_checkpoints_are_clear_errors() {
+    let dir = std::env::temp_dir().join(format!("ortho-badckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk = dir.join("junk.safetensors");
+    std::fs::write(&junk, b"not a checkpoint at all").unwrap();
+    let err = load_model(&junk).err().unwrap().to_string();
+    assert!(err.contains("not a safetensors file"), "{err}");
+    let missing = dir.join("missing.safetensors");
+    assert!(load_model(&missing).is_err());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -106,3 +106,45 @@ fn save_load_round_trip() {
     assert!(big - small >= (m.frozen().len() * 4) as u64);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// With dropout the loss is a fixed function of the parameters for a fixed `dropout_seed`
+/// (masks are counter-based), so finite differences of `forward_backward`'s loss check the
+/// backward through every dropout site, the attention probabilities included.
+#[test]
+fn gradients_with_dropout_match_finite_differences() {
+    for kind in AttentionKind::ALL {
+        for norm in [NormPlacement::Pre, NormPlacement::Post] {
+            let cfg = GptConfig {
+                attention: kind,
+                norm,
+                dropout: 0.3,
+                ..GptConfig::preset("tiny").unwrap()
+            };
+            let mut m = Gpt::new(cfg.clone(), 1).unwrap();
+            for v in m.params_mut().data.iter_mut() {
+                *v *= 2.0;
+            }
+            let (x, y) = batch(&cfg, 2, 6);
+            m.zero_grad();
+            m.forward_backward(&x, &y, 2, 6, 42).unwrap();
+            let grad = m.params().grad.clone();
+            for i in (0..grad.len()).step_by(5) {
+                let h = 3e-3f32;
+                let orig = m.params().data[i];
+                m.params_mut().data[i] = orig + h;
+                let lp = m.forward_backward(&x, &y, 2, 6, 42).unwrap();
+                m.params_mut().data[i] = orig - h;
+                let lm = m.forward_backward(&x, &y, 2, 6, 42).unwrap();
+                m.params_mut().data[i] = orig;
+                let fd = (lp - lm) / (2.0 * h);
+                let err = (fd - grad[i]).abs() / (1e-2 + grad[i].abs().max(fd.abs()));
+                assert!(
+                    err < 3e-2,
+                    "{kind:?} {norm:?} dropout param {i} ({}): fd {fd} vs {}",
+                    name_of(&m, i),
+                    grad[i]
+                );
+            }
+        }
+    }
+}

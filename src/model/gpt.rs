@@ -162,7 +162,7 @@ impl Gpt {
     }
 
     /// Floats currently allocated for activations and scratch (0 before the first batch);
-    /// equals `accounting::activation_floats` for the largest batch seen.
+    /// equals `accounting::activation_floats(cfg, max B seen, max T seen)`.
     pub fn activation_floats(&self) -> usize {
         self.acts.as_ref().map_or(0, |a| a.total_floats())
     }
@@ -264,7 +264,10 @@ impl Gpt {
             }
         }
         if !self.acts.as_ref().is_some_and(|a| a.fits(b, t)) {
-            self.acts = Some(Acts::new(&self.cfg, b, t));
+            // Grow to cover both the old and the new shape, so alternating shapes settle.
+            let (ob, ot) = self.acts.as_ref().map_or((0, 0), |a| (a.cap_b, a.cap_t));
+            self.acts = None;
+            self.acts = Some(Acts::new(&self.cfg, b.max(ob), t.max(ot)));
         }
         Ok(())
     }

@@ -15,6 +15,8 @@ pub(crate) struct LayerActs {
     pub vh: Vec<f32>,
     /// Softmax probabilities `(B, H, T, T)` (empty for linear attention).
     pub att: Vec<f32>,
+    /// Dropped attention probabilities `(B, H, T, T)` (softmax attention with dropout only).
+    pub att_drop: Vec<f32>,
     /// Linear attention's per-row normaliser `(B, H, T)`.
     pub norm: Vec<f32>,
     /// Q and K before the feature map (linear attention), `(B, H, T, D)`.
@@ -40,9 +42,11 @@ pub(crate) struct LayerActs {
 
 /// All buffers for one batch shape.
 pub(crate) struct Acts {
+    /// The dropout seed of the last training forward (`None`: no dropout ran).
+    pub dropout_seed: Option<u64>,
     /// Shape the buffers were sized for.
-    pub cap_bt: usize,
-    pub cap_btt: usize,
+    pub cap_b: usize,
+    pub cap_t: usize,
     pub layers: Vec<LayerActs>,
     /// Embedding output and its dropout mask.
     pub x0: Vec<f32>,
@@ -86,6 +90,7 @@ impl Acts {
                 kh: z(bt * c),
                 vh: z(bt * c),
                 att: z(btt * h),
+                att_drop: z(if drop { btt * h } else { 0 }),
                 norm: z(if lin { bt * h } else { 0 }),
                 q_pre: z(if lin { bt * c } else { 0 }),
                 k_pre: z(if lin { bt * c } else { 0 }),
@@ -102,8 +107,9 @@ impl Acts {
             })
             .collect();
         Acts {
-            cap_bt: bt,
-            cap_btt: b * t * t,
+            dropout_seed: None,
+            cap_b: b,
+            cap_t: t,
             layers,
             x0: z(bt * c),
             mask_emb: z(if drop { bt * c } else { 0 }),
@@ -176,6 +182,7 @@ impl Acts {
 
     /// Whether these buffers hold a `b x t` batch.
     pub fn fits(&self, b: usize, t: usize) -> bool {
-        b * t <= self.cap_bt && b * t * t <= self.cap_btt
+        // Per-(b, h) scratch depends on B and T separately, so both must fit.
+        b <= self.cap_b && t <= self.cap_t
     }
 }

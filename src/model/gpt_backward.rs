@@ -21,6 +21,9 @@ struct Ctx<'a> {
     f: usize,
     h: usize,
     drop: bool,
+    /// Dropout probability and the seed of the forward (attention-probability masks).
+    p: f32,
+    seed: u64,
     linear_attn: bool,
 }
 
@@ -119,6 +122,8 @@ impl Gpt {
                 f: cfg.d_ff,
                 h: cfg.n_head,
                 drop: cfg.dropout > 0.0,
+                p: cfg.dropout,
+                seed: acts.dropout_seed.unwrap_or(0),
                 linear_attn: cfg.attention.is_linear(),
             };
             block_backward(
@@ -363,6 +368,10 @@ fn attn_backward(
             t,
             d,
             scale,
+            x.drop.then(|| {
+                let base = dropout::site_base(x.seed, super::gpt_forward::site(x.l, 2));
+                (&a.att_drop[..x.b * h * t * t], x.p, base)
+            }),
         );
     }
     for (which, g) in [(0, &*dq), (1, &*dk), (2, &*dv)] {

@@ -5,9 +5,10 @@ use super::gpt::{Gpt, LayerIdx};
 use super::gpt_acts::LayerActs;
 use crate::nn::{attention, dropout, embedding, gelu, layernorm, linear, linear_attention, matmul};
 
-/// Dropout site numbers: the embedding, then two per layer.
+/// Dropout site numbers: the embedding is 0, then three per layer (attention output,
+/// feed-forward output, attention probabilities).
 pub(crate) fn site(layer: usize, which: usize) -> u64 {
-    1 + 2 * layer as u64 + which as u64
+    1 + 3 * layer as u64 + which as u64
 }
 
 impl Gpt {
@@ -94,6 +95,7 @@ impl Gpt {
             false,
             linear::big_threads(),
         );
+        acts.dropout_seed = dropout_seed;
         self.acts = Some(acts);
     }
 
@@ -170,7 +172,13 @@ impl Gpt {
                 d,
             );
         } else {
-            let att = &mut a.att[..b * h * t * t];
+            let bhtt = b * h * t * t;
+            let drop = dropout_seed.map(|seed| attention::ProbDropout {
+                att_drop: &mut a.att_drop[..bhtt],
+                p: cfg.dropout,
+                base: dropout::site_base(seed, site(l, 2)),
+            });
+            let att = &mut a.att[..bhtt];
             attention::forward(
                 &mut s1[..n],
                 att,
@@ -180,6 +188,7 @@ impl Gpt {
                 t,
                 d,
                 scale,
+                drop,
             );
         }
         attention::merge_heads(&mut a.atty[..n], &s1[..n], t, h, d);

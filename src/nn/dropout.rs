@@ -10,13 +10,23 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The stream of masks of one site under one seed.
+pub fn site_base(seed: u64, site: u64) -> u64 {
+    mix(seed ^ mix(site))
+}
+
+/// Mask value of element `i` of the stream `base`: `0` with probability `p`, else `1/(1-p)`.
+#[inline]
+pub fn mask_at(base: u64, i: usize, p: f32) -> f32 {
+    let u = (mix(base ^ i as u64) >> 40) as f32 / (1u64 << 24) as f32;
+    if u >= p { 1.0 / (1.0 - p) } else { 0.0 }
+}
+
 /// Fills `mask` with `0` or `1/(1-p)` for site `site`, and multiplies `x` by it.
 pub fn forward(x: &mut [f32], mask: &mut [f32], p: f32, seed: u64, site: u64) {
-    let scale = 1.0 / (1.0 - p);
-    let base = mix(seed ^ mix(site));
+    let base = site_base(seed, site);
     for (i, (v, m)) in x.iter_mut().zip(mask.iter_mut()).enumerate() {
-        let u = (mix(base ^ i as u64) >> 40) as f32 / (1u64 << 24) as f32;
-        *m = if u >= p { scale } else { 0.0 };
+        *m = mask_at(base, i, p);
         *v *= *m;
     }
 }
