@@ -25,7 +25,8 @@ pub struct VariantResult {
     pub params_trainable: usize,
     /// Frozen parameters (orthogonal Q/K).
     pub params_frozen: usize,
-    /// Training memory: weights, gradients, AdamW moments and activations, in bytes.
+    /// Training memory: weights, gradients, AdamW moments and activations, in bytes
+    /// (`model::accounting`).
     pub memory_bytes: usize,
     /// Mean milliseconds per training step (forward, backward, clip, AdamW).
     pub ms_per_step: f64,
@@ -215,9 +216,11 @@ pub fn param_counts(model: &Gpt) -> (usize, usize) {
     (model.params().data.len(), model.frozen().len())
 }
 
-/// Training memory of `model` at batch `b`: weights (all, f32), gradients and two AdamW
-/// moments (trainable only). Activations are not counted yet.
-pub fn training_memory(model: &Gpt, _b: usize) -> usize {
-    let (trainable, frozen) = param_counts(model);
-    4 * (trainable + frozen) + 12 * trainable
+/// Training memory of `model` at batch `b` (weights, gradients, AdamW moments, activations),
+/// from the model's accounting.
+pub fn training_memory(model: &Gpt, b: usize) -> usize {
+    let cfg = model.config();
+    crate::model::accounting::account(cfg, b, cfg.context)
+        .memory
+        .total
 }
