@@ -3,6 +3,16 @@
 //! `gemm` picks AVX2/FMA or AVX-512 kernels at run time, so release builds stay portable.
 
 use gemm::Parallelism;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// FLOPs (2 per multiply-add) of every [`matmul`] call in this process, so a benchmark or a
+/// test can measure which products ran (e.g. that no weight gradient of a frozen weight did).
+static FLOPS: AtomicU64 = AtomicU64::new(0);
+
+/// Total FLOPs of all [`matmul`] calls so far in this process (all threads).
+pub fn flops_counted() -> u64 {
+    FLOPS.load(Ordering::Relaxed)
+}
 
 /// Whether an operand is used as stored or transposed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +47,7 @@ pub fn matmul(
     if m == 0 || n == 0 {
         return;
     }
+    FLOPS.fetch_add(2 * (m * n * k) as u64, Ordering::Relaxed);
     // Strides for row-major storage: element (i, j) of a row-major r x c matrix is at i*c + j.
     let (a_rs, a_cs) = match ta {
         Trans::No => (k as isize, 1),

@@ -1,0 +1,43 @@
+//! Frozen means frozen, measured: the matrix-product FLOPs actually run by a forward+backward
+//! (counted in `nn::matmul`) equal the accounting exactly, and the orthogonal model runs
+//! exactly `2·2·C²` fewer per layer per token (the skipped weight gradients of `W_Q, W_K`).
+//! One test in this binary, so no other test's products are counted.
+
+use orthoformer::model::accounting::flops_per_token;
+use orthoformer::model::{AttentionKind, Gpt, GptConfig, NormPlacement};
+use orthoformer::nn::matmul::flops_counted;
+
+#[test]
+fn counted_flops_equal_accounting() {
+    let mut per_kind = Vec::new();
+    for kind in [AttentionKind::Softmax, AttentionKind::Orthogonal] {
+        for norm in [NormPlacement::Pre, NormPlacement::Post] {
+            let cfg = GptConfig {
+                attention: kind,
+                norm,
+                context: 16,
+                ..GptConfig::preset("config-a").unwrap()
+            };
+            let mut m = Gpt::new(cfg.clone(), 0).unwrap();
+            let (b, t) = (2, 16);
+            let x: Vec<u32> = (0..(b * t) as u32).map(|i| i % 65).collect();
+            let before = flops_counted();
+            m.forward_backward(&x, &x, b, t, 0).unwrap();
+            let ran = flops_counted() - before;
+            let f = flops_per_token(&cfg, t);
+            assert_eq!(
+                ran,
+                (f.forward + f.backward) * (b * t) as u64,
+                "{kind:?} {norm:?}"
+            );
+            per_kind.push((kind, ran));
+        }
+    }
+    let c = 128u64;
+    let saved = per_kind[0].1 - per_kind[2].1;
+    assert_eq!(
+        saved,
+        4 * 2 * 2 * c * c * 32,
+        "4 layers x 2 weights x 2C² x 32 tokens"
+    );
+}
