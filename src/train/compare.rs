@@ -110,7 +110,18 @@ pub fn compare(
         let mut session = Session::fresh_prepared(spec, prepared.clone(), &dir)?;
         {
             let mut p = progress.variant(name, i, attentions.len());
-            session.run(stop, None, p.as_mut())?;
+            session.run(stop, None, p.as_mut()).map_err(|e| match e {
+                crate::Error::Train(super::TrainError::Interrupted { step }) => {
+                    super::invalid(format!(
+                        "interrupted while training {name} (step {step}); the comparison is \
+                     unfinished; that variant's checkpoint is in {} (continue it with \
+                     `orthoformer train --out {} --resume`)",
+                        dir.display(),
+                        dir.display()
+                    ))
+                }
+                other => other,
+            })?;
         }
         runs.push(result_of(
             &session,
