@@ -25,7 +25,8 @@ pub struct VariantResult {
     pub params_trainable: usize,
     /// Frozen parameters (orthogonal Q/K).
     pub params_frozen: usize,
-    /// Training memory: weights, gradients, AdamW moments and activations, in bytes.
+    /// Training memory: weights, gradients, AdamW moments and activations, in bytes
+    /// (`model::accounting`).
     pub memory_bytes: usize,
     /// Mean milliseconds per training step (forward, backward, clip, AdamW).
     pub ms_per_step: f64,
@@ -109,7 +110,18 @@ pub fn compare(
         let mut session = Session::fresh_prepared(spec, prepared.clone(), &dir)?;
         {
             let mut p = progress.variant(name, i, attentions.len());
-            session.run(stop, None, p.as_mut())?;
+            session.run(stop, None, p.as_mut()).map_err(|e| match e {
+                crate::Error::Train(super::TrainError::Interrupted { step }) => {
+                    super::invalid(format!(
+                        "interrupted while training {name} (step {step}); the comparison is \
+                     unfinished; that variant's checkpoint is in {} (continue it with \
+                     `orthoformer train --out {} --resume`)",
+                        dir.display(),
+                        dir.display()
+                    ))
+                }
+                other => other,
+            })?;
         }
         runs.push(result_of(
             &session,
@@ -215,9 +227,11 @@ pub fn param_counts(model: &Gpt) -> (usize, usize) {
     (model.params().data.len(), model.frozen().len())
 }
 
-/// Training memory of `model` at batch `b`: weights (all, f32), gradients and two AdamW
-/// moments (trainable only). Activations are not counted yet.
-pub fn training_memory(model: &Gpt, _b: usize) -> usize {
-    let (trainable, frozen) = param_counts(model);
-    4 * (trainable + frozen) + 12 * trainable
+/// Training memory of `model` at batch `b` (weights, gradients, AdamW moments, activations),
+/// from the model's accounting.
+pub fn training_memory(model: &Gpt, b: usize) -> usize {
+    let cfg = model.config();
+    crate::model::accounting::account(cfg, b, cfg.context)
+        .memory
+        .total
 }

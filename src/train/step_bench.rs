@@ -2,11 +2,11 @@
 //! tokens, the same work `scripts/torch_gpt_bench.py` times in PyTorch, and of a large GEMM
 //! through [`crate::nn::matmul::matmul`] as the machine's f32 peak in the same run.
 //!
-//! FLOPs per step are counted the usual way (nanoGPT's MFU, PaLM appendix B): 6 per weight
-//! per token for the linear layers and the tied head (2 forward, 4 backward), minus the
-//! skipped weight gradients of frozen Q/K (2 per weight per token), plus attention's
-//! `QKᵀ` and `AV` products, `12 · L · T · C` per token forward + backward counted without
-//! the causal half. Element-wise work is not counted.
+//! FLOPs per step are the model's accounting (`model::accounting::flops_per_token`): the
+//! matrix products forward and backward (2 per multiply-add), without the weight gradients
+//! frozen Q/K skip, attention over the full `T x T` block as computed; element-wise work is
+//! not counted. AdamW here uses torch's defaults (β₂ 0.999, weight decay 0.01, lr 1e-3) like
+//! the reference script; no gradient clipping on either side.
 
 use std::time::Instant;
 
@@ -16,7 +16,7 @@ use super::adamw::{AdamW, AdamWConfig, groups_from};
 use super::model_api::Trainable;
 use crate::Result;
 use crate::init::rng::seeded;
-use crate::model::{AttentionKind, Gpt, GptConfig};
+use crate::model::{Gpt, GptConfig};
 use crate::nn::matmul::{Trans, matmul};
 
 /// Timing of one configuration.
@@ -83,24 +83,11 @@ pub fn time_training_step(
     })
 }
 
-/// Counted FLOPs of one training step (see the module doc).
+/// Counted FLOPs of one training step: the model's accounting of matrix-product FLOPs per
+/// token, forward + backward, times `B · T`.
 pub fn flops_per_step(cfg: &GptConfig, b: usize) -> f64 {
-    let (c, f, l, t, v) = (
-        cfg.d_model as f64,
-        cfg.d_ff as f64,
-        cfg.n_layer as f64,
-        cfg.context as f64,
-        cfg.vocab_size as f64,
-    );
-    let frozen = matches!(
-        cfg.attention,
-        AttentionKind::Orthogonal | AttentionKind::OrthogonalLinear
-    );
-    let per_layer =
-        6.0 * (4.0 * c * c + 2.0 * c * f) - if frozen { 2.0 * 2.0 * c * c } else { 0.0 };
-    let attention = 12.0 * t * c;
-    let per_token = l * (per_layer + attention) + 6.0 * c * v;
-    per_token * b as f64 * t
+    let f = crate::model::accounting::flops_per_token(cfg, cfg.context);
+    (f.forward + f.backward) as f64 * (b * cfg.context) as f64
 }
 
 /// GFLOP/s of an `n x n x n` f32 GEMM on `threads` threads (median of `reps`).
