@@ -141,6 +141,18 @@ fn masked_step_ignores_unscored_positions() {
         b.forward_backward_masked(&batch.inputs, &none, 2, 16)
             .is_err()
     );
+    // With every position scored, the masked step is the model's own step.
+    let mut m = Gpt::new(plan.model_config(AttentionKind::Orthogonal, 16, 16), 3).unwrap();
+    let mut u = Gpt::new(plan.model_config(AttentionKind::Orthogonal, 16, 16), 3).unwrap();
+    let lm = m
+        .forward_backward_masked(&batch.inputs, &full, 2, 16)
+        .unwrap();
+    let lu = u.forward_backward(&batch.inputs, &full, 2, 16, 0).unwrap();
+    assert!((lm - lu).abs() < 1e-5, "{lm} vs {lu}");
+    let scale = u.params().grad.iter().fold(0f32, |a, g| a.max(g.abs()));
+    for (x, y) in m.params().grad.iter().zip(&u.params().grad) {
+        assert!((x - y).abs() <= 1e-5 * scale.max(1.0), "{x} vs {y}");
+    }
     let cells = plan.run(&mut NoProgress).unwrap();
     assert_eq!(cells.len(), 1);
 }
