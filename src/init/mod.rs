@@ -16,4 +16,10 @@ pub enum InitError {
     /// The gain is NaN, infinite or negative.
     #[error("gain {0} is not a finite non-negative number")]
     BadGain(f64),
+    /// A factorisation failed to converge (should not happen on Gaussian input).
+    #[error("numerical failure: {0}")]
+    Numerical(String),
+    /// The method name is not one of the known ones.
+    #[error("unknown method {0:?}: run `orthoformer init --list` to see every method")]
+    UnknownMethod(String),
 }

@@ -1,0 +1,63 @@
+//! The `qr` method: Householder QR of an `m x n` Gaussian matrix (faer, blocked, sequential),
+//! then column `j` of the thin `Q` times `sign(R_jj)`. Without that sign fix the law of `Q`
+//! depends on LAPACK's sign convention and is not Haar (Mezzadri 2007).
+
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::{householder, qr::no_pivoting::factor};
+use faer::{Conj, Mat, Par};
+
+use super::gaussian;
+use crate::init::rng::Rng;
+
+/// A Haar `m x n` (`m >= n`) matrix with orthonormal columns, column-major.
+/// With `sign_fix` false the columns keep faer's signs (LAPACK's convention), which is not
+/// Haar; only tests showing the fix matters ask for that.
+pub(super) fn haar_qr(m: usize, n: usize, rng: &mut Rng, sign_fix: bool) -> Vec<f64> {
+    let g = gaussian(m, n, rng);
+    let mut a = Mat::<f64>::from_fn(m, n, |i, j| g[j * m + i]);
+    let bs = factor::recommended_block_size::<f64>(m, n);
+    let mut coeff = Mat::<f64>::zeros(bs, n);
+    let par = Par::Seq;
+    factor::qr_in_place(
+        a.as_mut(),
+        coeff.as_mut(),
+        par,
+        MemStack::new(&mut MemBuffer::new(factor::qr_in_place_scratch::<f64>(
+            m,
+            n,
+            bs,
+            par,
+            Default::default(),
+        ))),
+        Default::default(),
+    );
+    let signs: Vec<f64> = (0..n)
+        .map(|j| {
+            if sign_fix && a[(j, j)] < 0.0 {
+                -1.0
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    let mut q = Mat::<f64>::identity(m, n);
+    householder::apply_block_householder_sequence_on_the_left_in_place_with_conj(
+        a.as_ref(),
+        coeff.as_ref(),
+        Conj::No,
+        q.as_mut(),
+        par,
+        MemStack::new(&mut MemBuffer::new(
+            householder::apply_block_householder_sequence_on_the_left_in_place_scratch::<f64>(
+                m, bs, n,
+            ),
+        )),
+    );
+    let mut out = vec![0.0; m * n];
+    for j in 0..n {
+        for i in 0..m {
+            out[j * m + i] = signs[j] * q[(i, j)];
+        }
+    }
+    out
+}
