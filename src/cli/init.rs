@@ -161,7 +161,9 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
         vec![args.count, rows, cols]
     };
     if let (Some(path), Some(format)) = (&args.out, format) {
-        write_output(path, format, dtype, &values, &shape)?;
+        // Flatten the error to one message: the library's I/O error already names its cause.
+        write_output(path, format, dtype, &values, &shape)
+            .map_err(|e| anyhow::anyhow!("cannot write --out: {e}"))?;
     }
     let report = Report {
         method: method.name().to_string(),

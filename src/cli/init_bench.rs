@@ -114,9 +114,12 @@ fn run_torch(python: &str, shapes: &[(usize, usize)], runs: usize) -> Result<Tor
     for (m, n) in shapes {
         cmd.arg("--shape").arg(format!("{m}x{n}"));
     }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {python} {}: {e}", script.display()))?;
+    let out = cmd.output().map_err(|e| {
+        format!(
+            "cannot run {python} {}: {e} (needs python3 with torch: pip install torch)",
+            script.display()
+        )
+    })?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(stdout.trim())
         && let Some(e) = v.get("error").and_then(|e| e.as_str())

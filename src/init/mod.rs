@@ -3,6 +3,7 @@
 
 pub mod orthogonal;
 pub mod rng;
+pub mod stats;
 
 /// Bad arguments to an initialiser.
 #[derive(Debug, thiserror::Error)]

@@ -71,7 +71,7 @@ pub fn to_bytes<T: NpyElement>(data: &[T], shape: &[usize]) -> Vec<u8> {
         "npy: data length does not match the shape"
     );
     let mut out = header::<T>(shape);
-    out.reserve(data.len() * std::mem::size_of::<T>());
+    out.reserve(std::mem::size_of_val(data));
     for &v in data {
         v.put_le(&mut out);
     }
