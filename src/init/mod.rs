@@ -4,6 +4,7 @@
 pub mod fan;
 pub mod fixed;
 pub mod gain;
+pub mod method;
 pub mod mimetic;
 pub mod orthogonal;
 pub mod random;

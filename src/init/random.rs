@@ -45,7 +45,8 @@ fn check_std(std: f64) -> Result<(), InitError> {
 }
 
 /// `N(mean, std²)` conditioned on `[lo, hi]` (absolute bounds, as in PyTorch), by inverting
-/// the CDF: `u ~ U(Φ(α), Φ(β))`, `x = mean + std Φ⁻¹(u)` with `α = (lo − mean)/std`.
+/// the CDF (`u ~ U(Φ(α), Φ(β))`, `x = mean + std Φ⁻¹(u)`, `α = (lo − mean)/std`) when the
+/// interval holds under a quarter of the mass, by rejection otherwise.
 pub fn trunc_normal(
     shape: &[usize],
     mean: f64,
@@ -64,6 +65,18 @@ pub fn trunc_normal(
     }
     let (a, b) = ((lo - mean) / std, (hi - mean) / std);
     let (fa, fb) = (normal_cdf(a), normal_cdf(b));
+    if fb - fa >= 0.25 {
+        // Rejection from the untruncated normal: exact, and at most 4 draws per value on average.
+        let mut v = Vec::with_capacity(numel(shape));
+        let mut z = [0.0];
+        while v.len() < numel(shape) {
+            fill_standard_normal(rng, &mut z);
+            if (a..=b).contains(&z[0]) {
+                v.push((mean + std * z[0]).clamp(lo, hi));
+            }
+        }
+        return Ok(v);
+    }
     Ok((0..numel(shape))
         .map(|_| {
             let u = fa + (fb - fa) * rng.random::<f64>();
