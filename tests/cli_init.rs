@@ -242,3 +242,69 @@ fn init_bench_without_torch_still_prints_its_table() {
     );
     assert!(s.contains("pip install torch"), "{s}");
 }
+
+#[test]
+fn toolkit_methods_report_stats_and_reject_bad_inputs() {
+    let d = tmpdir("toolkit");
+    let v = json(&run(
+        &d,
+        &[
+            "init",
+            "--method",
+            "kaiming-normal",
+            "--shape",
+            "256,128",
+            "--nonlinearity",
+            "relu",
+            "--json",
+        ],
+    ));
+    assert_eq!(v["shape"], serde_json::json!([256, 128]));
+    let std = v["std"].as_f64().unwrap();
+    assert!((std - (2.0f64 / 128.0).sqrt()).abs() < 0.005, "{std}");
+    assert!(v["ortho_error_max"].is_null());
+    for key in ["mean", "min", "max"] {
+        assert!(v[key].is_number(), "{key}");
+    }
+    let v = json(&run(
+        &d,
+        &["init", "--method", "mimetic", "--shape", "32", "--json"],
+    ));
+    assert!(v["qk_rel_error"].as_f64().unwrap() < 1e-10);
+    let out = run(&d, &["init", "--list"]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    for name in [
+        "xavier-uniform",
+        "trunc-normal",
+        "dirac",
+        "zer-o",
+        "mimetic",
+        "cayley",
+    ] {
+        assert!(s.contains(name), "{name} missing from --list");
+    }
+    let cases: &[&[&str]] = &[
+        &["--method", "xavier-uniform", "--shape", "5"],
+        &["--method", "kaiming-normal", "--shape", "5"],
+        &["--method", "sparse", "--shape", "5", "--sparsity", "0.1"],
+        &["--method", "eye", "--shape", "2,2,2"],
+        &["--method", "dirac", "--shape", "4,4"],
+        &["--method", "dirac", "--shape", "6,2,3", "--groups", "4"],
+        &["--method", "kaiming-uniform", "--nonlinearity", "gelu"],
+        &["--method", "sparse", "--sparsity", "1.5"],
+        &["--method", "kaiming-uniform", "--mode", "fan_avg"],
+        &["--method", "trunc-normal", "--lo", "1", "--hi", "1"],
+        &["--method", "normal", "--shape", "3,-2"],
+        &["--method", "normal", "--shape", "3,0"],
+        &["--method", "normal", "--shape", "3,x"],
+    ];
+    for args in cases {
+        let mut full = vec!["init", "--out", "w.npy"];
+        full.extend_from_slice(args);
+        let out = run(&d, &full);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    assert!(!d.join("w.npy").exists());
+}

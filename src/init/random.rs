@@ -80,13 +80,27 @@ pub fn trunc_normal(
     Ok((0..numel(shape))
         .map(|_| {
             let u = fa + (fb - fa) * rng.random::<f64>();
-            // Bisection on [a, b]: Φ is increasing; 60 halvings reach f64 resolution.
+            // Safeguarded Newton on Φ(x) = u in [a, b]: a Newton step when it stays inside the
+            // bracket, a bisection step otherwise; Φ is increasing so the bracket always holds.
             let (mut l, mut h) = (a, b);
-            for _ in 0..60 {
-                let m = 0.5 * (l + h);
-                if normal_cdf(m) < u { l = m } else { h = m }
+            let mut x = 0.5 * (l + h);
+            for _ in 0..100 {
+                let f = normal_cdf(x) - u;
+                if f < 0.0 {
+                    l = x
+                } else {
+                    h = x
+                }
+                let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+                let nx = x - f / pdf;
+                let nx = if nx > l && nx < h { nx } else { 0.5 * (l + h) };
+                if (nx - x).abs() <= 1e-15 * (1.0 + x.abs()) || h - l < 1e-15 {
+                    x = nx;
+                    break;
+                }
+                x = nx;
             }
-            (mean + std * 0.5 * (l + h)).clamp(lo, hi)
+            (mean + std * x).clamp(lo, hi)
         })
         .collect())
 }
