@@ -308,3 +308,44 @@ fn toolkit_methods_report_stats_and_reject_bad_inputs() {
     }
     assert!(!d.join("w.npy").exists());
 }
+
+#[test]
+fn init_probe_writes_plots_and_json() {
+    let d = tmpdir("probe");
+    let v = json(&run(
+        &d,
+        &[
+            "init-probe",
+            "--depth",
+            "6",
+            "--width",
+            "16",
+            "--batch",
+            "32",
+            "--out-dir",
+            "plots",
+            "--json",
+        ],
+    ));
+    let curves = v["curves"].as_array().unwrap();
+    assert_eq!(curves.len(), 15);
+    // Orthogonal init keeps a linear network's signal exactly: std stays put across depth.
+    let orth = curves
+        .iter()
+        .find(|c| c["init"] == "orthogonal" && c["activation"] == "linear")
+        .unwrap();
+    let f: Vec<f64> = orth["forward_std"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(f.len(), 6);
+    assert!((f[5] / f[0] - 1.0).abs() < 1e-3, "{f:?}");
+    let png = std::fs::read(d.join("plots/init_probe.png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    let svg = std::fs::read_to_string(d.join("plots/init_probe.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("tanh"));
+    let out = run(&d, &["init-probe", "--depth", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,2 +1,4 @@
 //! Experiments built on the library: the initialisation signal-propagation probe, the MQAR
 //! associative-recall benchmark, and the measured checks of seed 003's §6 theory.
+
+pub mod signal_probe;

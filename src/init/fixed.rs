@@ -45,7 +45,7 @@ pub fn dirac(shape: &[usize], groups: usize) -> Result<Vec<f64>, InitError> {
             shape: shape.to_vec(),
         });
     }
-    if groups == 0 || shape[0] % groups != 0 {
+    if groups == 0 || !shape[0].is_multiple_of(groups) {
         return Err(InitError::BadGroups {
             groups,
             out_channels: shape[0],

@@ -70,7 +70,7 @@ fn rel_err(a: &Mat<f64>, target: &Mat<f64>) -> f64 {
 
 /// Mimetic weights for model width `d` and `heads` heads (`heads` must divide `d`).
 pub fn mimetic(d: usize, heads: usize, p: MimeticParams, seed: u64) -> Result<Mimetic, InitError> {
-    if d == 0 || heads == 0 || d % heads != 0 {
+    if d == 0 || heads == 0 || !d.is_multiple_of(heads) {
         return Err(InitError::BadParam(format!(
             "mimetic needs heads ({heads}) >= 1 dividing the width ({d})"
         )));

@@ -13,7 +13,7 @@ use super::fan::check_shape;
 
 /// Entry `(i, j)` of the Sylvester–Hadamard matrix: `(−1)^{popcount(i & j)}`.
 fn hadamard(i: usize, j: usize) -> f64 {
-    if (i & j).count_ones() % 2 == 0 {
+    if (i & j).count_ones().is_multiple_of(2) {
         1.0
     } else {
         -1.0
