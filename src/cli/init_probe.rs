@@ -149,9 +149,9 @@ fn draw_png(path: &Path, curves: &[ProbeCurve], args: &InitProbeArgs) -> anyhow:
 /// Values for a log axis: non-finite or non-positive stds are clamped to the axis ends.
 fn clamp_log(v: f64) -> f64 {
     if v.is_nan() {
-        1e-30
+        1e-20
     } else {
-        v.clamp(1e-30, 1e30)
+        v.clamp(1e-20, 1e20)
     }
 }
 
@@ -202,8 +202,8 @@ where
             .flat_map(|s| s.1.iter().copied())
             .fold(0.0f64, f64::max);
         let (lo, hi) = (
-            (lo.min(0.5) / 3.0).max(1e-30),
-            (hi.max(2.0) * 3.0).min(1e30),
+            (lo.min(0.5) / 3.0).max(1e-20),
+            (hi.max(2.0) * 3.0).min(1e20),
         );
         let caption = format!(
             "{} — {}",
