@@ -16,16 +16,18 @@ use crate::init::rng::Rng;
 pub(super) fn haar_qr(m: usize, n: usize, rng: &mut Rng, sign_fix: bool) -> Vec<f64> {
     let g = gaussian(m, n, rng);
     let mut a = Mat::<f64>::from_fn(m, n, |i, j| g[j * m + i]);
-    if sign_fix && m >= 4 * n && n >= 8 {
-        if let Some(q) = cholesky_qr2(a.clone()) {
-            let mut out = vec![0.0; m * n];
-            for j in 0..n {
-                for i in 0..m {
-                    out[j * m + i] = q[(i, j)];
-                }
+    if sign_fix
+        && m >= 4 * n
+        && n >= 8
+        && let Some(q) = cholesky_qr2(a.clone())
+    {
+        let mut out = vec![0.0; m * n];
+        for j in 0..n {
+            for i in 0..m {
+                out[j * m + i] = q[(i, j)];
             }
-            return out;
         }
+        return out;
     }
     let bs = factor::recommended_block_size::<f64>(m, n);
     let mut coeff = Mat::<f64>::zeros(bs, n);
