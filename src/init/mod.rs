@@ -64,7 +64,7 @@ pub enum InitError {
     BadGroups {
         /// The groups asked for.
         groups: usize,
-        /// The output channels (shape[0]).
+        /// The output channels (`shape[0]`).
         out_channels: usize,
     },
     /// Bounds that are not finite or not ordered.
