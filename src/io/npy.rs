@@ -99,7 +99,10 @@ mod tests {
         assert!(text.contains("'shape': (3, 4)"));
         assert!(text.ends_with('\n'));
         let b = to_bytes(&[1.0f64, 2.0], &[2]);
-        assert!(std::str::from_utf8(&b[10..64]).unwrap().contains("(2,)"));
-        assert_eq!(&b[64..72], &1.0f64.to_le_bytes());
+        let hl = header::<f64>(&[2]).len();
+        assert_eq!(hl % 64, 0);
+        assert!(std::str::from_utf8(&b[10..hl]).unwrap().contains("(2,)"));
+        assert_eq!(&b[hl..hl + 8], &1.0f64.to_le_bytes());
+        assert_eq!(b.len(), hl + 16);
     }
 }
