@@ -2,4 +2,5 @@
 //! associative-recall benchmark, and the measured checks of seed 003's §6 theory.
 
 pub mod mqar;
+pub mod signal_probe;
 pub mod theory;

@@ -1,8 +1,16 @@
 //! Weight initialisation: random orthogonal matrices (QR, SVD, Householder, Cayley) and the
 //! `torch.nn.init` toolkit. Everything random takes a seed and is reproducible bit for bit.
 
+pub mod fan;
+pub mod fixed;
+pub mod gain;
+pub mod method;
+pub mod mimetic;
 pub mod orthogonal;
+pub mod random;
 pub mod rng;
+pub mod stats;
+pub mod zero;
 
 /// Bad arguments to an initialiser.
 #[derive(Debug, thiserror::Error)]
@@ -16,4 +24,58 @@ pub enum InitError {
     /// The gain is NaN, infinite or negative.
     #[error("gain {0} is not a finite non-negative number")]
     BadGain(f64),
+    /// A factorisation failed to converge (should not happen on Gaussian input).
+    #[error("numerical failure: {0}")]
+    Numerical(String),
+    /// The method name is not one of the known ones.
+    #[error("unknown method {0:?}: run `orthoformer init --list` to see every method")]
+    UnknownMethod(String),
+    /// A shape has too few dimensions for the operation.
+    #[error("{what} needs a tensor with at least 2 dimensions, got shape {shape:?}")]
+    TooFewDims {
+        /// What was asked for.
+        what: &'static str,
+        /// The shape given.
+        shape: Vec<usize>,
+    },
+    /// A shape has the wrong number of dimensions for the operation.
+    #[error("{what} needs a tensor with {expected} dimensions, got shape {shape:?}")]
+    WrongDims {
+        /// What was asked for.
+        what: &'static str,
+        /// The accepted dimension counts, in words.
+        expected: &'static str,
+        /// The shape given.
+        shape: Vec<usize>,
+    },
+    /// The nonlinearity is not one `calculate_gain` knows.
+    #[error(
+        "unknown nonlinearity {0:?}: use linear, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, sigmoid, tanh, relu, leaky_relu or selu"
+    )]
+    UnknownNonlinearity(String),
+    /// Kaiming's mode is not fan_in or fan_out.
+    #[error("unknown mode {0:?}: use fan_in or fan_out")]
+    BadMode(String),
+    /// The sparsity is outside [0, 1].
+    #[error("sparsity {0} is outside [0, 1]")]
+    BadSparsity(f64),
+    /// Dirac's groups do not divide the output channels.
+    #[error("groups {groups} must be at least 1 and divide the {out_channels} output channels")]
+    BadGroups {
+        /// The groups asked for.
+        groups: usize,
+        /// The output channels (`shape[0]`).
+        out_channels: usize,
+    },
+    /// Bounds that are not finite or not ordered.
+    #[error("bounds lo {lo} and hi {hi} must be finite with lo < hi")]
+    BadBounds {
+        /// Lower bound.
+        lo: f64,
+        /// Upper bound.
+        hi: f64,
+    },
+    /// Any other bad parameter, in words.
+    #[error("{0}")]
+    BadParam(String),
 }

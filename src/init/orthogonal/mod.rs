@@ -1,58 +1,18 @@
-//! Random matrices with orthonormal columns (tall, `WᵀW = I`) or rows (wide, `WWᵀ = I`).
+//! Random matrices with orthonormal columns (tall, `WᵀW = gain² I`) or rows (wide,
+//! `WWᵀ = gain² I`), by four methods: Householder QR with the sign fix, the polar factor of an
+//! SVD, Stewart's product of random reflectors, and the Cayley transform.
 //!
-//! PLACEHOLDER until the orthogonal-generation work lands: only the Haar QR path exists, done
-//! by twice-repeated modified Gram-Schmidt on a Gaussian matrix (which yields the Q factor with
-//! a positive diagonal of R, i.e. the sign-fixed, Haar-distributed Q).
+//! Every method works on the tall orientation `m x n` with `m >= n` (a wide request is the
+//! transpose of a tall one), computes in f64 with faer run sequentially (so the same seed gives
+//! the same bits whatever the thread count), and returns row-major values.
+
+mod cayley;
+mod householder;
+mod qr;
+mod svd;
 
 use super::InitError;
-use super::rng::{fill_standard_normal, seeded};
-
-/// A Haar-distributed `rows x cols` matrix (row-major, f64) with orthonormal columns when
-/// `rows >= cols`, orthonormal rows otherwise, scaled by `gain`.
-pub fn haar_f64(rows: usize, cols: usize, gain: f64, seed: u64) -> Result<Vec<f64>, InitError> {
-    if rows == 0 || cols == 0 {
-        return Err(InitError::ZeroDim {
-            shape: vec![rows, cols],
-        });
-    }
-    if !gain.is_finite() || gain < 0.0 {
-        return Err(InitError::BadGain(gain));
-    }
-    let (m, n) = if rows >= cols {
-        (rows, cols)
-    } else {
-        (cols, rows)
-    };
-    // Column-major m x n Gaussian.
-    let mut a = vec![0.0; m * n];
-    fill_standard_normal(&mut seeded(seed), &mut a);
-    for _pass in 0..2 {
-        for j in 0..n {
-            for p in 0..j {
-                let (head, tail) = a.split_at_mut(j * m);
-                let qp = &head[p * m..(p + 1) * m];
-                let cj = &mut tail[..m];
-                let d: f64 = qp.iter().zip(cj.iter()).map(|(x, y)| x * y).sum();
-                cj.iter_mut().zip(qp).for_each(|(c, q)| *c -= d * q);
-            }
-            let cj = &mut a[j * m..(j + 1) * m];
-            let norm = cj.iter().map(|x| x * x).sum::<f64>().sqrt();
-            cj.iter_mut().for_each(|c| *c /= norm);
-        }
-    }
-    let mut out = vec![0.0; rows * cols];
-    for j in 0..n {
-        for i in 0..m {
-            let v = gain * a[j * m + i];
-            if rows >= cols {
-                out[i * cols + j] = v;
-            } else {
-                out[j * cols + i] = v;
-            }
-        }
-    }
-    Ok(out)
-}
+use super::rng::{Rng, seeded};
 
 /// How a random orthogonal matrix is generated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -68,10 +28,78 @@ pub enum OrthoMethod {
     Cayley,
 }
 
+impl OrthoMethod {
+    /// Every method, in the order tables print them.
+    pub const ALL: [OrthoMethod; 4] = [
+        OrthoMethod::Qr,
+        OrthoMethod::Svd,
+        OrthoMethod::Householder,
+        OrthoMethod::Cayley,
+    ];
+
+    /// The kebab-case name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            OrthoMethod::Qr => "qr",
+            OrthoMethod::Svd => "svd",
+            OrthoMethod::Householder => "householder",
+            OrthoMethod::Cayley => "cayley",
+        }
+    }
+
+    /// The method with this name, if any.
+    pub fn from_name(name: &str) -> Option<OrthoMethod> {
+        OrthoMethod::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Whether the result is Haar-distributed (uniform on the Stiefel manifold).
+    pub fn is_haar(self) -> bool {
+        !matches!(self, OrthoMethod::Cayley)
+    }
+
+    /// One line saying what the method does.
+    pub fn description(self) -> &'static str {
+        match self {
+            OrthoMethod::Qr => {
+                "Householder QR of a Gaussian matrix, columns times sign(diag R) (Haar)"
+            }
+            OrthoMethod::Svd => "polar factor U Vᵀ of a Gaussian matrix's SVD (Haar)",
+            OrthoMethod::Householder => {
+                "Stewart's product of random Householder reflectors, O(m n²) (Haar)"
+            }
+            OrthoMethod::Cayley => {
+                "Cayley transform (I - A)(I + A)⁻¹ of a Gaussian skew-symmetric A (NOT Haar)"
+            }
+        }
+    }
+}
+
+/// Checks the shape and gain every generator accepts.
+pub(crate) fn check_args(rows: usize, cols: usize, gain: f64) -> Result<(), InitError> {
+    if rows == 0 || cols == 0 {
+        return Err(InitError::ZeroDim {
+            shape: vec![rows, cols],
+        });
+    }
+    if !gain.is_finite() || gain < 0.0 {
+        return Err(InitError::BadGain(gain));
+    }
+    Ok(())
+}
+
+/// A tall `m x n` (`m >= n`) matrix with orthonormal columns, column-major, by `method`.
+fn tall(method: OrthoMethod, m: usize, n: usize, rng: &mut Rng) -> Result<Vec<f64>, InitError> {
+    match method {
+        OrthoMethod::Qr => Ok(qr::haar_qr(m, n, rng, true)),
+        OrthoMethod::Svd => svd::polar(m, n, rng),
+        OrthoMethod::Householder => Ok(householder::stewart(m, n, rng)),
+        OrthoMethod::Cayley => Ok(cayley::cayley(m, n, rng)),
+    }
+}
+
 /// A `rows x cols` random orthogonal matrix (row-major, f64) by `method`, scaled by `gain`:
-/// orthonormal columns when `rows >= cols`, orthonormal rows otherwise.
-///
-/// PLACEHOLDER: every method currently uses [`haar_f64`].
+/// orthonormal columns when `rows >= cols` (`WᵀW = gain² I_cols`), orthonormal rows otherwise
+/// (`WWᵀ = gain² I_rows`). Same `seed`, same bits.
 pub fn orthogonal_f64(
     rows: usize,
     cols: usize,
@@ -79,6 +107,102 @@ pub fn orthogonal_f64(
     gain: f64,
     seed: u64,
 ) -> Result<Vec<f64>, InitError> {
-    let _ = method;
-    haar_f64(rows, cols, gain, seed)
+    check_args(rows, cols, gain)?;
+    let mut rng = seeded(seed);
+    let (m, n) = (rows.max(cols), rows.min(cols));
+    let t = tall(method, m, n, &mut rng)?;
+    let mut out = vec![0.0; rows * cols];
+    if rows >= cols {
+        // Column-major tall to row-major tall: a transpose.
+        for j in 0..n {
+            for i in 0..m {
+                out[i * cols + j] = gain * t[j * m + i];
+            }
+        }
+    } else {
+        // A column-major `cols x rows` tall matrix is, read row-major, its transpose.
+        for (o, v) in out.iter_mut().zip(&t) {
+            *o = gain * v;
+        }
+    }
+    Ok(out)
+}
+
+/// [`orthogonal_f64`] rounded to f32 (computed in f64).
+pub fn orthogonal_f32(
+    rows: usize,
+    cols: usize,
+    method: OrthoMethod,
+    gain: f64,
+    seed: u64,
+) -> Result<Vec<f32>, InitError> {
+    Ok(orthogonal_f64(rows, cols, method, gain, seed)?
+        .into_iter()
+        .map(|v| v as f32)
+        .collect())
+}
+
+/// A Haar-distributed `rows x cols` matrix (row-major, f64) with orthonormal columns when
+/// `rows >= cols`, orthonormal rows otherwise, scaled by `gain` (the `qr` method).
+pub fn haar_f64(rows: usize, cols: usize, gain: f64, seed: u64) -> Result<Vec<f64>, InitError> {
+    orthogonal_f64(rows, cols, OrthoMethod::Qr, gain, seed)
+}
+
+/// `‖WᵀW − gain² I‖_F` for a tall row-major `rows x cols` `w` (`‖WWᵀ − gain² I‖_F` when wide),
+/// accumulated in f64 so an f32 matrix's own rounding is what is measured.
+pub fn ortho_error<T: Copy + Into<f64>>(w: &[T], rows: usize, cols: usize, gain: f64) -> f64 {
+    assert_eq!(w.len(), rows * cols, "ortho_error: w has the wrong length");
+    let a = faer::Mat::<f64>::from_fn(rows, cols, |i, j| w[i * cols + j].into());
+    let tall = rows >= cols;
+    let k = rows.min(cols);
+    let mut g = faer::Mat::<f64>::zeros(k, k);
+    if tall {
+        faer::linalg::matmul::matmul(
+            g.as_mut(),
+            faer::Accum::Replace,
+            a.transpose(),
+            a.as_ref(),
+            1.0,
+            faer::Par::Seq,
+        );
+    } else {
+        faer::linalg::matmul::matmul(
+            g.as_mut(),
+            faer::Accum::Replace,
+            a.as_ref(),
+            a.transpose(),
+            1.0,
+            faer::Par::Seq,
+        );
+    }
+    let g2 = gain * gain;
+    let mut s = 0.0;
+    for j in 0..k {
+        for i in 0..k {
+            let d = g[(i, j)] - if i == j { g2 } else { 0.0 };
+            s += d * d;
+        }
+    }
+    s.sqrt()
+}
+
+/// A column-major `m x n` standard Gaussian matrix.
+pub(crate) fn gaussian(m: usize, n: usize, rng: &mut Rng) -> Vec<f64> {
+    let mut a = vec![0.0; m * n];
+    super::rng::fill_standard_normal(rng, &mut a);
+    a
+}
+
+/// The `qr` method's `n x n` matrix *without* the sign fix (row-major): the biased law the
+/// seed's pseudo-code produces. Kept only so tests can show that the fix changes the law.
+#[doc(hidden)]
+pub fn qr_without_sign_fix(n: usize, seed: u64) -> Vec<f64> {
+    let t = qr::haar_qr(n, n, &mut seeded(seed), false);
+    let mut out = vec![0.0; n * n];
+    for j in 0..n {
+        for i in 0..n {
+            out[i * n + j] = t[j * n + i];
+        }
+    }
+    out
 }
