@@ -3,6 +3,7 @@
 //! GGUF or from Hugging Face `model.safetensors` + `config.json`.
 
 pub mod config;
+pub mod export;
 pub mod forward;
 pub mod load;
 pub mod perplexity;
