@@ -9,10 +9,17 @@ use super::RotateError;
 use crate::model::llama::LlamaWeights;
 
 /// `W ← W·Q` for `W` of `rows x C`, through f64.
+/// Works in blocks of rows so the f64 copy stays small (cache-sized, no huge allocation).
 fn rotate_reader(w: &mut [f32], r: &Rotation) {
-    let mut x: Vec<f64> = w.iter().map(|&v| f64::from(v)).collect();
-    r.apply_rows(&mut x);
-    w.iter_mut().zip(&x).for_each(|(o, &v)| *o = v as f32);
+    const BLOCK_ROWS: usize = 2048;
+    let c = r.order();
+    let mut x = vec![0.0f64; BLOCK_ROWS.min(w.len() / c) * c];
+    for block in w.chunks_mut(BLOCK_ROWS * c) {
+        let x = &mut x[..block.len()];
+        x.iter_mut().zip(block.iter()).for_each(|(o, &v)| *o = f64::from(v));
+        r.apply_rows(x);
+        block.iter_mut().zip(x.iter()).for_each(|(o, &v)| *o = v as f32);
+    }
 }
 
 /// `W ← Qᵀ·W` for `W` of `C x cols`: `(Wᵀ·Q)ᵀ`, through f64.

@@ -50,7 +50,8 @@ impl KvCache {
 pub struct Llama {
     /// The weights.
     pub w: LlamaWeights,
-    /// Quantise each linear layer's input per token to this many bits (symmetric RTN).
+    /// Quantise each decoder linear layer's input per token to this many bits (symmetric RTN;
+    /// `lm_head`'s input is left alone).
     pub act_bits: Option<u32>,
     /// When set, statistics of every linear layer's input are accumulated here.
     pub stats: Option<ActStats>,
@@ -94,8 +95,9 @@ impl Llama {
             s.record(site, x, in_dim);
         }
         let mut y = vec![0.0; rows * out_dim];
+        // lm_head's input stays in full precision, as in QuaRot.
         match self.act_bits {
-            Some(b) if b < 16 => {
+            Some(b) if b < 16 && site != LinearSite::HeadIn => {
                 let mut xq = x.to_vec();
                 quantize_rows(&mut xq, in_dim, b);
                 matmul(&mut y, &xq, Trans::No, wd, Trans::Yes, rows, in_dim, out_dim, false, 2);
