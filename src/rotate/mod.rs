@@ -5,6 +5,7 @@ pub mod apply;
 pub mod check;
 pub mod fold;
 pub mod hadamard;
+pub mod procrustes;
 pub mod quant;
 pub mod rotation;
 
