@@ -62,7 +62,7 @@ struct Report {
 }
 
 fn hidden(path: &std::path::Path, data: &std::path::Path, args: &AlignArgs) -> anyhow::Result<(Vec<f32>, usize)> {
-    let loaded = load_model(path).with_context(|| format!("loading {}", path.display()))?;
+    let loaded = load_model(path).context("loading the model")?;
     if args.layer > loaded.weights.cfg.n_layer {
         anyhow::bail!("--layer {} exceeds the model's {} layers", args.layer, loaded.weights.cfg.n_layer);
     }

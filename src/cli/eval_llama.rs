@@ -60,7 +60,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
     if max_tokens == 0 {
         anyhow::bail!("--max-tokens must be at least 1");
     }
-    let loaded = load_model(path).with_context(|| format!("loading {}", path.display()))?;
+    let loaded = load_model(path).context("loading the model")?;
     if context > loaded.weights.cfg.max_context {
         anyhow::bail!("--context {context} exceeds the model's {}", loaded.weights.cfg.max_context);
     }

@@ -14,7 +14,7 @@ use crate::model::llama::{Llama, load_model};
 /// Runs this mode of `orthoformer generate`.
 pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
     let path = args.model.as_deref().context("--model is required")?;
-    let loaded = load_model(path).with_context(|| format!("loading {}", path.display()))?;
+    let loaded = load_model(path).context("loading the model")?;
     let tok = loaded.tokenizer;
     let mut model = Llama::new(loaded.weights);
     let prompt = encode(&tok, &args.prompt)?;

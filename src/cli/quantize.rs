@@ -133,7 +133,7 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
         anyhow::bail!("--context must be at least 2");
     }
     let data: Vec<PathBuf> = if args.data.is_empty() { vec![DEFAULT_DATA.into()] } else { args.data.clone() };
-    let loaded = load_model(&args.model).with_context(|| format!("loading {}", args.model.display()))?;
+    let loaded = load_model(&args.model).context("loading the model")?;
     let texts: Vec<Vec<u32>> = data
         .iter()
         .map(|p| read_tokens(&loaded.tokenizer, p, args.max_tokens))

@@ -96,7 +96,7 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
         anyhow::bail!("nothing to do: pass --out PATH (folder or .gguf) and/or --check");
     }
     let t0 = Instant::now();
-    let loaded = load_model(&args.model).with_context(|| format!("loading {}", args.model.display()))?;
+    let loaded = load_model(&args.model).context("loading the model")?;
     let t_load = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut w = loaded.weights.clone();

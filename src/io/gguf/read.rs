@@ -93,7 +93,7 @@ impl<'a> Cursor<'a> {
         let remaining = (self.b.len() - self.pos) as u64;
         if n.saturating_mul(min_size as u64) > remaining {
             return Err(self.err(format!(
-                "{what} is {n}, more than the {remaining} remaining bytes can hold"
+                "truncated or corrupt file: {what} is {n}, more than the {remaining} remaining bytes can hold"
             )));
         }
         Ok(n as usize)
