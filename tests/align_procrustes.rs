@@ -9,12 +9,23 @@ fn data(n: usize, c: usize, seed: u64) -> Vec<f32> {
     let mut x = vec![0.0f64; n * c];
     fill_standard_normal(&mut seeded(seed), &mut x);
     // Anisotropic columns, like real hidden states (one outlier channel).
-    x.iter().enumerate().map(|(i, &v)| (v * if i % c == 3 { 20.0 } else { 1.0 + (i % c) as f64 / c as f64 }) as f32).collect()
+    x.iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            (v * if i % c == 3 {
+                20.0
+            } else {
+                1.0 + (i % c) as f64 / c as f64
+            }) as f32
+        })
+        .collect()
 }
 
 fn rotate(a: &[f32], q: &[f64], c: usize) -> Vec<f32> {
     a.chunks_exact(c)
-        .flat_map(|r| (0..c).map(move |j| (0..c).map(|i| r[i] as f64 * q[i * c + j]).sum::<f64>() as f32))
+        .flat_map(|r| {
+            (0..c).map(move |j| (0..c).map(|i| r[i] as f64 * q[i * c + j]).sum::<f64>() as f32)
+        })
         .collect()
 }
 
@@ -22,20 +33,41 @@ fn rotate(a: &[f32], q: &[f64], c: usize) -> Vec<f32> {
 fn recovers_a_known_rotation() {
     let (n, c) = (400, 48);
     let a = data(n, c, 1);
-    for r in [Rotation::random(c, 7).unwrap(), Rotation::hadamard(c, 7).unwrap()] {
+    for r in [
+        Rotation::random(c, 7).unwrap(),
+        Rotation::hadamard(c, 7).unwrap(),
+    ] {
         let q = r.dense();
         let b = rotate(&a, &q, c);
         let fit = procrustes(&a, &b, c).unwrap();
-        let dist = (fit.r.iter().zip(&q).map(|(x, y)| (x - y).powi(2)).sum::<f64>() / c as f64).sqrt();
+        let dist = (fit
+            .r
+            .iter()
+            .zip(&q)
+            .map(|(x, y)| (x - y).powi(2))
+            .sum::<f64>()
+            / c as f64)
+            .sqrt();
         assert!(dist < 1e-5, "distance to Q {dist}");
         assert!(fit.relative_residual < 1e-6, "{}", fit.relative_residual);
         assert!(fit.identity_residual > 0.5);
         // With noise the map is still close.
         let mut noise = vec![0.0f64; n * c];
         fill_standard_normal(&mut seeded(9), &mut noise);
-        let bn: Vec<f32> = b.iter().zip(&noise).map(|(x, e)| x + 0.01 * *e as f32).collect();
+        let bn: Vec<f32> = b
+            .iter()
+            .zip(&noise)
+            .map(|(x, e)| x + 0.01 * *e as f32)
+            .collect();
         let fit = procrustes(&a, &bn, c).unwrap();
-        let dist = (fit.r.iter().zip(&q).map(|(x, y)| (x - y).powi(2)).sum::<f64>() / c as f64).sqrt();
+        let dist = (fit
+            .r
+            .iter()
+            .zip(&q)
+            .map(|(x, y)| (x - y).powi(2))
+            .sum::<f64>()
+            / c as f64)
+            .sqrt();
         assert!(dist < 1e-2, "noisy distance {dist}");
     }
 }

@@ -13,7 +13,9 @@ const TOL: f64 = 2e-3;
 
 #[test]
 fn logits_match_numpy_reference_and_cache_matches_prefill() {
-    let Some(path) = common::smollm2() else { return };
+    let Some(path) = common::smollm2() else {
+        return;
+    };
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/llama/reference_logits.json"
@@ -25,7 +27,12 @@ fn logits_match_numpy_reference_and_cache_matches_prefill() {
     let v = model.w.cfg.vocab_size;
     let mut worst = 0.0f64;
     for case in fx["cases"].as_array().unwrap() {
-        let ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+        let ids: Vec<u32> = case["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect();
         let mut cache = model.new_cache(ids.len());
         let logits = model.forward(&ids, &mut cache, 0).unwrap();
         for p in case["positions"].as_array().unwrap() {
@@ -33,7 +40,10 @@ fn logits_match_numpy_reference_and_cache_matches_prefill() {
             let row = &logits[pos * v..(pos + 1) * v];
             let top_ids = p["top_ids"].as_array().unwrap();
             let top_logits = p["top_logits"].as_array().unwrap();
-            assert_eq!(sample(row, 0.0, 0, &mut orthoformer::init::rng::seeded(0)) as u64, top_ids[0].as_u64().unwrap());
+            assert_eq!(
+                sample(row, 0.0, 0, &mut orthoformer::init::rng::seeded(0)) as u64,
+                top_ids[0].as_u64().unwrap()
+            );
             for (id, want) in top_ids.iter().zip(top_logits) {
                 let got = row[id.as_u64().unwrap() as usize] as f64;
                 let d = (got - want.as_f64().unwrap()).abs();
@@ -49,7 +59,11 @@ fn logits_match_numpy_reference_and_cache_matches_prefill() {
         for (t, &id) in ids.iter().enumerate() {
             let step = model.forward(&[id], &mut cache, 0).unwrap();
             let full = &logits[t * v..(t + 1) * v];
-            let d = step.iter().zip(full).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            let d = step
+                .iter()
+                .zip(full)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
             assert!(d < 1e-3, "cached step {t} differs by {d}");
         }
     }
@@ -58,7 +72,9 @@ fn logits_match_numpy_reference_and_cache_matches_prefill() {
 
 #[test]
 fn greedy_continues_capital_of_france_with_paris() {
-    let Some(path) = common::smollm2() else { return };
+    let Some(path) = common::smollm2() else {
+        return;
+    };
     let loaded = load_model(&path).unwrap();
     let tok = loaded.tokenizer;
     let mut model = Llama::new(loaded.weights);

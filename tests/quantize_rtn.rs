@@ -3,7 +3,9 @@
 //! outlier channel, lowering kurtosis and 4-bit error).
 
 use orthoformer::init::rng::{fill_standard_normal, seeded};
-use orthoformer::model::llama::quant::{ActStats, LinearSite, quantize_group, quantize_rows, quantize_weight};
+use orthoformer::model::llama::quant::{
+    ActStats, LinearSite, quantize_group, quantize_rows, quantize_weight,
+};
 use orthoformer::rotate::Rotation;
 
 #[test]
@@ -19,7 +21,11 @@ fn rtn_uses_at_most_2b_minus_1_levels_and_half_a_step_of_error() {
         let mut levels: Vec<i64> = q.iter().map(|v| (v / step).round() as i64).collect();
         levels.sort();
         levels.dedup();
-        assert!(levels.len() < (1 << bits), "{bits} bits: {} levels", levels.len());
+        assert!(
+            levels.len() < (1 << bits),
+            "{bits} bits: {} levels",
+            levels.len()
+        );
         for (a, b) in x.iter().zip(&q) {
             assert!((a - b).abs() <= step / 2.0 * 1.0001);
         }
@@ -41,11 +47,19 @@ fn kurtosis_of_known_distributions_and_rotation_spreads_outliers() {
     let gauss: Vec<f32> = g.iter().map(|&v| v as f32).collect();
     let mut s = ActStats::default();
     s.record(LinearSite::OIn, &gauss, c);
-    assert!((s.o_in.mean_kurtosis - 3.0).abs() < 0.1, "{}", s.o_in.mean_kurtosis);
+    assert!(
+        (s.o_in.mean_kurtosis - 3.0).abs() < 0.1,
+        "{}",
+        s.o_in.mean_kurtosis
+    );
     assert_eq!(s.o_in.tokens, 200);
 
     // Gaussian plus one huge channel, like a real residual stream.
-    let outl: Vec<f32> = gauss.iter().enumerate().map(|(i, &v)| if i % c == 7 { 60.0 } else { v }).collect();
+    let outl: Vec<f32> = gauss
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| if i % c == 7 { 60.0 } else { v })
+        .collect();
     let mut s = ActStats::default();
     s.record(LinearSite::DownIn, &outl, c);
     let k_before = s.down_in.mean_kurtosis;
@@ -61,10 +75,19 @@ fn kurtosis_of_known_distributions_and_rotation_spreads_outliers() {
     let err = |x: &[f32]| {
         let mut q = x.to_vec();
         quantize_rows(&mut q, c, 4);
-        let e: f64 = x.iter().zip(&q).map(|(a, b)| ((a - b) as f64).powi(2)).sum();
+        let e: f64 = x
+            .iter()
+            .zip(&q)
+            .map(|(a, b)| ((a - b) as f64).powi(2))
+            .sum();
         e / x.iter().map(|&a| (a as f64).powi(2)).sum::<f64>()
     };
-    assert!(err(&rot) < 0.5 * err(&outl), "{} vs {}", err(&rot), err(&outl));
+    assert!(
+        err(&rot) < 0.5 * err(&outl),
+        "{} vs {}",
+        err(&rot),
+        err(&outl)
+    );
 
     // Shared-input sites are counted once per call group (q then k, v).
     let mut s = ActStats::default();

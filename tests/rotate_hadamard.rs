@@ -43,8 +43,12 @@ fn fast_transform_equals_dense_product() {
                 assert_eq!(d, if i == j { n as f64 } else { 0.0 });
             }
         }
-        let x: Vec<f64> = (0..n).map(|i| ((i * 7919 % 101) as f64 - 50.0) / 13.0).collect();
-        let want: Vec<f64> = (0..n).map(|j| (0..n).map(|i| x[i] * h[i * n + j]).sum()).collect();
+        let x: Vec<f64> = (0..n)
+            .map(|i| ((i * 7919 % 101) as f64 - 50.0) / 13.0)
+            .collect();
+        let want: Vec<f64> = (0..n)
+            .map(|j| (0..n).map(|i| x[i] * h[i * n + j]).sum())
+            .collect();
         let mut got = x.clone();
         let mut scratch = vec![0.0; n];
         apply_row(&mut got, &factors(n).unwrap(), &mut scratch);
@@ -67,7 +71,10 @@ fn unsupported_orders_are_errors() {
         assert!(factors(n).is_none(), "{n}");
     }
     let e = Rotation::hadamard(10, 0).unwrap_err().to_string();
-    assert!(e.contains("order 10") && e.contains("--rotation random"), "{e}");
+    assert!(
+        e.contains("order 10") && e.contains("--rotation random"),
+        "{e}"
+    );
 }
 
 fn assert_orthogonal(q: &[f64], n: usize) {

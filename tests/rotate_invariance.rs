@@ -9,7 +9,9 @@ use orthoformer::model::llama::export::{save_gguf, save_hf_folder};
 use orthoformer::model::llama::{Llama, LlamaWeights, load_model};
 use orthoformer::rotate::{Rotation, fold_norms, rotate_weights};
 
-const PROMPT: [u32; 13] = [2068, 325, 28, 355, 441, 288, 325, 28, 338, 314, 260, 1962, 42];
+const PROMPT: [u32; 13] = [
+    2068, 325, 28, 355, 441, 288, 325, 28, 338, 314, 260, 1962, 42,
+];
 
 fn logits(w: LlamaWeights) -> Vec<f32> {
     let mut m = Llama::new(w);
@@ -18,12 +20,17 @@ fn logits(w: LlamaWeights) -> Vec<f32> {
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 #[test]
 fn rotation_preserves_logits_tying_and_round_trips() {
-    let Some(path) = common::smollm2() else { return };
+    let Some(path) = common::smollm2() else {
+        return;
+    };
     let loaded = load_model(&path).unwrap();
     // The first 6 of the 30 layers: still the real weights, and invariance holds layer by
     // layer, so a truncated model tests the same thing in a fifth of the time.
@@ -59,8 +66,12 @@ fn rotation_preserves_logits_tying_and_round_trips() {
         let head = w.lm_head.as_ref().unwrap();
         for row in [0usize, 504, 49151] {
             for j in (0..c).step_by(37) {
-                let e_back: f64 = (0..c).map(|k| w.embed[row * c + k] as f64 * q[j * c + k]).sum();
-                let h_back: f64 = (0..c).map(|k| head[row * c + k] as f64 * q[j * c + k]).sum();
+                let e_back: f64 = (0..c)
+                    .map(|k| w.embed[row * c + k] as f64 * q[j * c + k])
+                    .sum();
+                let h_back: f64 = (0..c)
+                    .map(|k| head[row * c + k] as f64 * q[j * c + k])
+                    .sum();
                 assert!((e_back - base.embed[row * c + j] as f64).abs() < 1e-5);
                 assert!((h_back - (base.embed[row * c + j] * g[j]) as f64).abs() < 1e-5);
             }
@@ -80,7 +91,13 @@ fn rotation_preserves_logits_tying_and_round_trips() {
     let dir = std::env::temp_dir().join(format!("orthoformer-rot-{}", std::process::id()));
     save_hf_folder(&w, &loaded.tokenizer, &dir).unwrap();
     let gguf = dir.join("rotated.gguf");
-    save_gguf(&w, loaded.gguf_metadata.as_deref().unwrap(), &gguf, orthoformer::io::gguf::GgmlType::F32).unwrap();
+    save_gguf(
+        &w,
+        loaded.gguf_metadata.as_deref().unwrap(),
+        &gguf,
+        orthoformer::io::gguf::GgmlType::F32,
+    )
+    .unwrap();
     for p in [dir.clone(), gguf] {
         let back = load_model(&p).unwrap().weights;
         assert_eq!(back.layers[5].wq, w.layers[5].wq, "{}", p.display());

@@ -61,10 +61,18 @@ struct Report {
     max_abs_diff_to_true_q: Option<f64>,
 }
 
-fn hidden(path: &std::path::Path, data: &std::path::Path, args: &AlignArgs) -> anyhow::Result<(Vec<f32>, usize)> {
+fn hidden(
+    path: &std::path::Path,
+    data: &std::path::Path,
+    args: &AlignArgs,
+) -> anyhow::Result<(Vec<f32>, usize)> {
     let loaded = load_model(path).context("loading the model")?;
     if args.layer > loaded.weights.cfg.n_layer {
-        anyhow::bail!("--layer {} exceeds the model's {} layers", args.layer, loaded.weights.cfg.n_layer);
+        anyhow::bail!(
+            "--layer {} exceeds the model's {} layers",
+            args.layer,
+            loaded.weights.cfg.n_layer
+        );
     }
     let ids = read_tokens(&loaded.tokenizer, data, args.max_tokens)?;
     let c = loaded.weights.cfg.d_model;
@@ -84,7 +92,9 @@ pub fn run(args: &AlignArgs) -> anyhow::Result<Outcome> {
     let (a, c) = hidden(&args.model, &args.data, args)?;
     let (b, cb) = hidden(&args.model_b, &args.data, args)?;
     if c != cb || a.len() != b.len() {
-        anyhow::bail!("the models disagree in width ({c} vs {cb}) or tokenization; align needs the same tokenizer and width");
+        anyhow::bail!(
+            "the models disagree in width ({c} vs {cb}) or tokenization; align needs the same tokenizer and width"
+        );
     }
     let fit = procrustes(&a, &b, c)?;
     let (mut dist, mut maxd) = (None, None);
@@ -96,7 +106,13 @@ pub fn run(args: &AlignArgs) -> anyhow::Result<Outcome> {
         .dense();
         let sq: f64 = fit.r.iter().zip(&q).map(|(x, y)| (x - y).powi(2)).sum();
         dist = Some((sq / c as f64).sqrt());
-        maxd = Some(fit.r.iter().zip(&q).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max));
+        maxd = Some(
+            fit.r
+                .iter()
+                .zip(&q)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0, f64::max),
+        );
     }
     let r = Report {
         model_a: args.model.display().to_string(),
@@ -112,8 +128,14 @@ pub fn run(args: &AlignArgs) -> anyhow::Result<Outcome> {
     if args.json {
         print_json(&r)?;
     } else {
-        println!("Procrustes at layer {} on {} hidden states of width {c}", r.layer, r.rows);
-        println!("  ‖A·R − B‖/‖B‖   {:.3e}  (identity map: {:.3e})", r.relative_residual, r.identity_residual);
+        println!(
+            "Procrustes at layer {} on {} hidden states of width {c}",
+            r.layer, r.rows
+        );
+        println!(
+            "  ‖A·R − B‖/‖B‖   {:.3e}  (identity map: {:.3e})",
+            r.relative_residual, r.identity_residual
+        );
         if let (Some(d), Some(m)) = (dist, maxd) {
             println!("  ‖R − Q‖_F/√C    {d:.3e}  (max |R − Q| {m:.3e})");
         }

@@ -22,10 +22,17 @@ pub const DEFAULT_MAX_TOKENS: usize = 2048;
 pub const DEFAULT_CONTEXT: usize = 256;
 
 /// Reads a UTF-8 text and tokenizes its first `max_tokens + 1` tokens.
-pub fn read_tokens(tok: &tokenizers::Tokenizer, path: &Path, max_tokens: usize) -> anyhow::Result<Vec<u32>> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading --data {}", path.display()))?;
+pub fn read_tokens(
+    tok: &tokenizers::Tokenizer,
+    path: &Path,
+    max_tokens: usize,
+) -> anyhow::Result<Vec<u32>> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading --data {}", path.display()))?;
     // Tokenize a prefix only: about 4 bytes per token is plenty, with a margin.
-    let cut = bytes.len().min(max_tokens.saturating_mul(8).saturating_add(64));
+    let cut = bytes
+        .len()
+        .min(max_tokens.saturating_mul(8).saturating_add(64));
     let text = String::from_utf8_lossy(&bytes[..cut]);
     let mut ids = encode(tok, &text)?;
     ids.truncate(max_tokens + 1);
@@ -62,14 +69,24 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
     }
     let loaded = load_model(path).context("loading the model")?;
     if context > loaded.weights.cfg.max_context {
-        anyhow::bail!("--context {context} exceeds the model's {}", loaded.weights.cfg.max_context);
+        anyhow::bail!(
+            "--context {context} exceeds the model's {}",
+            loaded.weights.cfg.max_context
+        );
     }
     let ids = read_tokens(&loaded.tokenizer, &data, max_tokens)?;
     let mut model = Llama::new(loaded.weights);
     let stride = (context / 2).max(1);
     let bar = progress_bar((ids.len() - 1) as u64, "eval", args.json);
     let start = Instant::now();
-    let p = perplexity(&mut model, &ids, context, stride, &mut |n| bar.set_position(n as u64), &mut |_, _| {})?;
+    let p = perplexity(
+        &mut model,
+        &ids,
+        context,
+        stride,
+        &mut |n| bar.set_position(n as u64),
+        &mut |_, _| {},
+    )?;
     bar.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let r = Report {
@@ -87,10 +104,16 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
         print_json(&r)?;
     } else {
         println!("model       {}", r.model);
-        println!("data        {} ({} tokens, window {}, stride {})", r.data, r.tokens, context, stride);
+        println!(
+            "data        {} ({} tokens, window {}, stride {})",
+            r.data, r.tokens, context, stride
+        );
         println!("nll         {:.4} nats/token", r.nll);
         println!("perplexity  {:.3}", r.ppl);
-        println!("speed       {:.1} tokens/s scored ({:.1} s)", r.tokens_per_second, secs);
+        println!(
+            "speed       {:.1} tokens/s scored ({:.1} s)",
+            r.tokens_per_second, secs
+        );
     }
     Ok(Outcome::Success)
 }

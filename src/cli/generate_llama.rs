@@ -48,7 +48,10 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
             stdout.flush()?;
             printed = text.len();
         }
-        if tok.id_to_token(next).is_some_and(|t| t == "<|endoftext|>" || t == "<|im_end|>") {
+        if tok
+            .id_to_token(next)
+            .is_some_and(|t| t == "<|endoftext|>" || t == "<|im_end|>")
+        {
             break;
         }
         logits = model.forward(&[next], &mut cache, 0)?;

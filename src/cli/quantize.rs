@@ -111,7 +111,13 @@ const NOTE: &str = "the FP baseline is itself dequantised from the GGUF's Q4_1/Q
     down_proj inputs are not on the residual stream)";
 
 /// Prepares the weights of one configuration.
-fn prepare(base: &LlamaWeights, rotate: RotateChoice, seed: u64, wbits: u32, group: usize) -> anyhow::Result<LlamaWeights> {
+fn prepare(
+    base: &LlamaWeights,
+    rotate: RotateChoice,
+    seed: u64,
+    wbits: u32,
+    group: usize,
+) -> anyhow::Result<LlamaWeights> {
     let mut w = base.clone();
     let c = w.cfg.d_model;
     let r = match rotate {
@@ -132,7 +138,11 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
     if args.context < 2 {
         anyhow::bail!("--context must be at least 2");
     }
-    let data: Vec<PathBuf> = if args.data.is_empty() { vec![DEFAULT_DATA.into()] } else { args.data.clone() };
+    let data: Vec<PathBuf> = if args.data.is_empty() {
+        vec![DEFAULT_DATA.into()]
+    } else {
+        args.data.clone()
+    };
     let loaded = load_model(&args.model).context("loading the model")?;
     let texts: Vec<Vec<u32>> = data
         .iter()
@@ -144,10 +154,20 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
         configs.push(("FP + rotation".into(), 16, 16, RotateChoice::Hadamard));
         for (wb, ab) in [(8, 8), (4, 16), (4, 8), (4, 4)] {
             configs.push((format!("W{wb}A{ab} RTN"), wb, ab, RotateChoice::None));
-            configs.push((format!("W{wb}A{ab} RTN + rotation"), wb, ab, RotateChoice::Hadamard));
+            configs.push((
+                format!("W{wb}A{ab} RTN + rotation"),
+                wb,
+                ab,
+                RotateChoice::Hadamard,
+            ));
         }
     } else {
-        configs.push((format!("W{}A{}", args.wbits, args.abits), args.wbits, args.abits, args.rotate));
+        configs.push((
+            format!("W{}A{}", args.wbits, args.abits),
+            args.wbits,
+            args.abits,
+            args.rotate,
+        ));
         if args.rotate != RotateChoice::None && (args.wbits < 16 || args.abits < 16) {
             configs.insert(0, ("FP + rotation".into(), 16, 16, args.rotate));
         }
@@ -168,14 +188,31 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
         for (tokens, path) in texts.iter().zip(&data) {
             model.stats = fp.then(ActStats::default);
             let base = done;
-            let p = perplexity(&mut model, tokens, args.context, stride, &mut |n| bar.set_position((base + n) as u64), &mut |_, _| {})?;
+            let p = perplexity(
+                &mut model,
+                tokens,
+                args.context,
+                stride,
+                &mut |n| bar.set_position((base + n) as u64),
+                &mut |_, _| {},
+            )?;
             done += tokens.len() - 1;
             ppl.push(p.ppl);
             if let Some(s) = model.stats.take() {
-                stats_rows.push(StatsRow { rotate: *rot, data: path.display().to_string(), stats: s });
+                stats_rows.push(StatsRow {
+                    rotate: *rot,
+                    data: path.display().to_string(),
+                    stats: s,
+                });
             }
         }
-        rows.push(Row { config: name.clone(), wbits: *wb, abits: *ab, rotate: *rot, ppl });
+        rows.push(Row {
+            config: name.clone(),
+            wbits: *wb,
+            abits: *ab,
+            rotate: *rot,
+            ppl,
+        });
     }
     bar.finish_and_clear();
     let report = Report {
@@ -197,11 +234,18 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
 }
 
 fn print_table(r: &Report) {
-    println!("perplexity of {} ({} tokens per text, window {})", r.model, r.tokens_per_text, r.context);
+    println!(
+        "perplexity of {} ({} tokens per text, window {})",
+        r.model, r.tokens_per_text, r.context
+    );
     let names: Vec<String> = r
         .data
         .iter()
-        .map(|d| std::path::Path::new(d).file_name().map_or(d.clone(), |n| n.to_string_lossy().into_owned()))
+        .map(|d| {
+            std::path::Path::new(d)
+                .file_name()
+                .map_or(d.clone(), |n| n.to_string_lossy().into_owned())
+        })
         .collect();
     print!("{:<26}", "config");
     for n in &names {
@@ -215,11 +259,20 @@ fn print_table(r: &Report) {
         }
         println!();
     }
-    println!("\nactivations entering the linear layers (mean per-token kurtosis; mean max|x|/mean|x|):");
-    println!("{:<10} {:<18} {:>16} {:>16} {:>16} {:>16}", "rotation", "data", "q/k/v in", "gate/up in", "o_proj in", "down in");
+    println!(
+        "\nactivations entering the linear layers (mean per-token kurtosis; mean max|x|/mean|x|):"
+    );
+    println!(
+        "{:<10} {:<18} {:>16} {:>16} {:>16} {:>16}",
+        "rotation", "data", "q/k/v in", "gate/up in", "o_proj in", "down in"
+    );
     for s in &r.activation_stats {
-        let d = std::path::Path::new(&s.data).file_name().map_or(s.data.clone(), |n| n.to_string_lossy().into_owned());
-        let f = |x: &crate::model::llama::quant::SiteStats| format!("{:.1}; {:.1}", x.mean_kurtosis, x.mean_max_over_mean);
+        let d = std::path::Path::new(&s.data)
+            .file_name()
+            .map_or(s.data.clone(), |n| n.to_string_lossy().into_owned());
+        let f = |x: &crate::model::llama::quant::SiteStats| {
+            format!("{:.1}; {:.1}", x.mean_kurtosis, x.mean_max_over_mean)
+        };
         println!(
             "{:<10} {:<18} {:>16} {:>16} {:>16} {:>16}",
             format!("{:?}", s.rotate).to_lowercase(),

@@ -119,7 +119,8 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
             };
             save_gguf(&w, meta, out, ty).with_context(|| format!("writing {}", out.display()))?;
         } else {
-            save_hf_folder(&w, &loaded.tokenizer, out).with_context(|| format!("writing {}", out.display()))?;
+            save_hf_folder(&w, &loaded.tokenizer, out)
+                .with_context(|| format!("writing {}", out.display()))?;
         }
     }
     let t_write = t2.elapsed().as_secs_f64();
@@ -129,11 +130,15 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
         let bar = progress_bar(2 * (ids.len() as u64 - 1), "check", args.json);
         let mut a = Llama::new(loaded.weights);
         let mut b = Llama::new(w);
-        let cmp = compare_models(&mut a, &mut b, &ids, args.context.max(2), &mut |n| bar.set_position(n as u64))?;
+        let cmp = compare_models(&mut a, &mut b, &ids, args.context.max(2), &mut |n| {
+            bar.set_position(n as u64)
+        })?;
         bar.finish_and_clear();
         check = Some(cmp);
     }
-    let passed = check.as_ref().map(|c| c.max_abs_logit_diff <= args.tolerance);
+    let passed = check
+        .as_ref()
+        .map(|c| c.max_abs_logit_diff <= args.tolerance);
     let report = Report {
         model: args.model.display().to_string(),
         rotation: args.rotation,
@@ -150,7 +155,10 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
     if args.json {
         print_json(&report)?;
     } else {
-        println!("rotated {} by a {:?} orthogonal matrix of order {c} (seed {})", report.model, args.rotation, args.seed);
+        println!(
+            "rotated {} by a {:?} orthogonal matrix of order {c} (seed {})",
+            report.model, args.rotation, args.seed
+        );
         println!("RMSNorm weights folded into q/k/v, gate/up and lm_head before rotating (f64)");
         if was_tied {
             println!("note: lm_head was tied to the embedding; folding the final norm unties it");
@@ -161,10 +169,16 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
         println!("time: load {t_load:.2} s, fold+rotate {t_rot:.2} s, write {t_write:.2} s");
         if let Some(c) = &report.check {
             println!("check on {} tokens of {}:", c.tokens, args.data.display());
-            println!("  max |Δlogit|      {:.3e} (tolerance {:.1e})", c.max_abs_logit_diff, args.tolerance);
+            println!(
+                "  max |Δlogit|      {:.3e} (tolerance {:.1e})",
+                c.max_abs_logit_diff, args.tolerance
+            );
             println!("  mean KL           {:.3e} nats", c.mean_kl);
             println!("  top-1 agreement   {:.4}", c.top1_agreement);
-            println!("  perplexity        original {:.4}, rotated {:.4}", c.ppl_a, c.ppl_b);
+            println!(
+                "  perplexity        original {:.4}, rotated {:.4}",
+                c.ppl_a, c.ppl_b
+            );
         }
     }
     Ok(match passed {

@@ -4,8 +4,8 @@
 //! vectors): readers `W ← W·Q` (q, k, v, gate, up, lm_head), writers `W ← Qᵀ·W` (o, down),
 //! embedding `E ← E·Q`. A tied `lm_head` is the embedding and is rotated with it.
 
-use super::rotation::Rotation;
 use super::RotateError;
+use super::rotation::Rotation;
 use crate::model::llama::LlamaWeights;
 
 /// `W ← W·Q` for `W` of `rows x C`, through f64.
@@ -16,9 +16,14 @@ fn rotate_reader(w: &mut [f32], r: &Rotation) {
     let mut x = vec![0.0f64; BLOCK_ROWS.min(w.len() / c) * c];
     for block in w.chunks_mut(BLOCK_ROWS * c) {
         let x = &mut x[..block.len()];
-        x.iter_mut().zip(block.iter()).for_each(|(o, &v)| *o = f64::from(v));
+        x.iter_mut()
+            .zip(block.iter())
+            .for_each(|(o, &v)| *o = f64::from(v));
         r.apply_rows(x);
-        block.iter_mut().zip(x.iter()).for_each(|(o, &v)| *o = v as f32);
+        block
+            .iter_mut()
+            .zip(x.iter())
+            .for_each(|(o, &v)| *o = v as f32);
     }
 }
 
@@ -45,10 +50,17 @@ fn rotate_writer(w: &mut [f32], cols: usize, r: &Rotation) {
 pub fn rotate_weights(w: &mut LlamaWeights, r: &Rotation) -> Result<(), RotateError> {
     let c = w.cfg.d_model;
     if r.order() != c {
-        return Err(RotateError::Invalid(format!("rotation of order {} for width {c}", r.order())));
+        return Err(RotateError::Invalid(format!(
+            "rotation of order {} for width {c}",
+            r.order()
+        )));
     }
     let unit = |g: &[f32]| g.iter().all(|&x| x == 1.0);
-    if !unit(&w.final_norm) || w.layers.iter().any(|l| !unit(&l.attn_norm) || !unit(&l.ffn_norm)) {
+    if !unit(&w.final_norm)
+        || w.layers
+            .iter()
+            .any(|l| !unit(&l.attn_norm) || !unit(&l.ffn_norm))
+    {
         return Err(RotateError::Invalid(
             "RMSNorm weights are not folded: fold them into the following linears first".into(),
         ));

@@ -30,7 +30,13 @@ fn log_softmax(row: &[f32]) -> Vec<f64> {
 }
 
 fn argmax(row: &[f32]) -> usize {
-    row.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b }).0
+    row.iter()
+        .enumerate()
+        .fold(
+            (0, f32::NEG_INFINITY),
+            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
+        )
+        .0
 }
 
 /// Runs `a` then `b` over `tokens` with the same sliding windows and compares their logits.
@@ -45,22 +51,41 @@ pub fn compare_models(
     let v = a.w.cfg.vocab_size;
     let stride = (context / 2).max(1);
     let mut ref_logits: Vec<f32> = Vec::new();
-    let pa = perplexity(a, tokens, context, stride, &mut |n| progress(n), &mut |rows, _| {
-        ref_logits.extend_from_slice(rows)
-    })?;
+    let pa = perplexity(
+        a,
+        tokens,
+        context,
+        stride,
+        &mut |n| progress(n),
+        &mut |rows, _| ref_logits.extend_from_slice(rows),
+    )?;
     let (mut max_d, mut kl, mut agree, mut off) = (0.0f64, 0.0f64, 0usize, 0usize);
     let n_a = pa.tokens;
-    let pb = perplexity(b, tokens, context, stride, &mut |n| progress(n_a + n), &mut |rows, _| {
-        for (ra, rb) in ref_logits[off..off + rows.len()].chunks_exact(v).zip(rows.chunks_exact(v)) {
-            for (x, y) in ra.iter().zip(rb) {
-                max_d = max_d.max((x - y).abs() as f64);
+    let pb = perplexity(
+        b,
+        tokens,
+        context,
+        stride,
+        &mut |n| progress(n_a + n),
+        &mut |rows, _| {
+            for (ra, rb) in ref_logits[off..off + rows.len()]
+                .chunks_exact(v)
+                .zip(rows.chunks_exact(v))
+            {
+                for (x, y) in ra.iter().zip(rb) {
+                    max_d = max_d.max((x - y).abs() as f64);
+                }
+                let (la, lb) = (log_softmax(ra), log_softmax(rb));
+                kl += la
+                    .iter()
+                    .zip(&lb)
+                    .map(|(p, q)| p.exp() * (p - q))
+                    .sum::<f64>();
+                agree += usize::from(argmax(ra) == argmax(rb));
             }
-            let (la, lb) = (log_softmax(ra), log_softmax(rb));
-            kl += la.iter().zip(&lb).map(|(p, q)| p.exp() * (p - q)).sum::<f64>();
-            agree += usize::from(argmax(ra) == argmax(rb));
-        }
-        off += rows.len();
-    })?;
+            off += rows.len();
+        },
+    )?;
     Ok(Comparison {
         tokens: pb.tokens,
         max_abs_logit_diff: max_d,

@@ -25,7 +25,10 @@ impl Factor {
 }
 
 fn is_prime(q: usize) -> bool {
-    q >= 2 && (2..).take_while(|d| d * d <= q).all(|d| q % d != 0)
+    q >= 2
+        && (2..)
+            .take_while(|d| d * d <= q)
+            .all(|d| !q.is_multiple_of(d))
 }
 
 /// Paley I: for a prime `q ≡ 3 (mod 4)`, `H = I + S` with `S = [[0, 1ᵀ], [−1, J]]` and the
@@ -76,13 +79,13 @@ pub fn factors(n: usize) -> Option<Vec<Factor>> {
     // 576 = 12·12·4 (26 per element) beats 48·12 (60).
     let mut m = 12;
     while m <= n {
-        if n % m == 0 && m % 4 == 0 {
-            if let Some(h) = paley(m - 1) {
-                if let Some(mut rest) = factors(n / m) {
-                    rest.insert(0, Factor::Dense(m, h));
-                    return Some(rest);
-                }
-            }
+        if n.is_multiple_of(m)
+            && m % 4 == 0
+            && let Some(h) = paley(m - 1)
+            && let Some(mut rest) = factors(n / m)
+        {
+            rest.insert(0, Factor::Dense(m, h));
+            return Some(rest);
         }
         m += 4;
     }

@@ -16,7 +16,7 @@ pub struct Procrustes {
 
 /// Fits `R` for `a`, `b` of `n x c` (row-major, f32 hidden states).
 pub fn procrustes(a: &[f32], b: &[f32], c: usize) -> Result<Procrustes, RotateError> {
-    if c == 0 || a.len() != b.len() || a.len() % c != 0 || a.is_empty() {
+    if c == 0 || a.len() != b.len() || !a.len().is_multiple_of(c) || a.is_empty() {
         return Err(RotateError::Invalid(format!(
             "Procrustes needs two N x {c} matrices of equal shape (got {} and {} values)",
             a.len(),
@@ -31,7 +31,9 @@ pub fn procrustes(a: &[f32], b: &[f32], c: usize) -> Result<Procrustes, RotateEr
         for (i, &x) in ar.iter().enumerate() {
             let x = f64::from(x);
             let row = &mut m[i * c..(i + 1) * c];
-            row.iter_mut().zip(br).for_each(|(o, &y)| *o += x * f64::from(y));
+            row.iter_mut()
+                .zip(br)
+                .for_each(|(o, &y)| *o += x * f64::from(y));
         }
     }
     let mat = faer::Mat::<f64>::from_fn(c, c, |i, j| m[i * c + j]);

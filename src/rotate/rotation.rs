@@ -47,7 +47,9 @@ impl Rotation {
             ))
         })?;
         let mut rng = crate::init::rng::seeded(seed);
-        let signs = (0..n).map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 }).collect();
+        let signs = (0..n)
+            .map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 })
+            .collect();
         Ok(Rotation::Hadamard { signs, factors })
     }
 

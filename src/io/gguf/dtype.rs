@@ -90,7 +90,7 @@ impl GgmlType {
     /// size overflows.
     pub fn byte_size(self, n: u64) -> Option<u64> {
         let (per, bytes) = self.block();
-        if n % per as u64 != 0 {
+        if !n.is_multiple_of(per as u64) {
             return None;
         }
         (n / per as u64).checked_mul(bytes as u64)
@@ -125,7 +125,11 @@ pub fn dequantize(ty: GgmlType, raw: &[u8], out: &mut [f32]) {
             }
         }
         GgmlType::Q4_0 | GgmlType::Q4_1 => {
-            let (head, min) = if ty == GgmlType::Q4_0 { (2, None) } else { (4, Some(())) };
+            let (head, min) = if ty == GgmlType::Q4_0 {
+                (2, None)
+            } else {
+                (4, Some(()))
+            };
             for (o, b) in out.chunks_exact_mut(32).zip(raw.chunks_exact(bytes)) {
                 let d = f16_at(b, 0);
                 let (m, offset) = match min {

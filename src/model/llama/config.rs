@@ -40,26 +40,37 @@ impl LlamaConfig {
         if self.vocab_size == 0 || self.d_model == 0 || self.n_layer == 0 || self.d_ff == 0 {
             return bad(format!("zero-sized dimension in {self:?}"));
         }
-        if self.n_head == 0 || self.d_model % self.n_head != 0 {
+        if self.n_head == 0 || !self.d_model.is_multiple_of(self.n_head) {
             return bad(format!(
                 "d_model {} is not a multiple of n_head {}",
                 self.d_model, self.n_head
             ));
         }
-        if self.n_kv_head == 0 || self.n_head % self.n_kv_head != 0 {
+        if self.n_kv_head == 0 || !self.n_head.is_multiple_of(self.n_kv_head) {
             return bad(format!(
                 "n_head {} is not a multiple of n_kv_head {}",
                 self.n_head, self.n_kv_head
             ));
         }
-        if self.head_dim() % 2 != 0 {
-            return bad(format!("head width {} is odd (RoPE needs pairs)", self.head_dim()));
+        if !self.head_dim().is_multiple_of(2) {
+            return bad(format!(
+                "head width {} is odd (RoPE needs pairs)",
+                self.head_dim()
+            ));
         }
         // Sizes a real model never exceeds; beyond them a file is lying, and we must not allocate.
-        if self.vocab_size > 1 << 22 || self.d_model > 1 << 16 || self.d_ff > 1 << 18 || self.n_layer > 1024 {
+        if self.vocab_size > 1 << 22
+            || self.d_model > 1 << 16
+            || self.d_ff > 1 << 18
+            || self.n_layer > 1024
+        {
             return bad(format!("implausibly large model dimensions {self:?}"));
         }
-        if !(self.rope_theta > 0.0) || !(self.rms_eps >= 0.0) {
+        if self.rope_theta.is_nan()
+            || self.rope_theta <= 0.0
+            || self.rms_eps.is_nan()
+            || self.rms_eps < 0.0
+        {
             return bad("rope_theta must be positive and rms_eps non-negative".into());
         }
         Ok(())

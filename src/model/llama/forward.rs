@@ -72,7 +72,11 @@ pub fn rms_norm(out: &mut [f32], x: &[f32], gamma: &[f32], eps: f64) {
 impl Llama {
     /// Wraps weights for inference.
     pub fn new(w: LlamaWeights) -> Self {
-        Llama { w, act_bits: None, stats: None }
+        Llama {
+            w,
+            act_bits: None,
+            stats: None,
+        }
     }
 
     /// An empty KV cache for up to `cap` positions.
@@ -100,33 +104,58 @@ impl Llama {
             Some(b) if b < 16 && site != LinearSite::HeadIn => {
                 let mut xq = x.to_vec();
                 quantize_rows(&mut xq, in_dim, b);
-                matmul(&mut y, &xq, Trans::No, wd, Trans::Yes, rows, in_dim, out_dim, false, 2);
+                matmul(
+                    &mut y,
+                    &xq,
+                    Trans::No,
+                    wd,
+                    Trans::Yes,
+                    rows,
+                    in_dim,
+                    out_dim,
+                    false,
+                    2,
+                );
             }
-            _ => matmul(&mut y, x, Trans::No, wd, Trans::Yes, rows, in_dim, out_dim, false, 2),
+            _ => matmul(
+                &mut y,
+                x,
+                Trans::No,
+                wd,
+                Trans::Yes,
+                rows,
+                in_dim,
+                out_dim,
+                false,
+                2,
+            ),
         }
         y
     }
-
 }
 
 /// The weight of linear `w` with its (out, in) sizes.
 fn weight(m: &LlamaWeights, w: LinearRef) -> (&[f32], usize, usize) {
-        let c = &m.cfg;
-        let (d, f, qd, kvd) = (c.d_model, c.d_ff, c.n_head * c.head_dim(), c.n_kv_head * c.head_dim());
-        match w {
-            LinearRef::Q(l) => (&m.layers[l].wq, qd, d),
-            LinearRef::K(l) => (&m.layers[l].wk, kvd, d),
-            LinearRef::V(l) => (&m.layers[l].wv, kvd, d),
-            LinearRef::O(l) => (&m.layers[l].wo, d, qd),
-            LinearRef::Gate(l) => (&m.layers[l].w_gate, f, d),
-            LinearRef::Up(l) => (&m.layers[l].w_up, f, d),
-            LinearRef::Down(l) => (&m.layers[l].w_down, d, f),
-            LinearRef::Head => (m.lm_head(), c.vocab_size, d),
-        }
+    let c = &m.cfg;
+    let (d, f, qd, kvd) = (
+        c.d_model,
+        c.d_ff,
+        c.n_head * c.head_dim(),
+        c.n_kv_head * c.head_dim(),
+    );
+    match w {
+        LinearRef::Q(l) => (&m.layers[l].wq, qd, d),
+        LinearRef::K(l) => (&m.layers[l].wk, kvd, d),
+        LinearRef::V(l) => (&m.layers[l].wv, kvd, d),
+        LinearRef::O(l) => (&m.layers[l].wo, d, qd),
+        LinearRef::Gate(l) => (&m.layers[l].w_gate, f, d),
+        LinearRef::Up(l) => (&m.layers[l].w_up, f, d),
+        LinearRef::Down(l) => (&m.layers[l].w_down, d, f),
+        LinearRef::Head => (m.lm_head(), c.vocab_size, d),
+    }
 }
 
 impl Llama {
-
     /// Runs `tokens` (positions `cache.len()..`) through the model, appends their keys and
     /// values to `cache`, and returns the logits (`(T − from) x V`) of positions `from..T`
     /// of the chunk. With `hidden_at = Some(l)` it instead returns the residual stream after
@@ -175,14 +204,24 @@ impl Llama {
             let kvd = nkv * dh;
             cache.k[l][p0 * kvd..(p0 + t) * kvd].copy_from_slice(&k);
             cache.v[l][p0 * kvd..(p0 + t) * kvd].copy_from_slice(&v);
-            let att = attention(&q, &cache.k[l][..(p0 + t) * kvd], &cache.v[l][..(p0 + t) * kvd], p0, nh, nkv, dh);
+            let att = attention(
+                &q,
+                &cache.k[l][..(p0 + t) * kvd],
+                &cache.v[l][..(p0 + t) * kvd],
+                p0,
+                nh,
+                nkv,
+                dh,
+            );
             let o = self.linear(LinearSite::OIn, &att, LinearRef::O(l), t);
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
             rms_norm(&mut h, &x, &self.w.layers[l].ffn_norm, cfg.rms_eps);
             let mut g = self.linear(LinearSite::MlpIn, &h, LinearRef::Gate(l), t);
             let u = self.linear(LinearSite::MlpIn, &h, LinearRef::Up(l), t);
             // SwiGLU: silu(g) ⊙ u.
-            g.iter_mut().zip(&u).for_each(|(a, &b)| *a = *a / (1.0 + (-*a).exp()) * b);
+            g.iter_mut()
+                .zip(&u)
+                .for_each(|(a, &b)| *a = *a / (1.0 + (-*a).exp()) * b);
             let dn = self.linear(LinearSite::DownIn, &g, LinearRef::Down(l), t);
             x.iter_mut().zip(&dn).for_each(|(a, b)| *a += b);
         }
@@ -197,7 +236,12 @@ impl Llama {
     }
 
     /// Logits (`(T − from) x V`) of positions `from..T` of `tokens`, continuing `cache`.
-    pub fn forward(&mut self, tokens: &[u32], cache: &mut KvCache, from: usize) -> crate::Result<Vec<f32>> {
+    pub fn forward(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        from: usize,
+    ) -> crate::Result<Vec<f32>> {
         self.forward_ext(tokens, cache, from, None)
     }
 }
@@ -249,36 +293,47 @@ fn apply_rope(x: &mut [f32], heads: usize, dh: usize, cos: &[f32], sin: &[f32]) 
 
 /// Causal grouped-query attention of `T` new queries (`T x H·D`, absolute positions
 /// `p0..p0+T`) over `p0 + T` cached keys/values (`(p0+T) x K·D`). Returns `T x H·D`.
-fn attention(q: &[f32], k: &[f32], v: &[f32], p0: usize, nh: usize, nkv: usize, dh: usize) -> Vec<f32> {
+fn attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    p0: usize,
+    nh: usize,
+    nkv: usize,
+    dh: usize,
+) -> Vec<f32> {
     let qd = nh * dh;
     let kvd = nkv * dh;
     let group = nh / nkv;
     let scale = 1.0 / (dh as f32).sqrt();
     let mut out = vec![0.0f32; q.len()];
-    out.par_chunks_mut(qd).zip(q.par_chunks(qd)).enumerate().for_each(|(t, (orow, qrow))| {
-        let n = p0 + t + 1;
-        let mut s = vec![0.0f32; n];
-        for h in 0..nh {
-            let g = h / group;
-            let qh = &qrow[h * dh..(h + 1) * dh];
-            let mut mx = f32::NEG_INFINITY;
-            for (j, sj) in s.iter_mut().enumerate() {
-                let kj = &k[j * kvd + g * dh..j * kvd + (g + 1) * dh];
-                *sj = qh.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>() * scale;
-                mx = mx.max(*sj);
+    out.par_chunks_mut(qd)
+        .zip(q.par_chunks(qd))
+        .enumerate()
+        .for_each(|(t, (orow, qrow))| {
+            let n = p0 + t + 1;
+            let mut s = vec![0.0f32; n];
+            for h in 0..nh {
+                let g = h / group;
+                let qh = &qrow[h * dh..(h + 1) * dh];
+                let mut mx = f32::NEG_INFINITY;
+                for (j, sj) in s.iter_mut().enumerate() {
+                    let kj = &k[j * kvd + g * dh..j * kvd + (g + 1) * dh];
+                    *sj = qh.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>() * scale;
+                    mx = mx.max(*sj);
+                }
+                let mut sum = 0.0f32;
+                for sj in s.iter_mut() {
+                    *sj = (*sj - mx).exp();
+                    sum += *sj;
+                }
+                let oh = &mut orow[h * dh..(h + 1) * dh];
+                for (j, &a) in s.iter().enumerate() {
+                    let vj = &v[j * kvd + g * dh..j * kvd + (g + 1) * dh];
+                    let a = a / sum;
+                    oh.iter_mut().zip(vj).for_each(|(o, &x)| *o += a * x);
+                }
             }
-            let mut sum = 0.0f32;
-            for sj in s.iter_mut() {
-                *sj = (*sj - mx).exp();
-                sum += *sj;
-            }
-            let oh = &mut orow[h * dh..(h + 1) * dh];
-            for (j, &a) in s.iter().enumerate() {
-                let vj = &v[j * kvd + g * dh..j * kvd + (g + 1) * dh];
-                let a = a / sum;
-                oh.iter_mut().zip(vj).for_each(|(o, &x)| *o += a * x);
-            }
-        }
-    });
+        });
     out
 }

@@ -29,20 +29,33 @@ pub fn load_model(path: &Path) -> crate::Result<LoadedModel> {
             let p = path.join(name);
             std::fs::read(&p).map_err(|e| crate::Error::io(p, e))
         };
-        let cfg_text = String::from_utf8(read("config.json")?)
-            .map_err(|_| ModelError::Config(format!("{}/config.json is not UTF-8", path.display())))?;
+        let cfg_text = String::from_utf8(read("config.json")?).map_err(|_| {
+            ModelError::Config(format!("{}/config.json is not UTF-8", path.display()))
+        })?;
         let (cfg, tied) = LlamaConfig::from_hf_json(&cfg_text)
             .map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))?;
         let bytes = read("model.safetensors")?;
         let st_path = path.join("model.safetensors").display().to_string();
         let weights = LlamaWeights::from_safetensors(cfg, tied, &bytes, &st_path)?;
-        let tok_text = String::from_utf8(read("tokenizer.json")?)
-            .map_err(|_| ModelError::Config(format!("{}/tokenizer.json is not UTF-8", path.display())))?;
-        let tokenizer = tokenizer_from_json(&tok_text, &path.join("tokenizer.json").display().to_string())?;
-        return Ok(LoadedModel { weights, tokenizer, gguf_metadata: None });
+        let tok_text = String::from_utf8(read("tokenizer.json")?).map_err(|_| {
+            ModelError::Config(format!("{}/tokenizer.json is not UTF-8", path.display()))
+        })?;
+        let tokenizer = tokenizer_from_json(
+            &tok_text,
+            &path.join("tokenizer.json").display().to_string(),
+        )?;
+        return Ok(LoadedModel {
+            weights,
+            tokenizer,
+            gguf_metadata: None,
+        });
     }
     let g = GgufFile::open(path)?;
     let weights = LlamaWeights::from_gguf(&g)?;
     let tokenizer = tokenizer_from_gguf(&g)?;
-    Ok(LoadedModel { weights, tokenizer, gguf_metadata: Some(g.metadata) })
+    Ok(LoadedModel {
+        weights,
+        tokenizer,
+        gguf_metadata: Some(g.metadata),
+    })
 }

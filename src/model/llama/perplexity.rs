@@ -73,7 +73,11 @@ pub fn perplexity(
         begin += stride;
     }
     let mean = nll / scored as f64;
-    Ok(Perplexity { tokens: scored, nll: mean, ppl: mean.exp() })
+    Ok(Perplexity {
+        tokens: scored,
+        nll: mean,
+        ppl: mean.exp(),
+    })
 }
 
 /// Picks the next token from one row of logits: greedy when `temperature <= 0`, otherwise a
@@ -82,7 +86,10 @@ pub fn sample(logits: &[f32], temperature: f32, top_k: usize, rng: &mut Rng) -> 
     let argmax = logits
         .iter()
         .enumerate()
-        .fold((0, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b })
+        .fold(
+            (0, f32::NEG_INFINITY),
+            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
+        )
         .0;
     if temperature <= 0.0 {
         return argmax as u32;
@@ -93,7 +100,10 @@ pub fn sample(logits: &[f32], temperature: f32, top_k: usize, rng: &mut Rng) -> 
         idx.truncate(top_k);
     }
     let mx = logits[argmax];
-    let w: Vec<f64> = idx.iter().map(|&i| (((logits[i] - mx) / temperature) as f64).exp()).collect();
+    let w: Vec<f64> = idx
+        .iter()
+        .map(|&i| (((logits[i] - mx) / temperature) as f64).exp())
+        .collect();
     let total: f64 = w.iter().sum();
     let mut u = rng.random::<f64>() * total;
     for (&i, &wi) in idx.iter().zip(&w) {

@@ -28,7 +28,11 @@ pub fn quantize_rows(x: &mut [f32], width: usize, bits: u32) {
 
 /// Quantises a weight (`rows x cols`) per output channel (`group = 0`) or per `group` inputs.
 pub fn quantize_weight(w: &mut [f32], cols: usize, bits: u32, group: usize) {
-    let g = if group == 0 || group > cols { cols } else { group };
+    let g = if group == 0 || group > cols {
+        cols
+    } else {
+        group
+    };
     for r in w.chunks_exact_mut(cols) {
         for chunk in r.chunks_mut(g) {
             quantize_group(chunk, bits);
@@ -109,7 +113,11 @@ impl ActStats {
                 amax = amax.max(f64::from(v).abs());
                 asum += f64::from(v).abs();
             }
-            let kurt = if m2 > 0.0 { (m4 / n) / (m2 / n).powi(2) } else { 0.0 };
+            let kurt = if m2 > 0.0 {
+                (m4 / n) / (m2 / n).powi(2)
+            } else {
+                0.0
+            };
             let ratio = if asum > 0.0 { amax / (asum / n) } else { 0.0 };
             s.tokens += 1;
             let k = s.tokens as f64;

@@ -26,12 +26,18 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
         )));
     }
     let list = |key: &str| -> crate::Result<Vec<String>> {
-        let a = g
-            .get(key)
-            .and_then(|v| v.as_array())
-            .ok_or_else(|| err(format!("{}: metadata {key} is missing or not an array", g.path.display())))?;
+        let a = g.get(key).and_then(|v| v.as_array()).ok_or_else(|| {
+            err(format!(
+                "{}: metadata {key} is missing or not an array",
+                g.path.display()
+            ))
+        })?;
         a.iter()
-            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| err(format!("{key}: non-string entry"))))
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| err(format!("{key}: non-string entry")))
+            })
             .collect()
     };
     let tokens = list(keys::TOKENIZER_TOKENS)?;
@@ -41,9 +47,15 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
         .and_then(|v| v.as_array())
         .map(|a| a.iter().map(|v| v.as_u64().unwrap_or(1)).collect())
         .unwrap_or_default();
-    let pre = g.get(keys::TOKENIZER_PRE).and_then(|v| v.as_str()).unwrap_or("gpt2");
-    let vocab: serde_json::Map<String, serde_json::Value> =
-        tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
+    let pre = g
+        .get(keys::TOKENIZER_PRE)
+        .and_then(|v| v.as_str())
+        .unwrap_or("gpt2");
+    let vocab: serde_json::Map<String, serde_json::Value> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), json!(i)))
+        .collect();
     let merges: Vec<serde_json::Value> = merges
         .iter()
         .map(|m| match m.split_once(' ') {
@@ -99,5 +111,6 @@ pub fn encode(tok: &Tokenizer, text: &str) -> crate::Result<Vec<u32>> {
 
 /// Decodes token ids to text (special tokens kept).
 pub fn decode(tok: &Tokenizer, ids: &[u32]) -> crate::Result<String> {
-    tok.decode(ids, false).map_err(|e| err(format!("detokenizing: {e}")))
+    tok.decode(ids, false)
+        .map_err(|e| err(format!("detokenizing: {e}")))
 }

@@ -47,7 +47,13 @@ pub struct LlamaWeights {
 /// Reorders the rows of a Q or K weight between llama.cpp's adjacent-pair RoPE layout and
 /// Hugging Face's rotate-half layout. Within each head of `dh` rows, HF row `s·dh/2 + i`
 /// (`s ∈ {0,1}`) is GGUF row `2i + s`. `to_hf` picks the direction.
-pub fn permute_rope_rows(w: &[f32], n_heads: usize, dh: usize, cols: usize, to_hf: bool) -> Vec<f32> {
+pub fn permute_rope_rows(
+    w: &[f32],
+    n_heads: usize,
+    dh: usize,
+    cols: usize,
+    to_hf: bool,
+) -> Vec<f32> {
     let mut out = vec![0.0; w.len()];
     let half = dh / 2;
     for h in 0..n_heads {
@@ -111,8 +117,11 @@ impl LlamaWeights {
     pub fn hf_tensors(&self) -> Vec<(String, Vec<usize>, &[f32])> {
         let c = &self.cfg;
         let (d, f, kv) = (c.d_model, c.d_ff, c.n_kv_head * c.head_dim());
-        let mut out: Vec<(String, Vec<usize>, &[f32])> =
-            vec![("model.embed_tokens.weight".into(), vec![c.vocab_size, d], &self.embed)];
+        let mut out: Vec<(String, Vec<usize>, &[f32])> = vec![(
+            "model.embed_tokens.weight".into(),
+            vec![c.vocab_size, d],
+            &self.embed,
+        )];
         for (i, l) in self.layers.iter().enumerate() {
             let p = |s: &str| format!("model.layers.{i}.{s}.weight");
             out.push((p("input_layernorm"), vec![d], &l.attn_norm));
@@ -133,15 +142,22 @@ impl LlamaWeights {
     }
 
     /// Loads `model.safetensors` bytes (F32, F16 or BF16 tensors, HF names) for `cfg`.
-    pub fn from_safetensors(cfg: LlamaConfig, tied: bool, bytes: &[u8], path: &str) -> crate::Result<Self> {
-        let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| crate::io::FormatError::Malformed {
-            path: path.to_string(),
-            what: format!("not a valid safetensors file: {e}"),
+    pub fn from_safetensors(
+        cfg: LlamaConfig,
+        tied: bool,
+        bytes: &[u8],
+        path: &str,
+    ) -> crate::Result<Self> {
+        let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| {
+            crate::io::FormatError::Malformed {
+                path: path.to_string(),
+                what: format!("not a valid safetensors file: {e}"),
+            }
         })?;
         let get = |name: &str, shape: &[usize]| -> crate::Result<Vec<f32>> {
-            let t = st.tensor(name).map_err(|_| {
-                ModelError::Config(format!("{path}: tensor {name} is missing"))
-            })?;
+            let t = st
+                .tensor(name)
+                .map_err(|_| ModelError::Config(format!("{path}: tensor {name} is missing")))?;
             if t.shape() != shape {
                 return Err(ModelError::Config(format!(
                     "{path}: tensor {name} has shape {:?}, config.json implies {shape:?}",
@@ -151,9 +167,18 @@ impl LlamaWeights {
             }
             let d = t.data();
             Ok(match t.dtype() {
-                safetensors::Dtype::F32 => d.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-                safetensors::Dtype::F16 => d.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-                safetensors::Dtype::BF16 => d.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+                safetensors::Dtype::F32 => d
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+                safetensors::Dtype::F16 => d
+                    .chunks_exact(2)
+                    .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                    .collect(),
+                safetensors::Dtype::BF16 => d
+                    .chunks_exact(2)
+                    .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                    .collect(),
                 other => {
                     return Err(ModelError::Config(format!(
                         "{path}: tensor {name} has dtype {other:?} (F32, F16, BF16 are supported)"
@@ -162,7 +187,12 @@ impl LlamaWeights {
                 }
             })
         };
-        let (d, f, kv, v) = (cfg.d_model, cfg.d_ff, cfg.n_kv_head * cfg.head_dim(), cfg.vocab_size);
+        let (d, f, kv, v) = (
+            cfg.d_model,
+            cfg.d_ff,
+            cfg.n_kv_head * cfg.head_dim(),
+            cfg.vocab_size,
+        );
         let embed = get("model.embed_tokens.weight", &[v, d])?;
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for i in 0..cfg.n_layer {
@@ -185,7 +215,13 @@ impl LlamaWeights {
         } else {
             Some(get("lm_head.weight", &[v, d])?)
         };
-        Ok(LlamaWeights { cfg, embed, layers, final_norm, lm_head })
+        Ok(LlamaWeights {
+            cfg,
+            embed,
+            layers,
+            final_norm,
+            lm_head,
+        })
     }
 
     /// Serialises to safetensors bytes (F32, HF names and layout).
@@ -194,8 +230,12 @@ impl LlamaWeights {
         let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
             .iter()
             .map(|(n, s, d)| {
-                let v = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), bytemuck::cast_slice(d))
-                    .map_err(|e| ModelError::Config(format!("tensor {n}: {e}")))?;
+                let v = safetensors::tensor::TensorView::new(
+                    safetensors::Dtype::F32,
+                    s.clone(),
+                    bytemuck::cast_slice(d),
+                )
+                .map_err(|e| ModelError::Config(format!("tensor {n}: {e}")))?;
                 Ok((n.clone(), v))
             })
             .collect::<crate::Result<_>>()?;
