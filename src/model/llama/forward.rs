@@ -292,7 +292,10 @@ fn apply_rope(x: &mut [f32], heads: usize, dh: usize, cos: &[f32], sin: &[f32]) 
 }
 
 /// Causal grouped-query attention of `T` new queries (`T x H·D`, absolute positions
-/// `p0..p0+T`) over `p0 + T` cached keys/values (`(p0+T) x K·D`). Returns `T x H·D`.
+/// `p0..p0+T`) over `N = p0 + T` cached keys/values (`N x K·D`). Returns `T x H·D`.
+///
+/// Per head, on contiguous copies: `S = Q_h·K_gᵀ/√D` (`T x N`, GEMM), causal mask and softmax
+/// per row, `O_h = P·V_g` (GEMM). Heads run in parallel, each GEMM single-threaded.
 fn attention(
     q: &[f32],
     k: &[f32],
@@ -302,38 +305,54 @@ fn attention(
     nkv: usize,
     dh: usize,
 ) -> Vec<f32> {
-    let qd = nh * dh;
-    let kvd = nkv * dh;
+    let (qd, kvd) = (nh * dh, nkv * dh);
+    let t = q.len() / qd;
+    let n = k.len() / kvd;
     let group = nh / nkv;
     let scale = 1.0 / (dh as f32).sqrt();
-    let mut out = vec![0.0f32; q.len()];
-    out.par_chunks_mut(qd)
-        .zip(q.par_chunks(qd))
-        .enumerate()
-        .for_each(|(t, (orow, qrow))| {
-            let n = p0 + t + 1;
-            let mut s = vec![0.0f32; n];
-            for h in 0..nh {
-                let g = h / group;
-                let qh = &qrow[h * dh..(h + 1) * dh];
+    let gather = |src: &[f32], width: usize, rows: usize, col: usize| -> Vec<f32> {
+        let mut out = Vec::with_capacity(rows * dh);
+        for r in 0..rows {
+            out.extend_from_slice(&src[r * width + col..r * width + col + dh]);
+        }
+        out
+    };
+    let heads: Vec<Vec<f32>> = (0..nh)
+        .into_par_iter()
+        .map(|h| {
+            let g = h / group;
+            let qh = gather(q, qd, t, h * dh);
+            let kg = gather(k, kvd, n, g * dh);
+            let vg = gather(v, kvd, n, g * dh);
+            let mut s = vec![0.0f32; t * n];
+            matmul(&mut s, &qh, Trans::No, &kg, Trans::Yes, t, dh, n, false, 1);
+            for (i, row) in s.chunks_exact_mut(n).enumerate() {
+                // Query i (absolute position p0 + i) sees keys 0..=p0 + i.
+                let visible = p0 + i + 1;
                 let mut mx = f32::NEG_INFINITY;
-                for (j, sj) in s.iter_mut().enumerate() {
-                    let kj = &k[j * kvd + g * dh..j * kvd + (g + 1) * dh];
-                    *sj = qh.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>() * scale;
-                    mx = mx.max(*sj);
+                for x in &mut row[..visible] {
+                    *x *= scale;
+                    mx = mx.max(*x);
                 }
                 let mut sum = 0.0f32;
-                for sj in s.iter_mut() {
-                    *sj = (*sj - mx).exp();
-                    sum += *sj;
+                for x in &mut row[..visible] {
+                    *x = (*x - mx).exp();
+                    sum += *x;
                 }
-                let oh = &mut orow[h * dh..(h + 1) * dh];
-                for (j, &a) in s.iter().enumerate() {
-                    let vj = &v[j * kvd + g * dh..j * kvd + (g + 1) * dh];
-                    let a = a / sum;
-                    oh.iter_mut().zip(vj).for_each(|(o, &x)| *o += a * x);
-                }
+                let inv = 1.0 / sum;
+                row[..visible].iter_mut().for_each(|x| *x *= inv);
+                row[visible..].iter_mut().for_each(|x| *x = 0.0);
             }
-        });
+            let mut oh = vec![0.0f32; t * dh];
+            matmul(&mut oh, &s, Trans::No, &vg, Trans::No, t, n, dh, false, 1);
+            oh
+        })
+        .collect();
+    let mut out = vec![0.0f32; t * qd];
+    for (h, oh) in heads.iter().enumerate() {
+        for (r, src) in oh.chunks_exact(dh).enumerate() {
+            out[r * qd + h * dh..r * qd + (h + 1) * dh].copy_from_slice(src);
+        }
+    }
     out
 }
