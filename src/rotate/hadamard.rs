@@ -93,6 +93,8 @@ pub fn factors(n: usize) -> Option<Vec<Factor>> {
 }
 
 /// `x ← x·H` for a row vector `x` (length `Π orders`), `H = F₁ ⊗ … ⊗ F_k`, unnormalised.
+/// When `x.len()` is `R·Π orders`, `x` is read as `Π orders` runs of `R` interleaved vectors
+/// (an innermost axis of size `R`), and all `R` are transformed at once.
 /// `scratch` must have `x.len()` elements.
 pub fn apply_row(x: &mut [f64], fs: &[Factor], scratch: &mut [f64]) {
     let n = x.len();

@@ -71,12 +71,24 @@ impl Rotation {
                 gemm_f64(x, &src, q, rows, n, n);
             }
             Rotation::Hadamard { signs, factors } => {
+                // Blocks of R rows are transposed to `C x R`, so every Kronecker factor works on
+                // contiguous runs of at least R values (an extra innermost axis) and vectorises.
+                const R: usize = 64;
                 let scale = 1.0 / (n as f64).sqrt();
-                x.par_chunks_mut(n * 64).for_each(|block| {
-                    let mut scratch = vec![0.0; n];
-                    for r in block.chunks_exact_mut(n) {
-                        r.iter_mut().zip(signs).for_each(|(v, s)| *v *= s * scale);
-                        apply_row(r, factors, &mut scratch);
+                x.par_chunks_mut(n * R).for_each(|block| {
+                    let rows = block.len() / n;
+                    let mut t = vec![0.0; n * rows];
+                    let mut scratch = vec![0.0; n * rows];
+                    for (r, row) in block.chunks_exact(n).enumerate() {
+                        for (i, (&v, &s)) in row.iter().zip(signs).enumerate() {
+                            t[i * rows + r] = v * s * scale;
+                        }
+                    }
+                    apply_row(&mut t, factors, &mut scratch);
+                    for (r, row) in block.chunks_exact_mut(n).enumerate() {
+                        for (i, v) in row.iter_mut().enumerate() {
+                            *v = t[i * rows + r];
+                        }
                     }
                 });
             }
