@@ -99,3 +99,22 @@ fn rotations_are_orthogonal_and_reproducible() {
         assert_ne!(h.dense(), Rotation::hadamard(n, 6).unwrap().dense());
     }
 }
+
+#[test]
+fn hadamard_signs_are_fair_coin_flips() {
+    // Binomial(4096, 1/2): mean 2048, sd 32; 4 sd bounds, for several seeds.
+    for seed in 0..4 {
+        let Rotation::Hadamard { signs, .. } = Rotation::hadamard(4096, seed).unwrap() else {
+            panic!("not a Hadamard rotation")
+        };
+        let plus = signs.iter().filter(|&&s| s == 1.0).count() as f64;
+        assert!(signs.iter().all(|&s| s == 1.0 || s == -1.0));
+        assert!(
+            (plus - 2048.0).abs() < 4.0 * 32.0,
+            "seed {seed}: {plus} of 4096"
+        );
+        // Neighbouring signs agree about half the time (no runs).
+        let same = signs.windows(2).filter(|w| w[0] == w[1]).count() as f64;
+        assert!((same - 2047.5).abs() < 4.0 * 32.0, "seed {seed}: {same}");
+    }
+}

@@ -139,8 +139,11 @@ pub fn run(args: &AlignArgs) -> anyhow::Result<Outcome> {
         if let (Some(d), Some(m)) = (dist, maxd) {
             println!("  ‖R − Q‖_F/√C    {d:.3e}  (max |R − Q| {m:.3e})");
         }
-        if r.rows < c {
-            println!("  note: fewer rows than the width; the map is not determined by the data");
+        if r.rows < c || args.layer == 0 {
+            println!(
+                "  note: with fewer independent hidden states than the width (few rows, or layer 0 \
+                 where repeated tokens give repeated rows) the map is not determined by the data"
+            );
         }
     }
     Ok(Outcome::Success)
