@@ -11,11 +11,12 @@ use serde::Serialize;
 use super::Outcome;
 use super::common::{print_json, progress_bar};
 use super::eval_llama::{DEFAULT_DATA, read_tokens};
+use crate::model::llama::RowTransform;
 use crate::model::llama::perplexity::perplexity;
 use crate::model::llama::quant::ActStats;
 use crate::model::llama::{Llama, LlamaWeights, load_model};
 use crate::rotate::quant::quantize_model_weights;
-use crate::rotate::{Rotation, fold_norms, rotate_weights};
+use crate::rotate::{Rotation, fold_norms, online_transform, rotate_down_inputs, rotate_weights};
 
 /// Whether and how to rotate before quantising.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -44,6 +45,10 @@ pub struct QuantizeArgs {
     /// Rotate the residual stream first.
     #[arg(long, value_enum, default_value_t = RotateChoice::None)]
     pub rotate: RotateChoice,
+    /// Also apply QuaRot's online Hadamard transform to the input of every down_proj (weights
+    /// absorb `H`, activations are transformed at run time before quantisation).
+    #[arg(long)]
+    pub online_hadamard: bool,
     /// Weight group size along the input dimension (0: one scale per output channel).
     #[arg(long, default_value_t = 0)]
     pub group: usize,
@@ -81,6 +86,7 @@ struct Row {
     wbits: u32,
     abits: u32,
     rotate: RotateChoice,
+    online_hadamard: bool,
     /// Perplexity per text, in `--data` order.
     ppl: Vec<f64>,
 }
@@ -88,6 +94,7 @@ struct Row {
 #[derive(Serialize)]
 struct StatsRow {
     rotate: RotateChoice,
+    online_hadamard: bool,
     data: String,
     stats: ActStats,
 }
@@ -108,16 +115,18 @@ const NOTE: &str = "the FP baseline is itself dequantised from the GGUF's Q4_1/Q
     RTN is symmetric round-to-nearest, weights per output channel (or group), activations per \
     token at the inputs of every decoder linear layer (lm_head and embedding stay FP); rotation \
     folds RMSNorm weights first and changes the inputs of q/k/v and gate/up only (o_proj and \
-    down_proj inputs are not on the residual stream)";
+    down_proj inputs are not on the residual stream); online H adds QuaRot's run-time Hadamard \
+    transform on every down_proj input (F = 1536 = 12·128)";
 
 /// Prepares the weights of one configuration.
 fn prepare(
     base: &LlamaWeights,
     rotate: RotateChoice,
+    online: bool,
     seed: u64,
     wbits: u32,
     group: usize,
-) -> anyhow::Result<LlamaWeights> {
+) -> anyhow::Result<Llama> {
     let mut w = base.clone();
     let c = w.cfg.d_model;
     let r = match rotate {
@@ -129,8 +138,16 @@ fn prepare(
         fold_norms(&mut w);
         rotate_weights(&mut w, &r)?;
     }
+    let mut transform = None;
+    if online {
+        let h = Rotation::hadamard(w.cfg.d_ff, seed.wrapping_add(1))?;
+        rotate_down_inputs(&mut w, &h)?;
+        transform = Some(RowTransform(std::sync::Arc::new(online_transform(h))));
+    }
     quantize_model_weights(&mut w, wbits, group);
-    Ok(w)
+    let mut m = Llama::new(w);
+    m.down_transform = transform;
+    Ok(m)
 }
 
 /// Runs `orthoformer quantize`.
@@ -148,40 +165,34 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
         .iter()
         .map(|p| read_tokens(&loaded.tokenizer, p, args.max_tokens))
         .collect::<anyhow::Result<_>>()?;
-    let mut configs: Vec<(String, u32, u32, RotateChoice)> = Vec::new();
+    let h = RotateChoice::Hadamard;
+    let mut configs: Vec<(String, u32, u32, RotateChoice, bool)> = Vec::new();
     if args.table {
-        configs.push(("FP".into(), 16, 16, RotateChoice::None));
-        configs.push(("FP + rotation".into(), 16, 16, RotateChoice::Hadamard));
+        configs.push(("FP".into(), 16, 16, RotateChoice::None, false));
+        configs.push(("FP + rotation".into(), 16, 16, h, false));
+        configs.push(("FP + rotation + online H".into(), 16, 16, h, true));
         for (wb, ab) in [(8, 8), (4, 16), (4, 8), (4, 4)] {
-            configs.push((format!("W{wb}A{ab} RTN"), wb, ab, RotateChoice::None));
-            configs.push((
-                format!("W{wb}A{ab} RTN + rotation"),
-                wb,
-                ab,
-                RotateChoice::Hadamard,
-            ));
+            configs.push((format!("W{wb}A{ab} RTN"), wb, ab, RotateChoice::None, false));
+            configs.push((format!("W{wb}A{ab} RTN + rotation"), wb, ab, h, false));
+            configs.push((format!("W{wb}A{ab} RTN + rot + online H"), wb, ab, h, true));
         }
     } else {
-        configs.push((
-            format!("W{}A{}", args.wbits, args.abits),
-            args.wbits,
-            args.abits,
-            args.rotate,
-        ));
-        if args.rotate != RotateChoice::None && (args.wbits < 16 || args.abits < 16) {
-            configs.insert(0, ("FP + rotation".into(), 16, 16, args.rotate));
+        let (r, o) = (args.rotate, args.online_hadamard);
+        let name = format!("W{}A{}", args.wbits, args.abits);
+        configs.push((name, args.wbits, args.abits, r, o));
+        if (r != RotateChoice::None || o) && (args.wbits < 16 || args.abits < 16) {
+            configs.insert(0, ("FP + rotation".into(), 16, 16, r, o));
         }
-        if args.rotate != RotateChoice::None || args.wbits < 16 || args.abits < 16 {
-            configs.insert(0, ("FP".into(), 16, 16, RotateChoice::None));
+        if r != RotateChoice::None || o || args.wbits < 16 || args.abits < 16 {
+            configs.insert(0, ("FP".into(), 16, 16, RotateChoice::None, false));
         }
     }
     let total: usize = texts.iter().map(|t| t.len() - 1).sum::<usize>() * configs.len();
     let bar = progress_bar(total as u64, "quantize", args.json);
     let stride = (args.context / 2).max(1);
     let (mut rows, mut stats_rows, mut done) = (Vec::new(), Vec::new(), 0usize);
-    for (name, wb, ab, rot) in &configs {
-        let w = prepare(&loaded.weights, *rot, args.seed, *wb, args.group)?;
-        let mut model = Llama::new(w);
+    for (name, wb, ab, rot, online) in &configs {
+        let mut model = prepare(&loaded.weights, *rot, *online, args.seed, *wb, args.group)?;
         model.act_bits = Some(*ab);
         let fp = *wb == 16 && *ab == 16;
         let mut ppl = Vec::new();
@@ -201,6 +212,7 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
             if let Some(s) = model.stats.take() {
                 stats_rows.push(StatsRow {
                     rotate: *rot,
+                    online_hadamard: *online,
                     data: path.display().to_string(),
                     stats: s,
                 });
@@ -211,6 +223,7 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
             wbits: *wb,
             abits: *ab,
             rotate: *rot,
+            online_hadamard: *online,
             ppl,
         });
     }
@@ -247,13 +260,13 @@ fn print_table(r: &Report) {
                 .map_or(d.clone(), |n| n.to_string_lossy().into_owned())
         })
         .collect();
-    print!("{:<26}", "config");
+    print!("{:<32}", "config");
     for n in &names {
         print!(" {:>18}", n);
     }
     println!();
     for row in &r.rows {
-        print!("{:<26}", row.config);
+        print!("{:<32}", row.config);
         for p in &row.ppl {
             print!(" {:>18.3}", p);
         }
@@ -274,8 +287,13 @@ fn print_table(r: &Report) {
             format!("{:.1}; {:.1}", x.mean_kurtosis, x.mean_max_over_mean)
         };
         println!(
-            "{:<10} {:<18} {:>16} {:>16} {:>16} {:>16}",
-            format!("{:?}", s.rotate).to_lowercase(),
+            "{:<18} {:<18} {:>16} {:>16} {:>16} {:>16}",
+            format!(
+                "{:?}{}",
+                s.rotate,
+                if s.online_hadamard { " + online H" } else { "" }
+            )
+            .to_lowercase(),
             d,
             f(&s.stats.attn_in),
             f(&s.stats.mlp_in),

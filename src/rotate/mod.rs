@@ -9,7 +9,7 @@ pub mod procrustes;
 pub mod quant;
 pub mod rotation;
 
-pub use apply::rotate_weights;
+pub use apply::{online_transform, rotate_down_inputs, rotate_weights};
 pub use fold::fold_norms;
 pub use rotation::Rotation;
 

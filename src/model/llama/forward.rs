@@ -55,6 +55,20 @@ pub struct Llama {
     pub act_bits: Option<u32>,
     /// When set, statistics of every linear layer's input are accumulated here.
     pub stats: Option<ActStats>,
+    /// An orthogonal map applied online to each row of `down_proj`'s input (`F` wide) before
+    /// it is quantised, as QuaRot does with a Hadamard transform; `w_down` must already hold
+    /// `W_down·H` so the product is unchanged.
+    pub down_transform: Option<RowTransform>,
+}
+
+/// `x ← x·H` on each `F`-wide row of a buffer (shared, thread-safe).
+#[derive(Clone)]
+pub struct RowTransform(pub std::sync::Arc<dyn Fn(&mut [f32]) + Send + Sync>);
+
+impl std::fmt::Debug for RowTransform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RowTransform")
+    }
 }
 
 /// `out = x / sqrt(mean(x²) + ε) ⊙ γ`, row by row (`rows x C`).
@@ -75,6 +89,7 @@ impl Llama {
         Llama {
             w,
             act_bits: None,
+            down_transform: None,
             stats: None,
         }
     }
@@ -222,6 +237,9 @@ impl Llama {
             g.iter_mut()
                 .zip(&u)
                 .for_each(|(a, &b)| *a = *a / (1.0 + (-*a).exp()) * b);
+            if let Some(tr) = &self.down_transform {
+                (tr.0)(&mut g);
+            }
             let dn = self.linear(LinearSite::DownIn, &g, LinearRef::Down(l), t);
             x.iter_mut().zip(&dn).for_each(|(a, b)| *a += b);
         }

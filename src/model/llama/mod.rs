@@ -12,6 +12,6 @@ pub mod tokenizer;
 pub mod weights;
 
 pub use config::LlamaConfig;
-pub use forward::{KvCache, Llama};
+pub use forward::{KvCache, Llama, RowTransform};
 pub use load::{LoadedModel, load_model};
 pub use weights::{LayerWeights, LlamaWeights};
