@@ -61,9 +61,12 @@ pub struct Llama {
     pub down_transform: Option<RowTransform>,
 }
 
+/// A thread-safe in-place map on a buffer of rows.
+pub type RowFn = dyn Fn(&mut [f32]) + Send + Sync;
+
 /// `x ← x·H` on each `F`-wide row of a buffer (shared, thread-safe).
 #[derive(Clone)]
-pub struct RowTransform(pub std::sync::Arc<dyn Fn(&mut [f32]) + Send + Sync>);
+pub struct RowTransform(pub std::sync::Arc<RowFn>);
 
 impl std::fmt::Debug for RowTransform {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
