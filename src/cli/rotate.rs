@@ -55,7 +55,9 @@ pub struct RotateArgs {
     /// Tensor type of a GGUF output.
     #[arg(long, value_enum, default_value_t = GgufType::F32)]
     pub gguf_type: GgufType,
-    /// Run the original and the rotated model on real text and compare their logits.
+    /// Run the original and the rotated model on real text and compare their logits (the
+    /// rotated f32 weights as written to safetensors or an F32 GGUF; `--gguf-type f16` rounds
+    /// the file's weights further).
     #[arg(long)]
     pub check: bool,
     /// Text for --check.

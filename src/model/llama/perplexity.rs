@@ -40,9 +40,9 @@ pub fn perplexity(
     on_window: &mut dyn FnMut(usize),
     per_window: &mut dyn FnMut(&[f32], std::ops::Range<usize>),
 ) -> crate::Result<Perplexity> {
-    if context < 2 || stride == 0 || stride > context {
+    if context < 2 || stride == 0 || stride >= context {
         return Err(ModelError::Config(format!(
-            "need context >= 2 and 0 < stride <= context (got context {context}, stride {stride})"
+            "need context >= 2 and 0 < stride < context (got context {context}, stride {stride})"
         ))
         .into());
     }
