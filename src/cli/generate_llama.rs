@@ -1,9 +1,61 @@
-//! `orthoformer generate` in its pretrained-model (`--model`) mode.
+//! `orthoformer generate` in its pretrained-model (`--model`) mode: encode the prompt, run it
+//! through the model once, then extend one token at a time with the KV cache, streaming text.
+
+use std::io::Write;
+
+use anyhow::Context;
 
 use super::Outcome;
 use super::generate::GenerateArgs;
+use crate::model::llama::perplexity::sample;
+use crate::model::llama::tokenizer::{decode, encode};
+use crate::model::llama::{Llama, load_model};
 
 /// Runs this mode of `orthoformer generate`.
-pub fn run(_args: &GenerateArgs) -> anyhow::Result<Outcome> {
-    Err(super::common::not_built("generate", 7))
+pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
+    let path = args.model.as_deref().context("--model is required")?;
+    let loaded = load_model(path).context("loading the model")?;
+    let tok = loaded.tokenizer;
+    let mut model = Llama::new(loaded.weights);
+    let prompt = encode(&tok, &args.prompt)?;
+    if prompt.is_empty() {
+        anyhow::bail!("the prompt is empty: pass --prompt TEXT");
+    }
+    let max = model.w.cfg.max_context;
+    if prompt.len() + args.max_new_tokens > max {
+        anyhow::bail!(
+            "prompt ({} tokens) + --max-new-tokens {} exceed the model's context of {max}",
+            prompt.len(),
+            args.max_new_tokens
+        );
+    }
+    let mut cache = model.new_cache(prompt.len() + args.max_new_tokens);
+    let mut rng = crate::init::rng::seeded(args.seed);
+    let v = model.w.cfg.vocab_size;
+    let mut logits = model.forward(&prompt, &mut cache, prompt.len() - 1)?;
+    let mut out: Vec<u32> = Vec::new();
+    let mut printed = 0usize;
+    let mut stdout = std::io::stdout().lock();
+    write!(stdout, "{}", args.prompt)?;
+    for _ in 0..args.max_new_tokens {
+        let next = sample(&logits[..v], args.temperature, args.top_k, &mut rng);
+        out.push(next);
+        // Decode the whole continuation and print what is new, so multi-byte characters that
+        // span tokens come out whole.
+        let text = decode(&tok, &out)?;
+        if text.len() > printed && text.is_char_boundary(printed) {
+            write!(stdout, "{}", &text[printed..])?;
+            stdout.flush()?;
+            printed = text.len();
+        }
+        if tok
+            .id_to_token(next)
+            .is_some_and(|t| t == "<|endoftext|>" || t == "<|im_end|>")
+        {
+            break;
+        }
+        logits = model.forward(&[next], &mut cache, 0)?;
+    }
+    writeln!(stdout)?;
+    Ok(Outcome::Success)
 }

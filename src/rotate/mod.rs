@@ -1,6 +1,18 @@
 //! Computational invariance of pretrained RMSNorm models: fold norms, rotate the residual
 //! stream by an orthogonal matrix, quantise, and align hidden-state spaces.
 
+pub mod apply;
+pub mod check;
+pub mod fold;
+pub mod hadamard;
+pub mod procrustes;
+pub mod quant;
+pub mod rotation;
+
+pub use apply::{online_transform, rotate_down_inputs, rotate_weights};
+pub use fold::fold_norms;
+pub use rotation::Rotation;
+
 /// Rotation, quantisation or alignment failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RotateError {

@@ -1,1 +1,13 @@
-//! GGUF files: header and metadata parsing, tensor dequantisation, and writing.
+//! GGUF files: header and metadata parsing, tensor dequantisation (F32, F16, Q8_0, Q4_0,
+//! Q4_1), and writing (F32, F16).
+
+pub mod dtype;
+pub mod keys;
+pub mod read;
+pub mod value;
+pub mod write;
+
+pub use dtype::GgmlType;
+pub use read::{GgufFile, TensorInfo};
+pub use value::Value;
+pub use write::{TensorOut, write_gguf};

@@ -1,2 +1,17 @@
 //! Llama-architecture models (RMSNorm, RoPE, grouped-query attention, SwiGLU, tied
-//! embeddings): configuration, weights and inference with a KV cache.
+//! embeddings): configuration, weights, tokenizer, and inference with a KV cache, loaded from
+//! GGUF or from Hugging Face `model.safetensors` + `config.json`.
+
+pub mod config;
+pub mod export;
+pub mod forward;
+pub mod load;
+pub mod perplexity;
+pub mod quant;
+pub mod tokenizer;
+pub mod weights;
+
+pub use config::LlamaConfig;
+pub use forward::{KvCache, Llama, RowTransform};
+pub use load::{LoadedModel, load_model};
+pub use weights::{LayerWeights, LlamaWeights};

@@ -1,0 +1,147 @@
+//! ggml tensor types and their dequantisation to f32.
+//!
+//! Block formats (32 weights per block, little-endian, `d`/`m` are f16):
+//! - `Q8_0`: `d`, then 32 × i8 `q`; `x = d·q`.
+//! - `Q4_0`: `d`, then 16 bytes; low nibbles are weights 0..16, high nibbles 16..32; `x = d·(q − 8)`.
+//! - `Q4_1`: `d`, `m`, then 16 bytes as in `Q4_0`; `x = d·q + m`.
+
+use half::f16;
+
+/// The tensor types this crate reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GgmlType {
+    /// 32-bit float.
+    F32,
+    /// 16-bit float.
+    F16,
+    /// 4-bit, scale only.
+    Q4_0,
+    /// 4-bit, scale and minimum.
+    Q4_1,
+    /// 8-bit, scale only.
+    Q8_0,
+}
+
+/// The names of ggml type ids, for error messages about types we do not read.
+fn type_name(id: u32) -> &'static str {
+    match id {
+        6 => "Q5_0",
+        7 => "Q5_1",
+        9 => "Q8_1",
+        10 => "Q2_K",
+        11 => "Q3_K",
+        12 => "Q4_K",
+        13 => "Q5_K",
+        14 => "Q6_K",
+        15 => "Q8_K",
+        16..=23 => "IQ*",
+        24 => "I8",
+        25 => "I16",
+        26 => "I32",
+        27 => "I64",
+        28 => "F64",
+        29 => "IQ1_M",
+        30 => "BF16",
+        _ => "unknown",
+    }
+}
+
+impl GgmlType {
+    /// The type for a ggml id, or a message naming the unsupported type.
+    pub fn from_id(id: u32) -> Result<Self, String> {
+        Ok(match id {
+            0 => GgmlType::F32,
+            1 => GgmlType::F16,
+            2 => GgmlType::Q4_0,
+            3 => GgmlType::Q4_1,
+            8 => GgmlType::Q8_0,
+            _ => {
+                return Err(format!(
+                    "tensor type {} (id {id}) is not supported; supported: F32, F16, Q8_0, Q4_0, Q4_1",
+                    type_name(id)
+                ));
+            }
+        })
+    }
+
+    /// The ggml id.
+    pub fn id(self) -> u32 {
+        match self {
+            GgmlType::F32 => 0,
+            GgmlType::F16 => 1,
+            GgmlType::Q4_0 => 2,
+            GgmlType::Q4_1 => 3,
+            GgmlType::Q8_0 => 8,
+        }
+    }
+
+    /// (weights per block, bytes per block).
+    pub fn block(self) -> (usize, usize) {
+        match self {
+            GgmlType::F32 => (1, 4),
+            GgmlType::F16 => (1, 2),
+            GgmlType::Q4_0 => (32, 18),
+            GgmlType::Q4_1 => (32, 20),
+            GgmlType::Q8_0 => (32, 34),
+        }
+    }
+
+    /// Bytes taken by `n` weights, or `None` when `n` is not a whole number of blocks or the
+    /// size overflows.
+    pub fn byte_size(self, n: u64) -> Option<u64> {
+        let (per, bytes) = self.block();
+        if !n.is_multiple_of(per as u64) {
+            return None;
+        }
+        (n / per as u64).checked_mul(bytes as u64)
+    }
+}
+
+fn f16_at(b: &[u8], i: usize) -> f32 {
+    f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
+}
+
+/// Dequantises `raw` (exactly `ty.byte_size(out.len())` bytes) into `out`.
+pub fn dequantize(ty: GgmlType, raw: &[u8], out: &mut [f32]) {
+    let (per, bytes) = ty.block();
+    debug_assert_eq!(raw.len(), out.len() / per * bytes);
+    match ty {
+        GgmlType::F32 => {
+            for (o, c) in out.iter_mut().zip(raw.chunks_exact(4)) {
+                *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            }
+        }
+        GgmlType::F16 => {
+            for (o, c) in out.iter_mut().zip(raw.chunks_exact(2)) {
+                *o = f16::from_le_bytes([c[0], c[1]]).to_f32();
+            }
+        }
+        GgmlType::Q8_0 => {
+            for (o, b) in out.chunks_exact_mut(32).zip(raw.chunks_exact(34)) {
+                let d = f16_at(b, 0);
+                for (x, &q) in o.iter_mut().zip(&b[2..]) {
+                    *x = d * f32::from(q as i8);
+                }
+            }
+        }
+        GgmlType::Q4_0 | GgmlType::Q4_1 => {
+            let (head, min) = if ty == GgmlType::Q4_0 {
+                (2, None)
+            } else {
+                (4, Some(()))
+            };
+            for (o, b) in out.chunks_exact_mut(32).zip(raw.chunks_exact(bytes)) {
+                let d = f16_at(b, 0);
+                let (m, offset) = match min {
+                    Some(()) => (f16_at(b, 2), 0.0),
+                    None => (0.0, 8.0),
+                };
+                let qs = &b[head..head + 16];
+                for j in 0..16 {
+                    o[j] = d * (f32::from(qs[j] & 0x0F) - offset) + m;
+                    o[j + 16] = d * (f32::from(qs[j] >> 4) - offset) + m;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Writing GGUF version 3 files with F32 or F16 tensors, atomically.
+
+use std::io::Write;
+use std::path::Path;
+
+use half::f16;
+
+use super::dtype::GgmlType;
+use super::keys;
+use super::value::Value;
+use crate::Error;
+
+/// A tensor to write: name, dims (innermost first, GGUF order), data in row-major order.
+pub struct TensorOut<'a> {
+    /// Tensor name.
+    pub name: String,
+    /// Dimensions, innermost first.
+    pub dims: Vec<u64>,
+    /// Weights, `product(dims)` of them.
+    pub data: &'a [f32],
+}
+
+fn put_str(buf: &mut Vec<u8>, s: &str) {
+    buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    buf.extend_from_slice(s.as_bytes());
+}
+
+fn put_value(buf: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::U8(x) => buf.push(*x),
+        Value::I8(x) => buf.push(*x as u8),
+        Value::U16(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::I16(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::U32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::I32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::F32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::Bool(x) => buf.push(u8::from(*x)),
+        Value::Str(s) => put_str(buf, s),
+        Value::Array(t, items) => {
+            buf.extend_from_slice(&t.to_le_bytes());
+            buf.extend_from_slice(&(items.len() as u64).to_le_bytes());
+            for i in items {
+                put_value(buf, i);
+            }
+        }
+        Value::U64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::I64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::F64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+    }
+}
+
+/// Writes a GGUF v3 file: `metadata` (in order; `general.alignment` is dropped and the default
+/// 32 used) and `tensors` stored as `ty` (F32 or F16).
+pub fn write_gguf(
+    path: &Path,
+    metadata: &[(String, Value)],
+    tensors: &[TensorOut<'_>],
+    ty: GgmlType,
+) -> crate::Result<()> {
+    if !matches!(ty, GgmlType::F32 | GgmlType::F16) {
+        return Err(crate::io::FormatError::Malformed {
+            path: path.display().to_string(),
+            what: format!("writing {ty:?} tensors is not supported (F32 or F16 only)"),
+        }
+        .into());
+    }
+    let align = keys::DEFAULT_ALIGNMENT;
+    let mut head = Vec::new();
+    head.extend_from_slice(keys::MAGIC);
+    head.extend_from_slice(&3u32.to_le_bytes());
+    head.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    let meta: Vec<&(String, Value)> = metadata
+        .iter()
+        .filter(|(k, _)| k != keys::ALIGNMENT)
+        .collect();
+    head.extend_from_slice(&(meta.len() as u64).to_le_bytes());
+    for (k, v) in meta {
+        put_str(&mut head, k);
+        head.extend_from_slice(&v.type_id().to_le_bytes());
+        put_value(&mut head, v);
+    }
+    let mut offset = 0u64;
+    for t in tensors {
+        put_str(&mut head, &t.name);
+        head.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
+        for d in &t.dims {
+            head.extend_from_slice(&d.to_le_bytes());
+        }
+        head.extend_from_slice(&ty.id().to_le_bytes());
+        head.extend_from_slice(&offset.to_le_bytes());
+        let size = ty.byte_size(t.data.len() as u64).unwrap_or(0);
+        offset = (offset + size).div_ceil(align) * align;
+    }
+    let pad = |n: usize| (n as u64).div_ceil(align) * align - n as u64;
+    head.extend(std::iter::repeat_n(0u8, pad(head.len()) as usize));
+    crate::io::write_atomic(path, |w| {
+        let io = |e| Error::io(path, e);
+        w.write_all(&head).map_err(io)?;
+        let mut chunk = Vec::new();
+        for t in tensors {
+            chunk.clear();
+            match ty {
+                GgmlType::F16 => {
+                    for x in t.data {
+                        chunk.extend_from_slice(&f16::from_f32(*x).to_le_bytes());
+                    }
+                }
+                _ => chunk.extend_from_slice(bytemuck::cast_slice(t.data)),
+            }
+            let p = pad(chunk.len()) as usize;
+            chunk.extend(std::iter::repeat_n(0u8, p));
+            w.write_all(&chunk).map_err(io)?;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,176 @@
+//! The shape of a Llama-architecture model, from GGUF metadata or a Hugging Face `config.json`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::io::gguf::{GgufFile, keys};
+use crate::model::ModelError;
+
+/// Hyperparameters of a Llama-style decoder (pre-norm RMSNorm, RoPE, GQA, SwiGLU).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlamaConfig {
+    /// `V`: vocabulary size.
+    pub vocab_size: usize,
+    /// `C`: residual width.
+    pub d_model: usize,
+    /// `L`: number of decoder layers.
+    pub n_layer: usize,
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads (grouped-query attention: `n_head` is a multiple).
+    pub n_kv_head: usize,
+    /// `F`: SwiGLU hidden width.
+    pub d_ff: usize,
+    /// RoPE base θ.
+    pub rope_theta: f64,
+    /// RMSNorm ε.
+    pub rms_eps: f64,
+    /// Longest context the model was trained for.
+    pub max_context: usize,
+}
+
+impl LlamaConfig {
+    /// `D`: head width, `d_model / n_head`.
+    pub fn head_dim(&self) -> usize {
+        self.d_model / self.n_head
+    }
+
+    /// Checks that the numbers fit together.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let bad = |m: String| Err(ModelError::Config(m));
+        if self.vocab_size == 0 || self.d_model == 0 || self.n_layer == 0 || self.d_ff == 0 {
+            return bad(format!("zero-sized dimension in {self:?}"));
+        }
+        if self.n_head == 0 || !self.d_model.is_multiple_of(self.n_head) {
+            return bad(format!(
+                "d_model {} is not a multiple of n_head {}",
+                self.d_model, self.n_head
+            ));
+        }
+        if self.n_kv_head == 0 || !self.n_head.is_multiple_of(self.n_kv_head) {
+            return bad(format!(
+                "n_head {} is not a multiple of n_kv_head {}",
+                self.n_head, self.n_kv_head
+            ));
+        }
+        if !self.head_dim().is_multiple_of(2) {
+            return bad(format!(
+                "head width {} is odd (RoPE needs pairs)",
+                self.head_dim()
+            ));
+        }
+        // Sizes a real model never exceeds; beyond them a file is lying, and we must not allocate.
+        if self.vocab_size > 1 << 22
+            || self.d_model > 1 << 16
+            || self.d_ff > 1 << 18
+            || self.n_layer > 1024
+        {
+            return bad(format!("implausibly large model dimensions {self:?}"));
+        }
+        if self.rope_theta.is_nan()
+            || self.rope_theta <= 0.0
+            || self.rms_eps.is_nan()
+            || self.rms_eps < 0.0
+        {
+            return bad("rope_theta must be positive and rms_eps non-negative".into());
+        }
+        Ok(())
+    }
+
+    /// Reads the configuration from a GGUF file's `llama.*` metadata.
+    pub fn from_gguf(g: &GgufFile) -> crate::Result<Self> {
+        let arch = g.get_str(keys::ARCHITECTURE)?;
+        if arch != "llama" {
+            return Err(ModelError::Config(format!(
+                "{}: architecture {arch:?} is not supported (only llama)",
+                g.path.display()
+            ))
+            .into());
+        }
+        let k = |s: &str| format!("llama.{s}");
+        let u = |s: &str| -> crate::Result<usize> { Ok(g.get_u64(&k(s))? as usize) };
+        let f = |s: &str, default: f64| g.get(&k(s)).and_then(|v| v.as_f64()).unwrap_or(default);
+        let vocab_size = match g.get(&k(keys::VOCAB_SIZE)).and_then(|v| v.as_u64()) {
+            Some(v) => v as usize,
+            None => g
+                .get(keys::TOKENIZER_TOKENS)
+                .and_then(|v| v.as_array())
+                .map(|a| a.len())
+                .unwrap_or(0),
+        };
+        let n_head = u(keys::HEAD_COUNT)?;
+        let cfg = LlamaConfig {
+            vocab_size,
+            d_model: u(keys::EMBEDDING_LENGTH)?,
+            n_layer: u(keys::BLOCK_COUNT)?,
+            n_head,
+            n_kv_head: g
+                .get(&k(keys::HEAD_COUNT_KV))
+                .and_then(|v| v.as_u64())
+                .map_or(n_head, |v| v as usize),
+            d_ff: u(keys::FEED_FORWARD_LENGTH)?,
+            rope_theta: f(keys::ROPE_FREQ_BASE, 10000.0),
+            rms_eps: f(keys::RMS_EPS, 1e-5),
+            max_context: g
+                .get(&k(keys::CONTEXT_LENGTH))
+                .and_then(|v| v.as_u64())
+                .map_or(2048, |v| v as usize),
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads a Hugging Face `config.json` (`LlamaForCausalLM`). Returns the configuration and
+    /// whether the word embeddings are tied.
+    pub fn from_hf_json(text: &str) -> Result<(Self, bool), ModelError> {
+        let h: HfConfig = serde_json::from_str(text)
+            .map_err(|e| ModelError::Config(format!("config.json: {e}")))?;
+        let cfg = LlamaConfig {
+            vocab_size: h.vocab_size,
+            d_model: h.hidden_size,
+            n_layer: h.num_hidden_layers,
+            n_head: h.num_attention_heads,
+            n_kv_head: h.num_key_value_heads.unwrap_or(h.num_attention_heads),
+            d_ff: h.intermediate_size,
+            rope_theta: h.rope_theta.unwrap_or(10000.0),
+            rms_eps: h.rms_norm_eps.unwrap_or(1e-6),
+            max_context: h.max_position_embeddings.unwrap_or(2048),
+        };
+        cfg.validate()?;
+        Ok((cfg, h.tie_word_embeddings.unwrap_or(false)))
+    }
+
+    /// A Hugging Face `config.json` for this model.
+    pub fn to_hf_json(&self, tied: bool) -> serde_json::Value {
+        serde_json::json!({
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.d_model,
+            "num_hidden_layers": self.n_layer,
+            "num_attention_heads": self.n_head,
+            "num_key_value_heads": self.n_kv_head,
+            "intermediate_size": self.d_ff,
+            "rope_theta": self.rope_theta,
+            "rms_norm_eps": self.rms_eps,
+            "max_position_embeddings": self.max_context,
+            "hidden_act": "silu",
+            "tie_word_embeddings": tied,
+            "torch_dtype": "float32",
+        })
+    }
+}
+
+/// The fields of a Hugging Face Llama `config.json` that matter here.
+#[derive(Debug, Deserialize)]
+struct HfConfig {
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    num_key_value_heads: Option<usize>,
+    intermediate_size: usize,
+    rope_theta: Option<f64>,
+    rms_norm_eps: Option<f64>,
+    max_position_embeddings: Option<usize>,
+    tie_word_embeddings: Option<bool>,
+}

@@ -1,0 +1,146 @@
+//! Saving a model: a Hugging Face folder (`model.safetensors` F32, `config.json`,
+//! `tokenizer.json`) or a GGUF file (F32 or F16, Q/K rows permuted back to llama.cpp's order,
+//! tokenizer metadata copied from the source GGUF). Every file is written atomically.
+
+use std::path::Path;
+
+use tokenizers::Tokenizer;
+
+use super::weights::{LlamaWeights, permute_rope_rows};
+use crate::io::gguf::{GgmlType, TensorOut, Value, keys, write_gguf};
+use crate::model::ModelError;
+
+/// Writes `dir/model.safetensors`, `dir/config.json` and `dir/tokenizer.json`.
+pub fn save_hf_folder(w: &LlamaWeights, tok: &Tokenizer, dir: &Path) -> crate::Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
+    let bytes = w.to_safetensors()?;
+    crate::io::write_atomic_bytes(&dir.join("model.safetensors"), &bytes)?;
+    let cfg = serde_json::to_string_pretty(&w.cfg.to_hf_json(w.lm_head.is_none()))
+        .map_err(|e| ModelError::Config(format!("config.json: {e}")))?;
+    crate::io::write_atomic_bytes(&dir.join("config.json"), cfg.as_bytes())?;
+    let tj = tok
+        .to_string(false)
+        .map_err(|e| ModelError::Config(format!("tokenizer.json: {e}")))?;
+    crate::io::write_atomic_bytes(&dir.join("tokenizer.json"), tj.as_bytes())
+}
+
+/// Writes a GGUF file. `source_meta` (from the GGUF the model came from) supplies the
+/// tokenizer and descriptive keys; the `llama.*` shape keys are rewritten from the config.
+pub fn save_gguf(
+    w: &LlamaWeights,
+    source_meta: &[(String, Value)],
+    path: &Path,
+    ty: GgmlType,
+) -> crate::Result<()> {
+    if !source_meta.iter().any(|(k, _)| k == keys::TOKENIZER_TOKENS) {
+        return Err(ModelError::Config(
+            "GGUF output needs the tokenizer metadata of a GGUF input; write a Hugging Face folder instead".into(),
+        )
+        .into());
+    }
+    let c = &w.cfg;
+    let own = |k: &str| format!("llama.{k}");
+    let mut meta: Vec<(String, Value)> =
+        vec![(keys::ARCHITECTURE.into(), Value::Str("llama".into()))];
+    meta.push((own(keys::BLOCK_COUNT), Value::U32(c.n_layer as u32)));
+    meta.push((own(keys::CONTEXT_LENGTH), Value::U32(c.max_context as u32)));
+    meta.push((own(keys::EMBEDDING_LENGTH), Value::U32(c.d_model as u32)));
+    meta.push((own(keys::FEED_FORWARD_LENGTH), Value::U32(c.d_ff as u32)));
+    meta.push((own(keys::HEAD_COUNT), Value::U32(c.n_head as u32)));
+    meta.push((own(keys::HEAD_COUNT_KV), Value::U32(c.n_kv_head as u32)));
+    meta.push((own(keys::ROPE_FREQ_BASE), Value::F32(c.rope_theta as f32)));
+    meta.push((own(keys::RMS_EPS), Value::F32(c.rms_eps as f32)));
+    meta.push((own(keys::VOCAB_SIZE), Value::U32(c.vocab_size as u32)));
+    meta.push((
+        own(keys::ROPE_DIMENSION_COUNT),
+        Value::U32(c.head_dim() as u32),
+    ));
+    meta.push((keys::FILE_TYPE.into(), Value::U32(ty.id())));
+    for (k, v) in source_meta {
+        let skip = k.starts_with("llama.")
+            || k == keys::ARCHITECTURE
+            || k == keys::FILE_TYPE
+            || k == "general.quantization_version";
+        if !skip {
+            meta.push((k.clone(), v.clone()));
+        }
+    }
+    let (d, f, dh) = (c.d_model as u64, c.d_ff as u64, c.head_dim());
+    let kv = (c.n_kv_head * dh) as u64;
+    let permuted: Vec<(Vec<f32>, Vec<f32>)> = w
+        .layers
+        .iter()
+        .map(|l| {
+            (
+                permute_rope_rows(&l.wq, c.n_head, dh, c.d_model, false),
+                permute_rope_rows(&l.wk, c.n_kv_head, dh, c.d_model, false),
+            )
+        })
+        .collect();
+    let mut ts = vec![TensorOut {
+        name: keys::TOKEN_EMBD.into(),
+        dims: vec![d, c.vocab_size as u64],
+        data: &w.embed,
+    }];
+    for (i, (l, (q, k))) in w.layers.iter().zip(&permuted).enumerate() {
+        let b = |s: &str| keys::block(i, s);
+        ts.push(TensorOut {
+            name: b("attn_norm"),
+            dims: vec![d],
+            data: &l.attn_norm,
+        });
+        ts.push(TensorOut {
+            name: b("attn_q"),
+            dims: vec![d, d],
+            data: q,
+        });
+        ts.push(TensorOut {
+            name: b("attn_k"),
+            dims: vec![d, kv],
+            data: k,
+        });
+        ts.push(TensorOut {
+            name: b("attn_v"),
+            dims: vec![d, kv],
+            data: &l.wv,
+        });
+        ts.push(TensorOut {
+            name: b("attn_output"),
+            dims: vec![d, d],
+            data: &l.wo,
+        });
+        ts.push(TensorOut {
+            name: b("ffn_norm"),
+            dims: vec![d],
+            data: &l.ffn_norm,
+        });
+        ts.push(TensorOut {
+            name: b("ffn_gate"),
+            dims: vec![d, f],
+            data: &l.w_gate,
+        });
+        ts.push(TensorOut {
+            name: b("ffn_up"),
+            dims: vec![d, f],
+            data: &l.w_up,
+        });
+        ts.push(TensorOut {
+            name: b("ffn_down"),
+            dims: vec![f, d],
+            data: &l.w_down,
+        });
+    }
+    ts.push(TensorOut {
+        name: keys::OUTPUT_NORM.into(),
+        dims: vec![d],
+        data: &w.final_norm,
+    });
+    if let Some(h) = &w.lm_head {
+        ts.push(TensorOut {
+            name: keys::OUTPUT.into(),
+            dims: vec![d, c.vocab_size as u64],
+            data: h,
+        });
+    }
+    write_gguf(path, &meta, &ts, ty)
+}

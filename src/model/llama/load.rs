@@ -1,0 +1,61 @@
+//! One entry point for pretrained models: a `.gguf` file, or a folder holding
+//! `model.safetensors`, `config.json` and `tokenizer.json` (Hugging Face layout).
+
+use std::path::Path;
+
+use tokenizers::Tokenizer;
+
+use super::config::LlamaConfig;
+use super::tokenizer::{tokenizer_from_gguf, tokenizer_from_json};
+use super::weights::LlamaWeights;
+use crate::io::gguf::{GgufFile, Value};
+use crate::model::ModelError;
+
+/// A loaded model: weights, tokenizer, and the GGUF metadata it came with (if any), which a
+/// GGUF writer copies so the output keeps its tokenizer.
+pub struct LoadedModel {
+    /// The weights (f32, HF orientation).
+    pub weights: LlamaWeights,
+    /// The tokenizer.
+    pub tokenizer: Tokenizer,
+    /// Metadata of the source GGUF, when it was one.
+    pub gguf_metadata: Option<Vec<(String, Value)>>,
+}
+
+/// Loads a model from a GGUF file or a Hugging Face folder.
+pub fn load_model(path: &Path) -> crate::Result<LoadedModel> {
+    if path.is_dir() {
+        let read = |name: &str| -> crate::Result<Vec<u8>> {
+            let p = path.join(name);
+            std::fs::read(&p).map_err(|e| crate::Error::io(p, e))
+        };
+        let cfg_text = String::from_utf8(read("config.json")?).map_err(|_| {
+            ModelError::Config(format!("{}/config.json is not UTF-8", path.display()))
+        })?;
+        let (cfg, tied) = LlamaConfig::from_hf_json(&cfg_text)
+            .map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))?;
+        let bytes = read("model.safetensors")?;
+        let st_path = path.join("model.safetensors").display().to_string();
+        let weights = LlamaWeights::from_safetensors(cfg, tied, &bytes, &st_path)?;
+        let tok_text = String::from_utf8(read("tokenizer.json")?).map_err(|_| {
+            ModelError::Config(format!("{}/tokenizer.json is not UTF-8", path.display()))
+        })?;
+        let tokenizer = tokenizer_from_json(
+            &tok_text,
+            &path.join("tokenizer.json").display().to_string(),
+        )?;
+        return Ok(LoadedModel {
+            weights,
+            tokenizer,
+            gguf_metadata: None,
+        });
+    }
+    let g = GgufFile::open(path)?;
+    let weights = LlamaWeights::from_gguf(&g)?;
+    let tokenizer = tokenizer_from_gguf(&g)?;
+    Ok(LoadedModel {
+        weights,
+        tokenizer,
+        gguf_metadata: Some(g.metadata),
+    })
+}

@@ -1,0 +1,116 @@
+//! The tokenizer of a pretrained model: a GPT-2-style byte-level BPE built from GGUF metadata
+//! (`tokenizer.ggml.tokens` / `merges`), or read from a Hugging Face `tokenizer.json`.
+//!
+//! The GGUF path assembles a `tokenizer.json` document and hands it to the `tokenizers` crate,
+//! so both paths share one implementation. Pre-tokenisation follows llama.cpp's flavours:
+//! `smollm` (and other StarCoder-style vocabularies) split digits individually before the
+//! GPT-2 byte-level regex.
+
+use serde_json::json;
+use tokenizers::Tokenizer;
+
+use crate::io::gguf::{GgufFile, keys};
+use crate::model::ModelError;
+
+fn err(m: String) -> crate::Error {
+    ModelError::Config(m).into()
+}
+
+/// Builds the tokenizer stored in a GGUF file.
+pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
+    let model = g.get_str(keys::TOKENIZER_MODEL)?;
+    if model != "gpt2" {
+        return Err(err(format!(
+            "{}: tokenizer model {model:?} is not supported (only gpt2-style byte-level BPE)",
+            g.path.display()
+        )));
+    }
+    let list = |key: &str| -> crate::Result<Vec<String>> {
+        let a = g.get(key).and_then(|v| v.as_array()).ok_or_else(|| {
+            err(format!(
+                "{}: metadata {key} is missing or not an array",
+                g.path.display()
+            ))
+        })?;
+        a.iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| err(format!("{key}: non-string entry")))
+            })
+            .collect()
+    };
+    let tokens = list(keys::TOKENIZER_TOKENS)?;
+    let merges = list(keys::TOKENIZER_MERGES)?;
+    let types: Vec<u64> = g
+        .get(keys::TOKENIZER_TOKEN_TYPE)
+        .and_then(|v| v.as_array())
+        .map(|a| a.iter().map(|v| v.as_u64().unwrap_or(1)).collect())
+        .unwrap_or_default();
+    let pre = g
+        .get(keys::TOKENIZER_PRE)
+        .and_then(|v| v.as_str())
+        .unwrap_or("gpt2");
+    let vocab: serde_json::Map<String, serde_json::Value> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), json!(i)))
+        .collect();
+    let merges: Vec<serde_json::Value> = merges
+        .iter()
+        .map(|m| match m.split_once(' ') {
+            Some((a, b)) => Ok(json!([a, b])),
+            None => Err(err(format!("BPE merge {m:?} has no space"))),
+        })
+        .collect::<crate::Result<_>>()?;
+    // Control tokens (type 3) and user-defined ones (type 4) are matched whole, never split.
+    let added: Vec<serde_json::Value> = types
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| **t == 3 || **t == 4)
+        .filter_map(|(i, t)| tokens.get(i).map(|s| (i, s, *t == 3)))
+        .map(|(i, s, special)| {
+            json!({"id": i, "content": s, "single_word": false, "lstrip": false, "rstrip": false,
+                   "normalized": false, "special": special})
+        })
+        .collect();
+    let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
+    let pre_tokenizer = match pre {
+        "smollm" | "starcoder" | "refact" => json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Digits", "individual_digits": true}, byte_level]}),
+        _ => byte_level.clone(),
+    };
+    let doc = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+                  "ignore_merges": false, "vocab": vocab, "merges": merges}
+    });
+    tokenizer_from_json(&doc.to_string(), &g.path.display().to_string())
+}
+
+/// Reads a `tokenizer.json` document (`what` names it in messages).
+pub fn tokenizer_from_json(text: &str, what: &str) -> crate::Result<Tokenizer> {
+    text.parse::<Tokenizer>()
+        .map_err(|e| err(format!("{what}: cannot build the tokenizer: {e}")))
+}
+
+/// Encodes `text` to token ids (no special tokens added).
+pub fn encode(tok: &Tokenizer, text: &str) -> crate::Result<Vec<u32>> {
+    tok.encode(text, false)
+        .map(|e| e.get_ids().to_vec())
+        .map_err(|e| err(format!("tokenizing: {e}")))
+}
+
+/// Decodes token ids to text (special tokens kept).
+pub fn decode(tok: &Tokenizer, ids: &[u32]) -> crate::Result<String> {
+    tok.decode(ids, false)
+        .map_err(|e| err(format!("detokenizing: {e}")))
+}

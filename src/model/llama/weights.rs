@@ -1,0 +1,245 @@
+//! The weights of a Llama-style model in f32, Hugging Face orientation: every linear is stored
+//! `out x in`, row-major, so `y = W·x`. Loaded from GGUF (dequantised, Q/K rows un-permuted
+//! from llama.cpp's adjacent-pair RoPE order) or from `model.safetensors`; saved as either.
+
+use super::config::LlamaConfig;
+use crate::io::gguf::{GgufFile, keys};
+use crate::model::ModelError;
+
+/// One decoder layer. Shapes: `C` width, `H·D` query width, `K·D` key/value width, `F` FFN.
+#[derive(Debug, Clone)]
+pub struct LayerWeights {
+    /// RMSNorm weight before attention (`C`).
+    pub attn_norm: Vec<f32>,
+    /// Query projection (`H·D x C`).
+    pub wq: Vec<f32>,
+    /// Key projection (`K·D x C`).
+    pub wk: Vec<f32>,
+    /// Value projection (`K·D x C`).
+    pub wv: Vec<f32>,
+    /// Attention output projection (`C x H·D`).
+    pub wo: Vec<f32>,
+    /// RMSNorm weight before the FFN (`C`).
+    pub ffn_norm: Vec<f32>,
+    /// SwiGLU gate (`F x C`).
+    pub w_gate: Vec<f32>,
+    /// SwiGLU up (`F x C`).
+    pub w_up: Vec<f32>,
+    /// SwiGLU down (`C x F`).
+    pub w_down: Vec<f32>,
+}
+
+/// All weights of a model.
+#[derive(Debug, Clone)]
+pub struct LlamaWeights {
+    /// The shape.
+    pub cfg: LlamaConfig,
+    /// Token embedding (`V x C`).
+    pub embed: Vec<f32>,
+    /// Decoder layers.
+    pub layers: Vec<LayerWeights>,
+    /// Final RMSNorm weight (`C`).
+    pub final_norm: Vec<f32>,
+    /// Output projection (`V x C`); `None` when tied to `embed`.
+    pub lm_head: Option<Vec<f32>>,
+}
+
+/// Reorders the rows of a Q or K weight between llama.cpp's adjacent-pair RoPE layout and
+/// Hugging Face's rotate-half layout. Within each head of `dh` rows, HF row `s·dh/2 + i`
+/// (`s ∈ {0,1}`) is GGUF row `2i + s`. `to_hf` picks the direction.
+pub fn permute_rope_rows(
+    w: &[f32],
+    n_heads: usize,
+    dh: usize,
+    cols: usize,
+    to_hf: bool,
+) -> Vec<f32> {
+    let mut out = vec![0.0; w.len()];
+    let half = dh / 2;
+    for h in 0..n_heads {
+        for s in 0..2 {
+            for i in 0..half {
+                let hf = h * dh + s * half + i;
+                let gg = h * dh + 2 * i + s;
+                let (dst, src) = if to_hf { (hf, gg) } else { (gg, hf) };
+                out[dst * cols..(dst + 1) * cols].copy_from_slice(&w[src * cols..(src + 1) * cols]);
+            }
+        }
+    }
+    out
+}
+
+impl LlamaWeights {
+    /// The output projection, whether tied or not.
+    pub fn lm_head(&self) -> &[f32] {
+        self.lm_head.as_deref().unwrap_or(&self.embed)
+    }
+
+    /// Loads and dequantises a Llama GGUF file.
+    pub fn from_gguf(g: &GgufFile) -> crate::Result<Self> {
+        let cfg = LlamaConfig::from_gguf(g)?;
+        let (c, v, f) = (cfg.d_model as u64, cfg.vocab_size as u64, cfg.d_ff as u64);
+        let dh = cfg.head_dim();
+        let kv = (cfg.n_kv_head * dh) as u64;
+        let embed = g.tensor_f32(keys::TOKEN_EMBD, &[c, v])?;
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for l in 0..cfg.n_layer {
+            let t = |what: &str, dims: &[u64]| g.tensor_f32(&keys::block(l, what), dims);
+            let wq = t("attn_q", &[c, c])?;
+            let wk = t("attn_k", &[c, kv])?;
+            layers.push(LayerWeights {
+                attn_norm: t("attn_norm", &[c])?,
+                wq: permute_rope_rows(&wq, cfg.n_head, dh, c as usize, true),
+                wk: permute_rope_rows(&wk, cfg.n_kv_head, dh, c as usize, true),
+                wv: t("attn_v", &[c, kv])?,
+                wo: t("attn_output", &[c, c])?,
+                ffn_norm: t("ffn_norm", &[c])?,
+                w_gate: t("ffn_gate", &[c, f])?,
+                w_up: t("ffn_up", &[c, f])?,
+                w_down: t("ffn_down", &[f, c])?,
+            });
+        }
+        let final_norm = g.tensor_f32(keys::OUTPUT_NORM, &[c])?;
+        let lm_head = match g.tensor(keys::OUTPUT) {
+            Some(_) => Some(g.tensor_f32(keys::OUTPUT, &[c, v])?),
+            None => None,
+        };
+        Ok(LlamaWeights {
+            cfg,
+            embed,
+            layers,
+            final_norm,
+            lm_head,
+        })
+    }
+
+    /// Every tensor with its Hugging Face name and shape (outer first), in a fixed order.
+    pub fn hf_tensors(&self) -> Vec<(String, Vec<usize>, &[f32])> {
+        let c = &self.cfg;
+        let (d, f, kv) = (c.d_model, c.d_ff, c.n_kv_head * c.head_dim());
+        let mut out: Vec<(String, Vec<usize>, &[f32])> = vec![(
+            "model.embed_tokens.weight".into(),
+            vec![c.vocab_size, d],
+            &self.embed,
+        )];
+        for (i, l) in self.layers.iter().enumerate() {
+            let p = |s: &str| format!("model.layers.{i}.{s}.weight");
+            out.push((p("input_layernorm"), vec![d], &l.attn_norm));
+            out.push((p("self_attn.q_proj"), vec![d, d], &l.wq));
+            out.push((p("self_attn.k_proj"), vec![kv, d], &l.wk));
+            out.push((p("self_attn.v_proj"), vec![kv, d], &l.wv));
+            out.push((p("self_attn.o_proj"), vec![d, d], &l.wo));
+            out.push((p("post_attention_layernorm"), vec![d], &l.ffn_norm));
+            out.push((p("mlp.gate_proj"), vec![f, d], &l.w_gate));
+            out.push((p("mlp.up_proj"), vec![f, d], &l.w_up));
+            out.push((p("mlp.down_proj"), vec![d, f], &l.w_down));
+        }
+        out.push(("model.norm.weight".into(), vec![d], &self.final_norm));
+        if let Some(h) = &self.lm_head {
+            out.push(("lm_head.weight".into(), vec![c.vocab_size, d], h));
+        }
+        out
+    }
+
+    /// Loads `model.safetensors` bytes (F32, F16 or BF16 tensors, HF names) for `cfg`.
+    pub fn from_safetensors(
+        cfg: LlamaConfig,
+        tied: bool,
+        bytes: &[u8],
+        path: &str,
+    ) -> crate::Result<Self> {
+        let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| {
+            crate::io::FormatError::Malformed {
+                path: path.to_string(),
+                what: format!("not a valid safetensors file: {e}"),
+            }
+        })?;
+        let get = |name: &str, shape: &[usize]| -> crate::Result<Vec<f32>> {
+            let t = st
+                .tensor(name)
+                .map_err(|_| ModelError::Config(format!("{path}: tensor {name} is missing")))?;
+            if t.shape() != shape {
+                return Err(ModelError::Config(format!(
+                    "{path}: tensor {name} has shape {:?}, config.json implies {shape:?}",
+                    t.shape()
+                ))
+                .into());
+            }
+            let d = t.data();
+            Ok(match t.dtype() {
+                safetensors::Dtype::F32 => d
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+                safetensors::Dtype::F16 => d
+                    .chunks_exact(2)
+                    .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                    .collect(),
+                safetensors::Dtype::BF16 => d
+                    .chunks_exact(2)
+                    .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                    .collect(),
+                other => {
+                    return Err(ModelError::Config(format!(
+                        "{path}: tensor {name} has dtype {other:?} (F32, F16, BF16 are supported)"
+                    ))
+                    .into());
+                }
+            })
+        };
+        let (d, f, kv, v) = (
+            cfg.d_model,
+            cfg.d_ff,
+            cfg.n_kv_head * cfg.head_dim(),
+            cfg.vocab_size,
+        );
+        let embed = get("model.embed_tokens.weight", &[v, d])?;
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for i in 0..cfg.n_layer {
+            let p = |s: &str| format!("model.layers.{i}.{s}.weight");
+            layers.push(LayerWeights {
+                attn_norm: get(&p("input_layernorm"), &[d])?,
+                wq: get(&p("self_attn.q_proj"), &[d, d])?,
+                wk: get(&p("self_attn.k_proj"), &[kv, d])?,
+                wv: get(&p("self_attn.v_proj"), &[kv, d])?,
+                wo: get(&p("self_attn.o_proj"), &[d, d])?,
+                ffn_norm: get(&p("post_attention_layernorm"), &[d])?,
+                w_gate: get(&p("mlp.gate_proj"), &[f, d])?,
+                w_up: get(&p("mlp.up_proj"), &[f, d])?,
+                w_down: get(&p("mlp.down_proj"), &[d, f])?,
+            });
+        }
+        let final_norm = get("model.norm.weight", &[d])?;
+        let lm_head = if tied && st.tensor("lm_head.weight").is_err() {
+            None
+        } else {
+            Some(get("lm_head.weight", &[v, d])?)
+        };
+        Ok(LlamaWeights {
+            cfg,
+            embed,
+            layers,
+            final_norm,
+            lm_head,
+        })
+    }
+
+    /// Serialises to safetensors bytes (F32, HF names and layout).
+    pub fn to_safetensors(&self) -> crate::Result<Vec<u8>> {
+        let tensors = self.hf_tensors();
+        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+            .iter()
+            .map(|(n, s, d)| {
+                let v = safetensors::tensor::TensorView::new(
+                    safetensors::Dtype::F32,
+                    s.clone(),
+                    bytemuck::cast_slice(d),
+                )
+                .map_err(|e| ModelError::Config(format!("tensor {n}: {e}")))?;
+                Ok((n.clone(), v))
+            })
+            .collect::<crate::Result<_>>()?;
+        safetensors::tensor::serialize(views, None)
+            .map_err(|e| ModelError::Config(format!("serialising safetensors: {e}")).into())
+    }
+}

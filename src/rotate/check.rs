@@ -1,0 +1,97 @@
+//! Comparing two models on the same text: max |Δlogit|, mean KL(original ‖ other), and each
+//! model's perplexity. Used by `rotate --check` to show computational invariance.
+
+use serde::Serialize;
+
+use crate::model::llama::Llama;
+use crate::model::llama::perplexity::perplexity;
+
+/// The comparison of a model `b` against a reference `a` on the same tokens.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// Tokens scored.
+    pub tokens: usize,
+    /// `max |logit_a − logit_b|` over every position and vocabulary entry.
+    pub max_abs_logit_diff: f64,
+    /// Mean over positions of `KL(softmax(a) ‖ softmax(b))`, nats.
+    pub mean_kl: f64,
+    /// Perplexity of `a`.
+    pub ppl_a: f64,
+    /// Perplexity of `b`.
+    pub ppl_b: f64,
+    /// Whether both models predict the same top-1 token everywhere.
+    pub top1_agreement: f64,
+}
+
+fn log_softmax(row: &[f32]) -> Vec<f64> {
+    let mx = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+    let lse = row.iter().map(|&v| (v as f64 - mx).exp()).sum::<f64>().ln() + mx;
+    row.iter().map(|&v| v as f64 - lse).collect()
+}
+
+fn argmax(row: &[f32]) -> usize {
+    row.iter()
+        .enumerate()
+        .fold(
+            (0, f32::NEG_INFINITY),
+            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
+        )
+        .0
+}
+
+/// Runs `a` then `b` over `tokens` with the same sliding windows and compares their logits.
+/// `progress(done)` counts scored tokens over both runs (`2·(N−1)` in all).
+pub fn compare_models(
+    a: &mut Llama,
+    b: &mut Llama,
+    tokens: &[u32],
+    context: usize,
+    progress: &mut dyn FnMut(usize),
+) -> crate::Result<Comparison> {
+    let v = a.w.cfg.vocab_size;
+    let stride = (context / 2).max(1);
+    let mut ref_logits: Vec<f32> = Vec::new();
+    let pa = perplexity(
+        a,
+        tokens,
+        context,
+        stride,
+        &mut |n| progress(n),
+        &mut |rows, _| ref_logits.extend_from_slice(rows),
+    )?;
+    let (mut max_d, mut kl, mut agree, mut off) = (0.0f64, 0.0f64, 0usize, 0usize);
+    let n_a = pa.tokens;
+    let pb = perplexity(
+        b,
+        tokens,
+        context,
+        stride,
+        &mut |n| progress(n_a + n),
+        &mut |rows, _| {
+            for (ra, rb) in ref_logits[off..off + rows.len()]
+                .chunks_exact(v)
+                .zip(rows.chunks_exact(v))
+            {
+                for (x, y) in ra.iter().zip(rb) {
+                    max_d = max_d.max((x - y).abs() as f64);
+                }
+                let (la, lb) = (log_softmax(ra), log_softmax(rb));
+                kl += la
+                    .iter()
+                    .zip(&lb)
+                    .map(|(p, q)| p.exp() * (p - q))
+                    .sum::<f64>();
+                agree += usize::from(argmax(ra) == argmax(rb));
+            }
+            off += rows.len();
+        },
+    )?;
+    Ok(Comparison {
+        tokens: pb.tokens,
+        max_abs_logit_diff: max_d,
+        mean_kl: kl / pb.tokens as f64,
+        ppl_a: pa.ppl,
+        ppl_b: pb.ppl,
+        top1_agreement: agree as f64 / pb.tokens as f64,
+    })
+}

@@ -1,0 +1,140 @@
+//! The orthogonal matrix `Q` (`C x C`) that rotates the residual stream, and its application
+//! to blocks of row vectors in f64.
+//!
+//! - `Random`: Haar-distributed, dense; applied by an f64 GEMM.
+//! - `Hadamard`: `Q = D·H/√C` with `D` random ±1 signs and `H` a Hadamard matrix
+//!   (see [`super::hadamard`]); applied by the fast transform, never formed.
+
+use rand::Rng as _;
+use rayon::prelude::*;
+
+use super::RotateError;
+use super::hadamard::{Factor, apply_row, factors};
+
+/// An orthogonal `C x C` matrix.
+#[derive(Debug, Clone)]
+pub enum Rotation {
+    /// A dense row-major matrix.
+    Dense {
+        /// Its order `C`.
+        n: usize,
+        /// `C x C`, row-major.
+        q: Vec<f64>,
+    },
+    /// A randomised Hadamard matrix `diag(signs)·H/√C`.
+    Hadamard {
+        /// The ±1 diagonal.
+        signs: Vec<f64>,
+        /// Kronecker factors of `H`.
+        factors: Vec<Factor>,
+    },
+}
+
+impl Rotation {
+    /// A Haar-random rotation of order `n` from `seed`.
+    pub fn random(n: usize, seed: u64) -> Result<Self, RotateError> {
+        let q = crate::init::orthogonal::haar_f64(n, n, 1.0, seed)
+            .map_err(|e| RotateError::Invalid(format!("random rotation: {e}")))?;
+        Ok(Rotation::Dense { n, q })
+    }
+
+    /// A randomised Hadamard rotation of order `n` (signs from `seed`).
+    pub fn hadamard(n: usize, seed: u64) -> Result<Self, RotateError> {
+        let factors = factors(n).ok_or_else(|| {
+            RotateError::Invalid(format!(
+                "no Hadamard matrix of order {n} is known here (need 2^a times orders q+1 with q \
+                 a prime = 3 mod 4, e.g. 12, 20, 48); use --rotation random"
+            ))
+        })?;
+        let mut rng = crate::init::rng::seeded(seed);
+        let signs = (0..n)
+            .map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 })
+            .collect();
+        Ok(Rotation::Hadamard { signs, factors })
+    }
+
+    /// Its order `C`.
+    pub fn order(&self) -> usize {
+        match self {
+            Rotation::Dense { n, .. } => *n,
+            Rotation::Hadamard { signs, .. } => signs.len(),
+        }
+    }
+
+    /// `X ← X·Q` for `X` of `rows x C` (row-major).
+    pub fn apply_rows(&self, x: &mut [f64]) {
+        let n = self.order();
+        match self {
+            Rotation::Dense { q, .. } => {
+                let rows = x.len() / n;
+                let src = x.to_vec();
+                gemm_f64(x, &src, q, rows, n, n);
+            }
+            Rotation::Hadamard { signs, factors } => {
+                // Blocks of R rows are transposed to `C x R`, so every Kronecker factor works on
+                // contiguous runs of at least R values (an extra innermost axis) and vectorises.
+                const R: usize = 64;
+                let scale = 1.0 / (n as f64).sqrt();
+                x.par_chunks_mut(n * R).for_each(|block| {
+                    let rows = block.len() / n;
+                    let mut t = vec![0.0; n * rows];
+                    let mut scratch = vec![0.0; n * rows];
+                    for (r, row) in block.chunks_exact(n).enumerate() {
+                        for (i, (&v, &s)) in row.iter().zip(signs).enumerate() {
+                            t[i * rows + r] = v * s * scale;
+                        }
+                    }
+                    apply_row(&mut t, factors, &mut scratch);
+                    for (r, row) in block.chunks_exact_mut(n).enumerate() {
+                        for (i, v) in row.iter_mut().enumerate() {
+                            *v = t[i * rows + r];
+                        }
+                    }
+                });
+            }
+        }
+    }
+
+    /// The dense matrix `Q` (`C x C`): rows of the identity pushed through [`Self::apply_rows`].
+    pub fn dense(&self) -> Vec<f64> {
+        let n = self.order();
+        let mut q = vec![0.0; n * n];
+        for i in 0..n {
+            q[i * n + i] = 1.0;
+        }
+        self.apply_rows(&mut q);
+        q
+    }
+}
+
+/// `out (m x n) = a (m x k) · b (k x n)`, f64, row-major, both cores.
+pub fn gemm_f64(out: &mut [f64], a: &[f64], b: &[f64], m: usize, k: usize, n: usize) {
+    assert!(out.len() == m * n && a.len() == m * k && b.len() == k * n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    // SAFETY: the lengths asserted above cover every index the row-major strides reach.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            1,
+            k as isize,
+            b.as_ptr(),
+            1,
+            n as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::Rayon(2),
+        );
+    }
+}

@@ -1,0 +1,267 @@
+//! Every bad model file is a clear one-line error with exit status 2, never a panic or a huge
+//! allocation: truncated GGUF, wrong magic, unsupported version or tensor type, a header that
+//! claims more data than the file holds, absurd counts, missing tensors, metadata or a
+//! `config.json` that disagrees with the weights. A tiny valid Llama GGUF is built here with
+//! the crate's own writer, then damaged.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use orthoformer::io::gguf::{GgmlType, GgufFile, TensorOut, Value, write_gguf};
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("orthoformer-gguf-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// Byte-level tokens for "a", "b", "c", " " and one merge "a b".
+fn meta(d: u32, layers: u32) -> Vec<(String, Value)> {
+    let s = |x: &str| Value::Str(x.into());
+    let toks = ["a", "b", "c", "Ġ", "ab", "<|endoftext|>"];
+    vec![
+        ("general.architecture".into(), s("llama")),
+        ("llama.block_count".into(), Value::U32(layers)),
+        ("llama.embedding_length".into(), Value::U32(d)),
+        ("llama.feed_forward_length".into(), Value::U32(16)),
+        ("llama.attention.head_count".into(), Value::U32(2)),
+        ("llama.attention.head_count_kv".into(), Value::U32(1)),
+        ("llama.rope.freq_base".into(), Value::F32(10000.0)),
+        (
+            "llama.attention.layer_norm_rms_epsilon".into(),
+            Value::F32(1e-5),
+        ),
+        ("llama.context_length".into(), Value::U32(64)),
+        ("tokenizer.ggml.model".into(), s("gpt2")),
+        (
+            "tokenizer.ggml.tokens".into(),
+            Value::Array(8, toks.iter().map(|t| s(t)).collect()),
+        ),
+        (
+            "tokenizer.ggml.token_type".into(),
+            Value::Array(
+                5,
+                vec![Value::I32(1); 5]
+                    .into_iter()
+                    .chain([Value::I32(3)])
+                    .collect(),
+            ),
+        ),
+        (
+            "tokenizer.ggml.merges".into(),
+            Value::Array(8, vec![s("a b")]),
+        ),
+    ]
+}
+
+/// A valid tiny model: width 8, 2 heads of 4, 1 KV head, FFN 16, vocab 6, one layer.
+fn write_tiny(path: &Path, skip: Option<&str>) {
+    let (d, f, kv, v) = (8u64, 16u64, 4u64, 6u64);
+    let fill = |n: u64, k: f32| -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i as f32 * 0.37 + k).sin()) * 0.5)
+            .collect()
+    };
+    let shapes: Vec<(String, Vec<u64>)> = vec![
+        ("token_embd.weight".into(), vec![d, v]),
+        ("blk.0.attn_norm.weight".into(), vec![d]),
+        ("blk.0.attn_q.weight".into(), vec![d, d]),
+        ("blk.0.attn_k.weight".into(), vec![d, kv]),
+        ("blk.0.attn_v.weight".into(), vec![d, kv]),
+        ("blk.0.attn_output.weight".into(), vec![d, d]),
+        ("blk.0.ffn_norm.weight".into(), vec![d]),
+        ("blk.0.ffn_gate.weight".into(), vec![d, f]),
+        ("blk.0.ffn_up.weight".into(), vec![d, f]),
+        ("blk.0.ffn_down.weight".into(), vec![f, d]),
+        ("output_norm.weight".into(), vec![d]),
+    ];
+    let data: Vec<Vec<f32>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, (_, s))| fill(s.iter().product(), i as f32))
+        .collect();
+    let ts: Vec<TensorOut> = shapes
+        .iter()
+        .zip(&data)
+        .filter(|((n, _), _)| Some(n.as_str()) != skip)
+        .map(|((n, s), x)| TensorOut {
+            name: n.clone(),
+            dims: s.clone(),
+            data: x,
+        })
+        .collect();
+    write_gguf(path, &meta(8, 1), &ts, GgmlType::F32).unwrap();
+}
+
+/// Runs `generate --model path` and returns (exit code, stderr).
+fn generate(path: &Path) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_orthoformer"))
+        .args(["generate", "--model"])
+        .arg(path)
+        .args([
+            "--prompt",
+            "ab c",
+            "--max-new-tokens",
+            "3",
+            "--temperature",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn expect_error(path: &Path, needle: &str) {
+    let (code, err) = generate(path);
+    assert_eq!(code, 2, "{}: exit {code}, stderr {err}", path.display());
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(needle), "expected {needle:?} in {err}");
+}
+
+fn patched(name: &str, f: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
+    let good = tmp("good.gguf");
+    write_tiny(&good, None);
+    let mut b = std::fs::read(&good).unwrap();
+    f(&mut b);
+    let p = tmp(name);
+    std::fs::write(&p, b).unwrap();
+    p
+}
+
+/// Offset of the first tensor's type field (after its name, rank and dims).
+fn first_tensor_type_offset(b: &[u8]) -> usize {
+    let g = GgufFile::parse(Path::new("x"), b.to_vec()).unwrap();
+    let name = &g.tensors[0].name;
+    let pos = b
+        .windows(name.len())
+        .position(|w| w == name.as_bytes())
+        .unwrap();
+    pos + name.len() + 4 + 8 * g.tensors[0].dims.len()
+}
+
+#[test]
+fn tiny_valid_model_runs() {
+    let p = tmp("ok.gguf");
+    write_tiny(&p, None);
+    let (code, err) = generate(&p);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn damaged_files_are_clear_errors() {
+    expect_error(&patched("magic.gguf", |b| b[0] = b'X'), "not a GGUF file");
+    expect_error(
+        &patched("version.gguf", |b| b[4] = 9),
+        "version 9 is not supported",
+    );
+    expect_error(
+        &patched("trunc_header.gguf", |b| b.truncate(40)),
+        "truncated",
+    );
+    expect_error(
+        &patched("trunc_data.gguf", |b| b.truncate(b.len() - 100)),
+        "claims bytes",
+    );
+    expect_error(&patched("empty.gguf", |b| b.clear()), "truncated");
+    // A tensor count of 2^60: rejected before any allocation.
+    expect_error(
+        &patched("count.gguf", |b| {
+            b[8..16].copy_from_slice(&(1u64 << 60).to_le_bytes())
+        }),
+        "tensor count",
+    );
+    expect_error(
+        &patched("kvcount.gguf", |b| {
+            b[16..24].copy_from_slice(&u64::MAX.to_le_bytes())
+        }),
+        "metadata count",
+    );
+    expect_error(
+        &patched("qtype.gguf", |b| {
+            let o = first_tensor_type_offset(b);
+            b[o..o + 4].copy_from_slice(&12u32.to_le_bytes());
+        }),
+        "Q4_K (id 12) is not supported",
+    );
+    expect_error(
+        &patched("offset.gguf", |b| {
+            let o = first_tensor_type_offset(b) + 4;
+            b[o..o + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        }),
+        "claims bytes",
+    );
+    // A huge string length inside the metadata.
+    expect_error(
+        &patched("strlen.gguf", |b| {
+            b[24..32].copy_from_slice(&(1u64 << 50).to_le_bytes())
+        }),
+        "metadata key",
+    );
+}
+
+#[test]
+fn missing_tensor_and_disagreeing_config_are_errors() {
+    let p = tmp("missing.gguf");
+    write_tiny(&p, Some("blk.0.ffn_up.weight"));
+    expect_error(&p, "tensor blk.0.ffn_up.weight is missing");
+
+    // Metadata says width 16 but the tensors are width 8.
+    let good = tmp("good2.gguf");
+    write_tiny(&good, None);
+    let g = GgufFile::open(&good).unwrap();
+    let bad = tmp("width.gguf");
+    let mut m = g.metadata.clone();
+    for (k, v) in &mut m {
+        if k == "llama.embedding_length" {
+            *v = Value::U32(16);
+        }
+    }
+    let names: Vec<String> = g.tensors.iter().map(|t| t.name.clone()).collect();
+    let data: Vec<Vec<f32>> = g
+        .tensors
+        .iter()
+        .map(|t| g.tensor_f32(&t.name, &t.dims).unwrap())
+        .collect();
+    let ts: Vec<TensorOut> = g
+        .tensors
+        .iter()
+        .zip(&names)
+        .zip(&data)
+        .map(|((t, n), d)| TensorOut {
+            name: n.clone(),
+            dims: t.dims.clone(),
+            data: d,
+        })
+        .collect();
+    write_gguf(&bad, &m, &ts, GgmlType::F32).unwrap();
+    expect_error(&bad, "the configuration needs");
+
+    // A Hugging Face folder whose config.json disagrees with model.safetensors.
+    let loaded = orthoformer::model::llama::load_model(&good).unwrap();
+    let dir = tmp("hf");
+    orthoformer::model::llama::export::save_hf_folder(&loaded.weights, &loaded.tokenizer, &dir)
+        .unwrap();
+    assert_eq!(generate(&dir).0, 0, "the folder itself is valid");
+    let cfg = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        cfg.replace("\"intermediate_size\": 16", "\"intermediate_size\": 32"),
+    )
+    .unwrap();
+    expect_error(&dir, "config.json implies");
+    std::fs::write(dir.join("config.json"), "{not json").unwrap();
+    expect_error(&dir, "config.json");
+    std::fs::write(
+        dir.join("model.safetensors"),
+        b"\x10\x00\x00\x00\x00\x00\x00\x00{}",
+    )
+    .unwrap();
+    std::fs::write(dir.join("config.json"), cfg).unwrap();
+    expect_error(&dir, "model.safetensors");
+    expect_error(&tmp("does-not-exist.gguf"), "does-not-exist.gguf");
+}

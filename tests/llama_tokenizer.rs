@@ -1,0 +1,35 @@
+//! The tokenizer built from GGUF metadata: known encodings, round trips, special tokens.
+
+mod common;
+
+use orthoformer::io::gguf::GgufFile;
+use orthoformer::model::llama::tokenizer::{decode, encode, tokenizer_from_gguf};
+
+#[test]
+fn encodes_and_round_trips() {
+    let Some(path) = common::smollm2() else {
+        return;
+    };
+    let g = GgufFile::open(&path).unwrap();
+    let tok = tokenizer_from_gguf(&g).unwrap();
+    let ids = encode(&tok, "The capital of France is").unwrap();
+    assert_eq!(ids, [504, 3575, 282, 4649, 314]);
+    let ids2 = encode(&tok, "To be, or not to be, that is the question:").unwrap();
+    assert_eq!(
+        ids2,
+        [
+            2068, 325, 28, 355, 441, 288, 325, 28, 338, 314, 260, 1962, 42
+        ]
+    );
+    let ids3 = encode(&tok, "<|im_start|>user\nHi<|im_end|>\n1234").unwrap();
+    // Control tokens stay whole; digits are split one by one (the `smollm` pre-tokenizer).
+    assert_eq!(ids3, [1, 4093, 198, 26843, 2, 198, 33, 34, 35, 36]);
+    for text in [
+        "The capital of France is",
+        "  héllo, wörld! 12345\n\ttabs",
+        "<|im_start|>x",
+    ] {
+        let ids = encode(&tok, text).unwrap();
+        assert_eq!(decode(&tok, &ids).unwrap(), text);
+    }
+}

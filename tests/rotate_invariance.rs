@@ -1,0 +1,109 @@
+//! Computational invariance on SmolLM2-135M: folding RMSNorm weights and rotating the residual
+//! stream (Haar or randomised Hadamard, f64) leaves the logits unchanged to float tolerance;
+//! rotating without folding is refused; tying survives as `lm_head' = E·diag(γ_f)·Q`; the
+//! rotated model survives a round trip through a Hugging Face folder and an F32 GGUF.
+
+mod common;
+
+use orthoformer::model::llama::export::{save_gguf, save_hf_folder};
+use orthoformer::model::llama::{Llama, LlamaWeights, load_model};
+use orthoformer::rotate::{Rotation, fold_norms, rotate_weights};
+
+const PROMPT: [u32; 13] = [
+    2068, 325, 28, 355, 441, 288, 325, 28, 338, 314, 260, 1962, 42,
+];
+
+fn logits(w: LlamaWeights) -> Vec<f32> {
+    let mut m = Llama::new(w);
+    let mut cache = m.new_cache(PROMPT.len());
+    m.forward(&PROMPT, &mut cache, 0).unwrap()
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn rotation_preserves_logits_tying_and_round_trips() {
+    let Some(path) = common::smollm2() else {
+        return;
+    };
+    let loaded = load_model(&path).unwrap();
+    // The first 6 of the 30 layers: still the real weights, and invariance holds layer by
+    // layer, so a truncated model tests the same thing in a fifth of the time.
+    let mut base = loaded.weights.clone();
+    base.layers.truncate(6);
+    base.cfg.n_layer = 6;
+    assert!(base.lm_head.is_none(), "SmolLM2 ties its embedding");
+    let want = logits(base.clone());
+
+    // Without folding, rotation would be wrong: it is refused.
+    let c = base.cfg.d_model;
+    let h = Rotation::hadamard(c, 1).unwrap();
+    let mut unfolded = base.clone();
+    let e = rotate_weights(&mut unfolded, &h).unwrap_err().to_string();
+    assert!(e.contains("not folded"), "{e}");
+
+    let mut folded = base.clone();
+    fold_norms(&mut folded);
+    let d_fold = max_diff(&want, &logits(folded.clone()));
+    assert!(d_fold < 1e-3, "folding changed logits by {d_fold}");
+
+    for r in [h, Rotation::random(c, 2).unwrap()] {
+        let mut w = folded.clone();
+        rotate_weights(&mut w, &r).unwrap();
+        let got = logits(w.clone());
+        let d = max_diff(&want, &got);
+        assert!(d < 2e-3, "rotation changed logits by {d}");
+        // Some weight really moved (the test could fail).
+        assert!(max_diff(&w.embed, &base.embed) > 1e-2);
+        // Tying: embed' = E·Q and lm_head' = E·diag(γ_f)·Q, so lm_head'·Qᵀ·diag(1/γ_f) = embed'·Qᵀ.
+        let q = r.dense();
+        let g = &base.final_norm;
+        let head = w.lm_head.as_ref().unwrap();
+        for row in [0usize, 504, 49151] {
+            for j in (0..c).step_by(37) {
+                let e_back: f64 = (0..c)
+                    .map(|k| w.embed[row * c + k] as f64 * q[j * c + k])
+                    .sum();
+                let h_back: f64 = (0..c)
+                    .map(|k| head[row * c + k] as f64 * q[j * c + k])
+                    .sum();
+                assert!((e_back - base.embed[row * c + j] as f64).abs() < 1e-5);
+                assert!((h_back - (base.embed[row * c + j] * g[j]) as f64).abs() < 1e-5);
+            }
+        }
+    }
+
+    // A model whose final norm is all ones stays tied through fold + rotate.
+    let mut ones = base.clone();
+    ones.final_norm.iter_mut().for_each(|g| *g = 1.0);
+    fold_norms(&mut ones);
+    rotate_weights(&mut ones, &Rotation::hadamard(c, 3).unwrap()).unwrap();
+    assert!(ones.lm_head.is_none(), "tying lost");
+
+    // Round trips: HF folder (un-permuted Q/K) and F32 GGUF (re-permuted) reload bit-exactly.
+    let mut w = folded.clone();
+    rotate_weights(&mut w, &Rotation::hadamard(c, 4).unwrap()).unwrap();
+    let dir = std::env::temp_dir().join(format!("orthoformer-rot-{}", std::process::id()));
+    save_hf_folder(&w, &loaded.tokenizer, &dir).unwrap();
+    let gguf = dir.join("rotated.gguf");
+    save_gguf(
+        &w,
+        loaded.gguf_metadata.as_deref().unwrap(),
+        &gguf,
+        orthoformer::io::gguf::GgmlType::F32,
+    )
+    .unwrap();
+    for p in [dir.clone(), gguf] {
+        let back = load_model(&p).unwrap().weights;
+        assert_eq!(back.layers[5].wq, w.layers[5].wq, "{}", p.display());
+        assert_eq!(back.layers[5].wk, w.layers[5].wk);
+        assert_eq!(back.lm_head, w.lm_head);
+        assert_eq!(back.embed, w.embed);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
