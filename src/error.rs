@@ -7,7 +7,8 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading or writing a file failed.
-    #[error("{}: {source}", path.display())]
+    // The cause is printed by the error chain, so the message names only the path.
+    #[error("{}", path.display())]
     Io {
         /// The file involved.
         path: PathBuf,

@@ -7,7 +7,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// Prints `value` as pretty JSON on stdout, followed by a newline.
 pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
+    // Surface write failures as io::Error so `main` recognises a broken pipe.
+    serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
     writeln!(out)?;
     Ok(())
 }

@@ -311,9 +311,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
         out_shape.insert(0, args.count);
     }
     if let (Some(path), Some(format)) = (&args.out, format) {
-        // Flatten the error to one message: the library's I/O error already names its cause.
-        write_output(path, format, dtype, &values, &out_shape)
-            .map_err(|e| anyhow::anyhow!("cannot write --out: {e}"))?;
+        write_output(path, format, dtype, &values, &out_shape).context("cannot write --out")?;
     }
     let stored: Vec<f64> = match dtype {
         Dtype::F64 => values,
