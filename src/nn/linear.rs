@@ -10,9 +10,12 @@ use rayon::prelude::*;
 /// Rows per rayon task in the bias passes.
 const BIAS_ROWS: usize = 64;
 
-/// Threads for the large products of a model (gemm splits them over rayon).
+/// Threads for the large products of a model: the rayon pool's size, but at least 2, because
+/// `matmul` splits a product by hand only when asked for more than one thread and its
+/// results must be the same bits on a pool of any size (on a 1-thread pool the halves simply
+/// run one after the other).
 pub fn big_threads() -> usize {
-    rayon::current_num_threads().max(1)
+    rayon::current_num_threads().max(2)
 }
 
 /// `y (N x out) = x (N x in) · wᵀ + bias`, `w` stored `out x in`.
