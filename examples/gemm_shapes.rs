@@ -44,7 +44,16 @@ fn main() {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn split_rows(c: &mut [f32], a: &[f32], ta: Trans, b: &[f32], tb: Trans, m: usize, k: usize, n: usize) {
+fn split_rows(
+    c: &mut [f32],
+    a: &[f32],
+    ta: Trans,
+    b: &[f32],
+    tb: Trans,
+    m: usize,
+    k: usize,
+    n: usize,
+) {
     // Column split when A is transposed (rows of A^T are strided); rows otherwise.
     if ta == Trans::No {
         let h = m / 2;
