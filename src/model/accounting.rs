@@ -34,7 +34,9 @@ pub struct Memory {
     pub gradients: usize,
     /// AdamW first and second moments: `8·trainable`.
     pub adamw: usize,
-    /// Activations and scratch the model allocates for a `B x T` batch.
+    /// Activations and scratch a training step writes for a `B x T` batch: what the model
+    /// allocates ([`activation_floats`]) less what it never writes
+    /// ([`unwritten_activation_floats`]), which the kernel never makes resident.
     pub activations: usize,
     /// The transient buffer of a checkpoint write (see [`checkpoint_write_bytes`]).
     pub checkpoint_write: usize,
@@ -88,6 +90,12 @@ const ORDER: [&str; 10] = [
 /// buffer list as the allocation itself (`gpt_acts::layout`), so the two cannot drift apart.
 pub fn activation_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
     super::gpt_acts::activation_floats(cfg, b, t)
+}
+
+/// Of [`activation_floats`], those a training step never writes (the post-LN-only scratch
+/// buffer when the model is pre-LN): allocated, but never made resident by the kernel.
+pub fn unwritten_activation_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
+    super::gpt_acts::unwritten_floats(cfg, b, t)
 }
 
 /// Bytes of the largest buffer a training checkpoint holds at once: the optimizer file is
@@ -164,7 +172,8 @@ pub fn account(cfg: &GptConfig, batch: usize, seq: usize) -> Account {
     }
     let trainable = layout::trainable_count(cfg);
     let frozen = layout::frozen_count(cfg);
-    let activations = 4 * activation_floats(cfg, batch, seq);
+    let activations =
+        4 * (activation_floats(cfg, batch, seq) - unwritten_activation_floats(cfg, batch, seq));
     let memory = Memory {
         batch,
         seq,

@@ -6,7 +6,7 @@
 //! memory `orthoformer params` predicts is the memory the model allocates. Totals destructure
 //! every field (no `..`), so a new buffer cannot be left out of the count.
 
-use super::config::GptConfig;
+use super::config::{GptConfig, NormPlacement};
 
 /// Saved activations of one block.
 pub(crate) struct LayerActs<V = Vec<f32>> {
@@ -138,10 +138,21 @@ pub(crate) fn activation_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
     layout(cfg, b, t, |n| n).total(|n| *n)
 }
 
+/// Floats of the buffers [`Acts::new`] allocates that a training step of `cfg` never
+/// writes. The kernel makes a page resident when it is first written, and zeroed buffers this
+/// large are mapped lazily, so these cost address space but no memory: the sixth `(B, T, C)`
+/// scratch buffer serves the post-LN backward only. A test checks this against a real step.
+pub(crate) fn unwritten_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
+    match cfg.norm {
+        NormPlacement::Pre => b * t * cfg.d_model,
+        NormPlacement::Post => 0,
+    }
+}
+
 impl<V> Acts<V> {
-    /// Sum of `len` over every buffer. Every field is named (no `..`): adding a buffer to
-    /// [`Acts`] or [`LayerActs`] fails to compile until it is counted here.
-    fn total(&self, len: impl Fn(&V) -> usize) -> usize {
+    /// Every buffer. Every field is named (no `..`): adding a buffer to [`Acts`] or
+    /// [`LayerActs`] fails to compile until it is listed here, and so counted.
+    fn buffers(&self) -> Vec<&V> {
         let Acts {
             dropout_seed: _,
             cap_b: _,
@@ -158,7 +169,8 @@ impl<V> Acts<V> {
             df,
             dp,
         } = self;
-        let per_layer = |a: &LayerActs<V>| {
+        let mut all: Vec<&V> = Vec::new();
+        for a in layers {
             let LayerActs {
                 ln1,
                 ln1_mean,
@@ -182,20 +194,19 @@ impl<V> Acts<V> {
                 mask_attn,
                 mask_mlp,
             } = a;
-            [
+            all.extend([
                 ln1, ln1_mean, ln1_rstd, qh, kh, vh, att, att_drop, norm, q_pre, k_pre, atty, res1,
                 ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res2, mask_attn, mask_mlp,
-            ]
-            .into_iter()
-            .map(&len)
-            .sum::<usize>()
-        };
-        let globals = [x0, mask_emb, lnf, lnf_mean, lnf_rstd, logits, dp]
-            .into_iter()
-            .chain(s)
-            .chain(dh)
-            .chain(df);
-        layers.iter().map(per_layer).sum::<usize>() + globals.map(&len).sum::<usize>()
+            ]);
+        }
+        all.extend([x0, mask_emb, lnf, lnf_mean, lnf_rstd, logits, dp]);
+        all.extend(s.iter().chain(dh).chain(df));
+        all
+    }
+
+    /// Sum of `len` over every buffer.
+    fn total(&self, len: impl Fn(&V) -> usize) -> usize {
+        self.buffers().into_iter().map(len).sum()
     }
 }
 
@@ -245,6 +256,37 @@ mod tests {
                             acts.total_floats()
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// After one training step, the buffers left all zero (never written, so never resident)
+    /// are exactly the ones `unwritten_floats` counts, for every variant and both norms.
+    #[test]
+    fn unwritten_floats_are_the_buffers_a_step_leaves_untouched() {
+        use crate::model::Gpt;
+        for kind in AttentionKind::ALL {
+            for norm in [NormPlacement::Pre, NormPlacement::Post] {
+                for dropout in [0.0, 0.1] {
+                    let mut cfg = GptConfig::preset("tiny").expect("preset");
+                    (cfg.attention, cfg.norm, cfg.dropout) = (kind, norm, dropout);
+                    let (b, t) = (2, cfg.context);
+                    let mut m = Gpt::new(cfg.clone(), 1).expect("model");
+                    let x: Vec<u32> = (0..b * t).map(|i| (i * 7 % 11) as u32).collect();
+                    m.forward_backward(&x, &x, b, t, 3).expect("step");
+                    let acts = m.acts.as_ref().expect("buffers");
+                    let zero: usize = acts
+                        .buffers()
+                        .into_iter()
+                        .filter(|v| v.iter().all(|&x| x == 0.0))
+                        .map(Vec::len)
+                        .sum();
+                    assert_eq!(
+                        zero,
+                        unwritten_floats(&cfg, b, t),
+                        "{kind:?} {norm:?} dropout {dropout}"
+                    );
                 }
             }
         }
