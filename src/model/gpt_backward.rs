@@ -7,7 +7,7 @@ use super::gpt::{Gpt, LayerIdx};
 use super::gpt_acts::LayerActs;
 use super::store::FrozenStore;
 use crate::nn::matmul::{Trans, matmul};
-use crate::nn::{attention, dropout, embedding, gelu, layernorm, linear, linear_attention};
+use crate::nn::{attention, dropout, embedding, gelu, layernorm, linear, linear_attention, simd};
 
 /// Read-only context of one block's backward.
 struct Ctx<'a> {
@@ -227,7 +227,7 @@ fn block_backward(
                 false,
             );
             mlp_backward(x, a, &a.ln1[..n], s3, s4, s0, df, pg);
-            s3.iter_mut().zip(s4.iter()).for_each(|(g, d)| *g += d);
+            simd::add_assign_par(s3, s4);
             ln_back(
                 s5,
                 pg,
@@ -239,9 +239,7 @@ fn block_backward(
                 false,
             );
             attn_backward(x, a, x_in, s5, s4, s0, dh, dp, pg);
-            s2.iter_mut()
-                .zip(s5.iter().zip(s4.iter()))
-                .for_each(|(g, (r, d))| *g = r + d);
+            simd::add_par(s2, s5, s4);
         }
     }
 }
@@ -355,18 +353,22 @@ fn attn_backward(
     } else {
         let scale = 1.0 / (d as f32).sqrt();
         let att = &a.att[..x.b * h * t * t];
+        let lay = attention::HeadLayout::split(t, h, d);
+        let heads = |x| attention::Heads { x, layout: lay };
+        let out = |x| attention::HeadsMut { x, layout: lay };
         attention::backward(
-            dq,
-            dk,
-            dv,
+            attention::Grads {
+                dq: out(dq),
+                dk: out(dk),
+                dv: out(dv),
+            },
             &mut dp[..x.b * h * t * t],
-            dout,
+            heads(dout),
             att,
-            &a.qh[..n],
-            &a.kh[..n],
-            &a.vh[..n],
-            t,
-            d,
+            heads(&a.qh[..n]),
+            heads(&a.kh[..n]),
+            heads(&a.vh[..n]),
+            attention::Dims { b: x.b, h, t, d },
             scale,
             x.drop.then(|| {
                 let base = dropout::site_base(x.seed, super::gpt_forward::site(x.l, 2));

@@ -3,7 +3,9 @@
 use super::config::NormPlacement;
 use super::gpt::{Gpt, LayerIdx};
 use super::gpt_acts::LayerActs;
-use crate::nn::{attention, dropout, embedding, gelu, layernorm, linear, linear_attention, matmul};
+use crate::nn::{
+    attention, dropout, embedding, gelu, layernorm, linear, linear_attention, matmul, simd,
+};
 
 /// Dropout site numbers: the embedding is 0, then three per layer (attention output,
 /// feed-forward output, attention probabilities).
@@ -179,14 +181,19 @@ impl Gpt {
                 base: dropout::site_base(seed, site(l, 2)),
             });
             let att = &mut a.att[..bhtt];
+            let lay = attention::HeadLayout::split(t, h, d);
+            let heads = |x| attention::Heads { x, layout: lay };
+            let dims = attention::Dims { b, h, t, d };
             attention::forward(
-                &mut s1[..n],
+                attention::HeadsMut {
+                    x: &mut s1[..n],
+                    layout: lay,
+                },
                 att,
-                &a.qh[..n],
-                &a.kh[..n],
-                &a.vh[..n],
-                t,
-                d,
+                heads(&a.qh[..n]),
+                heads(&a.kh[..n]),
+                heads(&a.vh[..n]),
+                dims,
                 scale,
                 drop,
             );
@@ -210,9 +217,7 @@ impl Gpt {
                 site(l, 0),
             );
         }
-        for ((r, x), y) in a.res1[..n].iter_mut().zip(x_in).zip(&s0[..n]) {
-            *r = x + y;
-        }
+        simd::add_par(&mut a.res1[..n], x_in, &s0[..n]);
         // Feed-forward on LN2(res1) (pre) or on h = LN1(res1) (post).
         let m_in: &[f32] = if pre {
             layernorm::forward(
@@ -267,9 +272,7 @@ impl Gpt {
             );
         }
         let base: &[f32] = if pre { &a.res1[..n] } else { &a.ln1[..n] };
-        for ((r, x), y) in a.res2[..n].iter_mut().zip(base).zip(&s0[..n]) {
-            *r = x + y;
-        }
+        simd::add_par(&mut a.res2[..n], base, &s0[..n]);
         if !pre {
             layernorm::forward(
                 &mut a.ln2[..n],

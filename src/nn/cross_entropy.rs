@@ -1,5 +1,7 @@
 //! Softmax cross-entropy over the vocabulary, fused with its gradient.
 
+use super::simd;
+
 /// Mean over `N` rows of `-log softmax(logits)[target]`. With `grad`, the logits are
 /// overwritten by `d loss / d logits = (softmax - onehot) / N` (the buffer is reused, as llm.c).
 pub fn forward(logits: &mut [f32], targets: &[u32], v: usize, grad: bool) -> f32 {
@@ -18,21 +20,20 @@ pub fn forward(logits: &mut [f32], targets: &[u32], v: usize, grad: bool) -> f32
 /// Sum of the losses of a block of rows (and their gradients when `grad`).
 fn rows_loss(logits: &mut [f32], targets: &[u32], v: usize, n: usize, grad: bool) -> f64 {
     let mut total = 0.0f64;
+    let inv_n = 1.0 / n as f32;
     for (row, &tg) in logits.chunks_exact_mut(v).zip(targets) {
-        let mx = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-        let mut sum = 0.0f32;
-        for x in row.iter() {
-            sum += (x - mx).exp();
-        }
-        let logz = mx + sum.ln();
-        total += (logz - row[tg as usize]) as f64;
-        if grad {
-            let inv_n = 1.0 / n as f32;
-            for x in row.iter_mut() {
-                *x = (*x - logz).exp() * inv_n;
-            }
+        let mx = simd::max(row);
+        let target = row[tg as usize];
+        let sum = if grad {
+            // The row becomes softmax / n, then the target's one-hot / n is subtracted.
+            let sum = simd::exp_shifted_sum(row, mx);
+            simd::scale(row, inv_n / sum);
             row[tg as usize] -= inv_n;
-        }
+            sum
+        } else {
+            simd::sum_exp_shifted(row, mx)
+        };
+        total += (mx + sum.ln() - target) as f64;
     }
     total
 }

@@ -4,6 +4,11 @@
 //! weights never pay for a product whose result would be thrown away.
 
 use super::matmul::{Trans, matmul};
+use super::simd;
+use rayon::prelude::*;
+
+/// Rows per rayon task in the bias passes.
+const BIAS_ROWS: usize = 64;
 
 /// Threads for the large products of a model (gemm splits them over rayon).
 pub fn big_threads() -> usize {
@@ -33,11 +38,11 @@ pub fn forward(
         big_threads(),
     );
     if let Some(b) = bias {
-        for row in y.chunks_exact_mut(dout) {
-            for (o, bi) in row.iter_mut().zip(b) {
-                *o += bi;
+        y.par_chunks_mut(dout * BIAS_ROWS).for_each(|rows| {
+            for row in rows.chunks_exact_mut(dout) {
+                simd::add_assign(row, b);
             }
-        }
+        });
     }
 }
 
@@ -88,12 +93,21 @@ pub fn backward(
     }
 }
 
-/// Bias gradient: `db += Σ_rows dy`, `dy` is `N x out`.
+/// `db += Σ_rows dy`. Rows are summed in fixed blocks of `BIAS_ROWS` and the block sums
+/// added in order, so the result does not depend on the thread count.
 pub fn bias_backward(db: &mut [f32], dy: &[f32]) {
     let dout = db.len();
-    for row in dy.chunks_exact(dout) {
-        for (g, d) in db.iter_mut().zip(row) {
-            *g += d;
-        }
+    let partial: Vec<Vec<f32>> = dy
+        .par_chunks(dout * BIAS_ROWS)
+        .map(|rows| {
+            let mut acc = vec![0.0f32; dout];
+            for row in rows.chunks_exact(dout) {
+                simd::add_assign(&mut acc, row);
+            }
+            acc
+        })
+        .collect();
+    for p in &partial {
+        simd::add_assign(db, p);
     }
 }

@@ -44,42 +44,140 @@ pub fn matmul(
     assert_eq!(out.len(), m * n, "matmul: out has the wrong length");
     assert_eq!(a.len(), m * k, "matmul: a has the wrong length");
     assert_eq!(b.len(), k * n, "matmul: b has the wrong length");
+    let lda = if ta == Trans::No { k } else { m };
+    let ldb = if tb == Trans::No { n } else { k };
+    let (a, b) = (
+        Operand {
+            x: a,
+            ld: lda,
+            t: ta,
+        },
+        Operand {
+            x: b,
+            ld: ldb,
+            t: tb,
+        },
+    );
+    matmul_strided(out, n, a, b, (m, k, n), accumulate, 1.0, threads);
+}
+
+/// A row-major matrix operand inside a larger buffer: row `i` of the *stored* matrix starts
+/// at `i * ld`; `t` says whether the product uses it transposed.
+#[derive(Clone, Copy, Debug)]
+pub struct Operand<'a> {
+    /// The buffer (the matrix starts at its first element).
+    pub x: &'a [f32],
+    /// Leading dimension: elements between the starts of consecutive stored rows.
+    pub ld: usize,
+    /// Whether the product uses the transpose.
+    pub t: Trans,
+}
+
+/// `out = beta_one * out + scale · op(a) · op(b)` with `(m, k, n)` the product's shape and
+/// `out` row-major with leading dimension `ldo` (a block of a larger matrix, e.g. the causal
+/// lower-triangle blocks of attention scores).
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_strided(
+    out: &mut [f32],
+    ldo: usize,
+    a: Operand,
+    b: Operand,
+    (m, k, n): (usize, usize, usize),
+    accumulate: bool,
+    scale: f32,
+    threads: usize,
+) {
     if m == 0 || n == 0 {
         return;
     }
+    assert!(
+        ldo >= n && out.len() >= span(m, n, ldo),
+        "matmul: out too short"
+    );
+    // SAFETY: `out` is an exclusive borrow covering every element written (checked above).
+    unsafe {
+        matmul_raw(
+            out.as_mut_ptr(),
+            ldo,
+            a,
+            b,
+            (m, k, n),
+            accumulate,
+            scale,
+            threads,
+        )
+    }
+}
+
+/// Elements a row-major `rows x cols` block with leading dimension `ld` spans.
+fn span(rows: usize, cols: usize, ld: usize) -> usize {
+    (rows - 1) * ld + cols
+}
+
+/// [`matmul_strided`] into a raw output, for callers whose parallel tasks write interleaved
+/// but disjoint blocks of one buffer (attention heads are columns of the same rows).
+///
+/// # Safety
+/// Elements `out + i·ldo + j` for `i < m`, `j < n` must be valid for reads and writes and not
+/// accessed by anything else during the call.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn matmul_raw(
+    out: *mut f32,
+    ldo: usize,
+    a: Operand,
+    b: Operand,
+    (m, k, n): (usize, usize, usize),
+    accumulate: bool,
+    scale: f32,
+    threads: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    // Stored shapes: a is m x k (or k x m), b is k x n (or n x k); check the last element.
+    let (ar, ac) = if a.t == Trans::No { (m, k) } else { (k, m) };
+    let (br, bc) = if b.t == Trans::No { (k, n) } else { (n, k) };
+    if k > 0 {
+        assert!(
+            a.ld >= ac && a.x.len() >= span(ar, ac, a.ld),
+            "matmul: a too short"
+        );
+        assert!(
+            b.ld >= bc && b.x.len() >= span(br, bc, b.ld),
+            "matmul: b too short"
+        );
+    }
     FLOPS.fetch_add(2 * (m * n * k) as u64, Ordering::Relaxed);
-    // Strides for row-major storage: element (i, j) of a row-major r x c matrix is at i*c + j.
-    let (a_rs, a_cs) = match ta {
-        Trans::No => (k as isize, 1),
-        Trans::Yes => (1, m as isize),
+    // Element (i, j) of op(a) is at i*rs + j*cs.
+    let strides = |o: Operand| match o.t {
+        Trans::No => (o.ld as isize, 1),
+        Trans::Yes => (1, o.ld as isize),
     };
-    let (b_rs, b_cs) = match tb {
-        Trans::No => (n as isize, 1),
-        Trans::Yes => (1, k as isize),
-    };
+    let ((a_rs, a_cs), (b_rs, b_cs)) = (strides(a), strides(b));
     let par = if threads > 1 {
         Parallelism::Rayon(threads)
     } else {
         Parallelism::None
     };
-    // SAFETY: the length asserts above guarantee every index the strides reach is in bounds.
+    // SAFETY: the asserts above keep every read of a and b in bounds; the caller guarantees
+    // the output block.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            out.as_mut_ptr(),
+            out,
             1,
-            n as isize,
+            ldo as isize,
             accumulate,
-            a.as_ptr(),
+            a.x.as_ptr(),
             a_cs,
             a_rs,
-            b.as_ptr(),
+            b.x.as_ptr(),
             b_cs,
             b_rs,
             if accumulate { 1.0 } else { 0.0 },
-            1.0,
+            scale,
             false,
             false,
             false,

@@ -12,3 +12,4 @@ pub mod layernorm;
 pub mod linear;
 pub mod linear_attention;
 pub mod matmul;
+pub mod simd;

@@ -11,6 +11,8 @@
 //!
 //! Frozen weights are not in the buffer, so they get no update and no optimizer state.
 
+use crate::nn::simd::dispatch;
+use rayon::prelude::*;
 use std::ops::Range;
 
 /// A contiguous run of parameters and whether weight decay applies to it.
@@ -89,22 +91,59 @@ impl AdamW {
         let b2 = c.beta2 as f32;
         let w2 = (1.0 - c.beta2) as f32;
         let eps = c.eps as f32;
+        let k = Coefs {
+            step_size,
+            bc2_sqrt,
+            w1,
+            b2,
+            w2,
+            eps,
+        };
         for g in groups {
             let r = g.range.clone();
             let (p, gr) = (&mut params[r.clone()], &grads[r.clone()]);
             let (m, v) = (&mut self.m[r.clone()], &mut self.v[r]);
-            if g.decay && c.weight_decay != 0.0 {
-                p.iter_mut().for_each(|x| *x *= decay_factor);
-            }
-            for i in 0..p.len() {
-                let gi = gr[i];
-                let mi = m[i] + w1 * (gi - m[i]);
-                let vi = v[i] * b2 + w2 * gi * gi;
-                m[i] = mi;
-                v[i] = vi;
-                let denom = vi.sqrt() / bc2_sqrt + eps;
-                p[i] += step_size * (mi / denom);
-            }
+            let decay = if g.decay && c.weight_decay != 0.0 {
+                Some(decay_factor)
+            } else {
+                None
+            };
+            // Element-wise, so chunking changes nothing in the result.
+            p.par_chunks_mut(CHUNK)
+                .zip(gr.par_chunks(CHUNK))
+                .zip(m.par_chunks_mut(CHUNK).zip(v.par_chunks_mut(CHUNK)))
+                .for_each(|((p, g), (m, v))| update(p, g, m, v, decay, k));
+        }
+    }
+}
+
+/// Elements per rayon task.
+const CHUNK: usize = 1 << 14;
+
+/// The f32 scalars of one step.
+#[derive(Clone, Copy)]
+struct Coefs {
+    step_size: f32,
+    bc2_sqrt: f32,
+    w1: f32,
+    b2: f32,
+    w2: f32,
+    eps: f32,
+}
+
+dispatch! {
+    // torch's `_single_tensor_adamw` order of operations, so results match it bit for bit.
+    fn update(p: &mut [f32], gr: &[f32], m: &mut [f32], v: &mut [f32], decay: Option<f32>, k: Coefs) {
+        if let Some(f) = decay {
+            p.iter_mut().for_each(|x| *x *= f);
+        }
+        for (((p, &gi), m), v) in p.iter_mut().zip(gr).zip(m.iter_mut()).zip(v.iter_mut()) {
+            let mi = *m + k.w1 * (gi - *m);
+            let vi = *v * k.b2 + k.w2 * gi * gi;
+            *m = mi;
+            *v = vi;
+            let denom = vi.sqrt() / k.bc2_sqrt + k.eps;
+            *p += k.step_size * (mi / denom);
         }
     }
 }
