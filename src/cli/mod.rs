@@ -17,6 +17,7 @@ pub mod generate_llama;
 pub mod init;
 pub mod init_bench;
 pub mod init_probe;
+pub mod memory;
 pub mod mqar;
 pub mod params;
 pub mod quantize;
@@ -64,6 +65,8 @@ pub enum Command {
     Generate(generate::GenerateArgs),
     /// Time a training step in Orthoformer and in PyTorch in one run.
     Bench(bench::BenchArgs),
+    /// Peak resident memory of training runs, measured, beside the predicted account.
+    Memory(memory::MemoryArgs),
     /// Multi-query associative recall (MQAR) across attention variants.
     Mqar(mqar::MqarArgs),
     /// Measure seed 003's §6 claims (isometry, JL) on a trained model's activations.
@@ -88,6 +91,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Eval(a) => eval::run(&a),
         Command::Generate(a) => generate::run(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::Memory(a) => memory::run(&a),
         Command::Mqar(a) => mqar::run(&a),
         Command::Theory(a) => theory::run(&a),
         Command::Rotate(a) => rotate::run(&a),

@@ -41,6 +41,9 @@ struct Report<'a> {
     /// What freezing saves against the same model with trainable Q/K.
     frozen_savings: Option<Savings>,
     seed_claims: Option<Vec<Claim>>,
+    /// This command's own peak resident memory: the baseline of any Orthoformer process
+    /// (binary, libraries, allocator), `None` where the system does not report it.
+    process_peak_rss_bytes: Option<u64>,
 }
 
 #[derive(serde::Serialize)]
@@ -95,6 +98,7 @@ pub fn run(args: &ParamsArgs) -> anyhow::Result<Outcome> {
         account: &acc,
         frozen_savings: savings,
         seed_claims: claims,
+        process_peak_rss_bytes: crate::train::rss::peak_rss_bytes(),
     };
     if args.json {
         super::common::print_json(&report).context("writing JSON")?;
@@ -143,9 +147,19 @@ fn print_tables(r: &Report) {
         ("gradients", m.gradients),
         ("AdamW m+v", m.adamw),
         ("activations", m.activations),
+        ("checkpoint write", m.checkpoint_write),
         ("total", m.total),
     ] {
         println!("  {k:<20} {:>16}", n(v));
+    }
+    match r.process_peak_rss_bytes {
+        Some(b) => println!(
+            "  a training process also holds its data and a baseline; this command's peak \
+             resident memory (the baseline): {} ({:.1} MiB)",
+            n(b as usize),
+            crate::train::rss::mib(b)
+        ),
+        None => println!("  process baseline: peak resident memory unavailable on this system"),
     }
     let f = &a.flops_per_token;
     println!(

@@ -363,6 +363,8 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
     progress.bar.finish_and_clear();
     result.with_context(|| format!("training into {}", args.out.display()))?;
     let last = session.state.metrics.last().cloned();
+    // Read after the final checkpoint: the whole run's peak, as the kernel counts it.
+    let peak_rss = crate::train::rss::peak_rss_bytes();
     if args.json {
         super::common::print_json(&serde_json::json!({
             "out": args.out,
@@ -370,6 +372,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
             "attention": attention_name(session.model.config().attention),
             "final": last,
             "metrics": session.state.metrics,
+            "peak_rss_bytes": peak_rss,
         }))?;
     } else if session.state.step < session.options.steps {
         println!(
@@ -386,6 +389,12 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
             r.val_loss,
             args.out.display()
         );
+    }
+    if !args.json {
+        match peak_rss {
+            Some(b) => println!("peak resident memory: {:.1} MiB", crate::train::rss::mib(b)),
+            None => println!("peak resident memory: unavailable on this system"),
+        }
     }
     Ok(Outcome::Success)
 }

@@ -17,10 +17,10 @@ pub struct CharTokenizer {
 impl CharTokenizer {
     /// The vocabulary of `text`: its distinct characters, sorted by code point.
     pub fn train(text: &str) -> Self {
-        let mut chars: Vec<char> = text.chars().collect();
-        chars.sort_unstable();
-        chars.dedup();
-        Self::from_chars(chars)
+        // A set, not a sorted copy of the text: the copy (4 bytes per character) would stay
+        // allocated for the whole run as the vocabulary's capacity.
+        let chars: std::collections::BTreeSet<char> = text.chars().collect();
+        Self::from_chars(chars.into_iter().collect())
     }
 
     /// A tokenizer whose token `i` is `chars[i]`; fails on duplicates or an empty list.

@@ -1,6 +1,7 @@
 //! Exact accounting of a configuration, all derived from the tensor table in `layout`:
 //! parameter counts per component (total, trainable, frozen), training memory in bytes
-//! (weights, gradients, AdamW m and v, activations at `B x T`, all f32) and matrix-product
+//! (weights, gradients, AdamW m and v, activations at `B x T`, all f32, and the transient
+//! buffer of a checkpoint write) and matrix-product
 //! FLOPs per token for the forward and the backward.
 
 use super::config::{AttentionKind, GptConfig};
@@ -33,9 +34,13 @@ pub struct Memory {
     pub gradients: usize,
     /// AdamW first and second moments: `8·trainable`.
     pub adamw: usize,
-    /// Activations and scratch the model allocates for a `B x T` batch.
+    /// Activations and scratch a training step writes for a `B x T` batch: what the model
+    /// allocates ([`activation_floats`]) less what it never writes
+    /// ([`unwritten_activation_floats`]), which the kernel never makes resident.
     pub activations: usize,
-    /// Sum of the above.
+    /// The transient buffer of a checkpoint write (see [`checkpoint_write_bytes`]).
+    pub checkpoint_write: usize,
+    /// Sum of the above: the model's part of a training process's peak resident memory.
     pub total: usize,
 }
 
@@ -81,38 +86,24 @@ const ORDER: [&str; 10] = [
     "final norm",
 ];
 
-/// Activation and scratch floats `Gpt` allocates for a `b x t` batch (mirrors its buffers).
+/// Activation and scratch floats `Gpt` allocates for a `b x t` batch: computed from the same
+/// buffer list as the allocation itself (`gpt_acts::layout`), so the two cannot drift apart.
 pub fn activation_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
-    let (c, f, h, v, d) = (
-        cfg.d_model,
-        cfg.d_ff,
-        cfg.n_head,
-        cfg.vocab_size,
-        cfg.d_head(),
-    );
-    let bt = b * t;
-    let lin = cfg.attention.is_linear();
-    let drop = if cfg.dropout > 0.0 { 1 } else { 0 };
-    let att = if lin { 0 } else { b * h * t * t };
-    let per_layer = 8 * bt * c
-        + 4 * bt
-        + att
-        + 2 * bt * f
-        + 2 * drop * bt * c
-        + if lin { bt * h + 2 * bt * c } else { 0 };
-    let dp = if lin {
-        b * h * crate::nn::linear_attention::scratch_per_head(t, d)
-    } else {
-        att
-    };
-    cfg.n_layer * per_layer
-        + 2 * bt * c
-        + drop * bt * c
-        + 2 * bt
-        + bt * v
-        + 10 * bt * c
-        + 2 * bt * f
-        + dp
+    super::gpt_acts::activation_floats(cfg, b, t)
+}
+
+/// Of [`activation_floats`], those a training step never writes (the post-LN-only scratch
+/// buffer when the model is pre-LN): allocated, but never made resident by the kernel.
+pub fn unwritten_activation_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
+    super::gpt_acts::unwritten_floats(cfg, b, t)
+}
+
+/// Bytes of the largest buffer a training checkpoint holds at once: the optimizer file is
+/// serialised whole in memory (AdamW m and v, `8·trainable`) before it is written, and the
+/// model file (`4·trainable`, frozen weights regenerated from their seed) is smaller. Freed
+/// after the write, but part of the peak, since every other buffer is still alive.
+pub fn checkpoint_write_bytes(trainable: usize) -> usize {
+    8 * trainable
 }
 
 /// FLOPs per token at sequence length `t` (see [`Flops`]).
@@ -181,7 +172,8 @@ pub fn account(cfg: &GptConfig, batch: usize, seq: usize) -> Account {
     }
     let trainable = layout::trainable_count(cfg);
     let frozen = layout::frozen_count(cfg);
-    let activations = 4 * activation_floats(cfg, batch, seq);
+    let activations =
+        4 * (activation_floats(cfg, batch, seq) - unwritten_activation_floats(cfg, batch, seq));
     let memory = Memory {
         batch,
         seq,
@@ -189,7 +181,11 @@ pub fn account(cfg: &GptConfig, batch: usize, seq: usize) -> Account {
         gradients: 4 * trainable,
         adamw: 8 * trainable,
         activations,
-        total: 4 * (trainable + frozen) + 12 * trainable + activations,
+        checkpoint_write: checkpoint_write_bytes(trainable),
+        total: 4 * (trainable + frozen)
+            + 12 * trainable
+            + activations
+            + checkpoint_write_bytes(trainable),
     };
     Account {
         components,

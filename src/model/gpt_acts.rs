@@ -1,188 +1,305 @@
 //! Preallocated activation and gradient-scratch buffers of a [`super::Gpt`] for a `(B, T)`
 //! batch shape. Allocated once and reused; grown only when a larger batch arrives.
+//!
+//! The buffer list exists once, in [`layout`], generic over what a buffer is: `Vec<f32>` for
+//! the model ([`Acts::new`]), its length for the accounting ([`activation_floats`]), so the
+//! memory `orthoformer params` predicts is the memory the model allocates. Totals destructure
+//! every field (no `..`), so a new buffer cannot be left out of the count.
 
-use super::config::GptConfig;
+use super::config::{GptConfig, NormPlacement};
 
 /// Saved activations of one block.
-pub(crate) struct LayerActs {
+pub(crate) struct LayerActs<V = Vec<f32>> {
     /// First LayerNorm output, mean, rstd (pre-LN: of the input; post-LN: of `res1`).
-    pub ln1: Vec<f32>,
-    pub ln1_mean: Vec<f32>,
-    pub ln1_rstd: Vec<f32>,
+    pub ln1: V,
+    pub ln1_mean: V,
+    pub ln1_rstd: V,
     /// Q, K, V split into heads `(B, H, T, D)`; for linear attention, after the feature map.
-    pub qh: Vec<f32>,
-    pub kh: Vec<f32>,
-    pub vh: Vec<f32>,
+    pub qh: V,
+    pub kh: V,
+    pub vh: V,
     /// Softmax probabilities `(B, H, T, T)` (empty for linear attention).
-    pub att: Vec<f32>,
+    pub att: V,
     /// Dropped attention probabilities `(B, H, T, T)` (softmax attention with dropout only).
-    pub att_drop: Vec<f32>,
+    pub att_drop: V,
     /// Linear attention's per-row normaliser `(B, H, T)`.
-    pub norm: Vec<f32>,
+    pub norm: V,
     /// Q and K before the feature map (linear attention), `(B, H, T, D)`.
-    pub q_pre: Vec<f32>,
-    pub k_pre: Vec<f32>,
+    pub q_pre: V,
+    pub k_pre: V,
     /// Attention output merged back to `(B, T, C)`, the input of `W_O`.
-    pub atty: Vec<f32>,
+    pub atty: V,
     /// `x + attention(·)`.
-    pub res1: Vec<f32>,
+    pub res1: V,
     /// Second LayerNorm output, mean, rstd.
-    pub ln2: Vec<f32>,
-    pub ln2_mean: Vec<f32>,
-    pub ln2_rstd: Vec<f32>,
+    pub ln2: V,
+    pub ln2_mean: V,
+    pub ln2_rstd: V,
     /// Feed-forward pre-activation and GELU output `(B, T, F)`.
-    pub fch: Vec<f32>,
-    pub fch_gelu: Vec<f32>,
+    pub fch: V,
+    pub fch_gelu: V,
     /// Residual after the feed-forward branch.
-    pub res2: Vec<f32>,
+    pub res2: V,
     /// Dropout masks of the two residual branches (empty without dropout).
-    pub mask_attn: Vec<f32>,
-    pub mask_mlp: Vec<f32>,
+    pub mask_attn: V,
+    pub mask_mlp: V,
 }
 
 /// All buffers for one batch shape.
-pub(crate) struct Acts {
+pub(crate) struct Acts<V = Vec<f32>> {
     /// The dropout seed of the last training forward (`None`: no dropout ran).
     pub dropout_seed: Option<u64>,
     /// Shape the buffers were sized for.
     pub cap_b: usize,
     pub cap_t: usize,
-    pub layers: Vec<LayerActs>,
+    pub layers: Vec<LayerActs<V>>,
     /// Embedding output and its dropout mask.
-    pub x0: Vec<f32>,
-    pub mask_emb: Vec<f32>,
+    pub x0: V,
+    pub mask_emb: V,
     /// Final LayerNorm output, mean, rstd.
-    pub lnf: Vec<f32>,
-    pub lnf_mean: Vec<f32>,
-    pub lnf_rstd: Vec<f32>,
+    pub lnf: V,
+    pub lnf_mean: V,
+    pub lnf_rstd: V,
     /// Logits `(B, T, V)`; after a training forward, their gradient.
-    pub logits: Vec<f32>,
+    pub logits: V,
     /// Scratch `(B, T, C)` buffers for products and gradients.
-    pub s: [Vec<f32>; 6],
+    pub s: [V; 6],
     /// Scratch `(B, H, T, D)` head gradients: dQ, dK, dV, dO.
-    pub dh: [Vec<f32>; 4],
+    pub dh: [V; 4],
     /// Scratch `(B, T, F)` feed-forward gradients.
-    pub df: [Vec<f32>; 2],
+    pub df: [V; 2],
     /// Scratch `(B, H, T, T)` for the attention-probability gradient (linear attention:
     /// `(B, H, D·D + D)` for the running state).
-    pub dp: Vec<f32>,
+    pub dp: V,
+}
+
+/// The buffers for batches of up to `b x t` tokens, each made by `z(length in floats)`.
+pub(crate) fn layout<V>(
+    cfg: &GptConfig,
+    b: usize,
+    t: usize,
+    mut z: impl FnMut(usize) -> V,
+) -> Acts<V> {
+    let (c, f, h, v) = (cfg.d_model, cfg.d_ff, cfg.n_head, cfg.vocab_size);
+    let bt = b * t;
+    let lin = cfg.attention.is_linear();
+    let btt = if lin { 0 } else { b * t * t };
+    let drop = cfg.dropout > 0.0;
+    let layers = (0..cfg.n_layer)
+        .map(|_| LayerActs {
+            ln1: z(bt * c),
+            ln1_mean: z(bt),
+            ln1_rstd: z(bt),
+            qh: z(bt * c),
+            kh: z(bt * c),
+            vh: z(bt * c),
+            att: z(btt * h),
+            att_drop: z(if drop { btt * h } else { 0 }),
+            norm: z(if lin { bt * h } else { 0 }),
+            q_pre: z(if lin { bt * c } else { 0 }),
+            k_pre: z(if lin { bt * c } else { 0 }),
+            atty: z(bt * c),
+            res1: z(bt * c),
+            ln2: z(bt * c),
+            ln2_mean: z(bt),
+            ln2_rstd: z(bt),
+            fch: z(bt * f),
+            fch_gelu: z(bt * f),
+            res2: z(bt * c),
+            mask_attn: z(if drop { bt * c } else { 0 }),
+            mask_mlp: z(if drop { bt * c } else { 0 }),
+        })
+        .collect();
+    Acts {
+        dropout_seed: None,
+        cap_b: b,
+        cap_t: t,
+        layers,
+        x0: z(bt * c),
+        mask_emb: z(if drop { bt * c } else { 0 }),
+        lnf: z(bt * c),
+        lnf_mean: z(bt),
+        lnf_rstd: z(bt),
+        logits: z(bt * v),
+        s: std::array::from_fn(|_| z(bt * c)),
+        dh: std::array::from_fn(|_| z(bt * c)),
+        df: std::array::from_fn(|_| z(bt * f)),
+        dp: z(if lin {
+            b * h * crate::nn::linear_attention::scratch_per_head(t, cfg.d_head())
+        } else {
+            btt * h
+        }),
+    }
+}
+
+/// Floats [`Acts::new`] allocates for a `b x t` batch (activations and scratch), without
+/// allocating them.
+pub(crate) fn activation_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
+    layout(cfg, b, t, |n| n).total(|n| *n)
+}
+
+/// Floats of the buffers [`Acts::new`] allocates that a training step of `cfg` never
+/// writes. The kernel makes a page resident when it is first written, and zeroed buffers this
+/// large are mapped lazily, so these cost address space but no memory: the sixth `(B, T, C)`
+/// scratch buffer serves the post-LN backward only. A test checks this against a real step.
+pub(crate) fn unwritten_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
+    match cfg.norm {
+        NormPlacement::Pre => b * t * cfg.d_model,
+        NormPlacement::Post => 0,
+    }
+}
+
+impl<V> Acts<V> {
+    /// Every buffer. Every field is named (no `..`): adding a buffer to [`Acts`] or
+    /// [`LayerActs`] fails to compile until it is listed here, and so counted.
+    fn buffers(&self) -> Vec<&V> {
+        let Acts {
+            dropout_seed: _,
+            cap_b: _,
+            cap_t: _,
+            layers,
+            x0,
+            mask_emb,
+            lnf,
+            lnf_mean,
+            lnf_rstd,
+            logits,
+            s,
+            dh,
+            df,
+            dp,
+        } = self;
+        let mut all: Vec<&V> = Vec::new();
+        for a in layers {
+            let LayerActs {
+                ln1,
+                ln1_mean,
+                ln1_rstd,
+                qh,
+                kh,
+                vh,
+                att,
+                att_drop,
+                norm,
+                q_pre,
+                k_pre,
+                atty,
+                res1,
+                ln2,
+                ln2_mean,
+                ln2_rstd,
+                fch,
+                fch_gelu,
+                res2,
+                mask_attn,
+                mask_mlp,
+            } = a;
+            all.extend([
+                ln1, ln1_mean, ln1_rstd, qh, kh, vh, att, att_drop, norm, q_pre, k_pre, atty, res1,
+                ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res2, mask_attn, mask_mlp,
+            ]);
+        }
+        all.extend([x0, mask_emb, lnf, lnf_mean, lnf_rstd, logits, dp]);
+        all.extend(s.iter().chain(dh).chain(df));
+        all
+    }
+
+    /// Sum of `len` over every buffer.
+    fn total(&self, len: impl Fn(&V) -> usize) -> usize {
+        self.buffers().into_iter().map(len).sum()
+    }
 }
 
 impl Acts {
-    /// Buffers for batches of up to `b x t` tokens.
+    /// Buffers for batches of up to `b x t` tokens (zeroed; see [`layout`]).
     pub fn new(cfg: &GptConfig, b: usize, t: usize) -> Self {
-        let (c, f, h, v) = (cfg.d_model, cfg.d_ff, cfg.n_head, cfg.vocab_size);
-        let bt = b * t;
-        let btt = if cfg.attention.is_linear() {
-            0
-        } else {
-            b * t * t
-        };
-        let drop = cfg.dropout > 0.0;
-        let z = |n: usize| vec![0.0f32; n];
-        let lin = cfg.attention.is_linear();
-        let layers = (0..cfg.n_layer)
-            .map(|_| LayerActs {
-                ln1: z(bt * c),
-                ln1_mean: z(bt),
-                ln1_rstd: z(bt),
-                qh: z(bt * c),
-                kh: z(bt * c),
-                vh: z(bt * c),
-                att: z(btt * h),
-                att_drop: z(if drop { btt * h } else { 0 }),
-                norm: z(if lin { bt * h } else { 0 }),
-                q_pre: z(if lin { bt * c } else { 0 }),
-                k_pre: z(if lin { bt * c } else { 0 }),
-                atty: z(bt * c),
-                res1: z(bt * c),
-                ln2: z(bt * c),
-                ln2_mean: z(bt),
-                ln2_rstd: z(bt),
-                fch: z(bt * f),
-                fch_gelu: z(bt * f),
-                res2: z(bt * c),
-                mask_attn: z(if drop { bt * c } else { 0 }),
-                mask_mlp: z(if drop { bt * c } else { 0 }),
-            })
-            .collect();
-        Acts {
-            dropout_seed: None,
-            cap_b: b,
-            cap_t: t,
-            layers,
-            x0: z(bt * c),
-            mask_emb: z(if drop { bt * c } else { 0 }),
-            lnf: z(bt * c),
-            lnf_mean: z(bt),
-            lnf_rstd: z(bt),
-            logits: z(bt * v),
-            s: std::array::from_fn(|_| z(bt * c)),
-            dh: std::array::from_fn(|_| z(bt * c)),
-            df: std::array::from_fn(|_| z(bt * f)),
-            dp: z(if lin {
-                b * h * crate::nn::linear_attention::scratch_per_head(t, cfg.d_head())
-            } else {
-                btt * h
-            }),
-        }
+        layout(cfg, b, t, |n| vec![0.0f32; n])
     }
 
     /// Floats held by all buffers (activations and scratch).
     pub fn total_floats(&self) -> usize {
-        let l: usize = self
-            .layers
-            .iter()
-            .map(|a| {
-                [
-                    &a.ln1,
-                    &a.ln1_mean,
-                    &a.ln1_rstd,
-                    &a.qh,
-                    &a.kh,
-                    &a.vh,
-                    &a.att,
-                    &a.norm,
-                    &a.q_pre,
-                    &a.k_pre,
-                    &a.atty,
-                    &a.res1,
-                    &a.ln2,
-                    &a.ln2_mean,
-                    &a.ln2_rstd,
-                    &a.fch,
-                    &a.fch_gelu,
-                    &a.res2,
-                    &a.mask_attn,
-                    &a.mask_mlp,
-                ]
-                .iter()
-                .map(|v| v.len())
-                .sum::<usize>()
-            })
-            .sum();
-        let g = [
-            &self.x0,
-            &self.mask_emb,
-            &self.lnf,
-            &self.lnf_mean,
-            &self.lnf_rstd,
-            &self.logits,
-            &self.dp,
-        ];
-        let s: usize = self
-            .s
-            .iter()
-            .chain(&self.dh)
-            .chain(&self.df)
-            .map(Vec::len)
-            .sum();
-        l + g.iter().map(|v| v.len()).sum::<usize>() + s
+        self.total(Vec::len)
     }
 
     /// Whether these buffers hold a `b x t` batch.
     pub fn fits(&self, b: usize, t: usize) -> bool {
         // Per-(b, h) scratch depends on B and T separately, so both must fit.
         b <= self.cap_b && t <= self.cap_t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::AttentionKind;
+
+    /// The accounting's count is the allocation's, for every preset, attention variant and
+    /// dropout setting (dropout adds masks and, for softmax, dropped probabilities).
+    #[test]
+    fn activation_floats_equal_the_allocation() {
+        for preset in GptConfig::PRESETS {
+            for kind in AttentionKind::ALL {
+                for dropout in [0.0, 0.1] {
+                    let mut cfg = GptConfig::preset(preset).expect("preset");
+                    cfg.attention = kind;
+                    cfg.dropout = dropout;
+                    // Small shapes: gpt2-small's logits alone are 50,257 floats per token.
+                    for (b, t) in [(1, 1), (2, 3), (3, cfg.context.min(16))] {
+                        let acts = Acts::new(&cfg, b, t);
+                        assert_eq!(
+                            activation_floats(&cfg, b, t),
+                            acts.total_floats(),
+                            "{preset} {kind:?} dropout {dropout} b {b} t {t}"
+                        );
+                        assert_eq!(
+                            crate::model::accounting::activation_floats(&cfg, b, t),
+                            acts.total_floats()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// After one training step, the buffers left all zero (never written, so never resident)
+    /// are exactly the ones `unwritten_floats` counts, for every variant and both norms.
+    #[test]
+    fn unwritten_floats_are_the_buffers_a_step_leaves_untouched() {
+        use crate::model::Gpt;
+        for kind in AttentionKind::ALL {
+            for norm in [NormPlacement::Pre, NormPlacement::Post] {
+                for dropout in [0.0, 0.1] {
+                    let mut cfg = GptConfig::preset("tiny").expect("preset");
+                    (cfg.attention, cfg.norm, cfg.dropout) = (kind, norm, dropout);
+                    let (b, t) = (2, cfg.context);
+                    let mut m = Gpt::new(cfg.clone(), 1).expect("model");
+                    let x: Vec<u32> = (0..b * t).map(|i| (i * 7 % 11) as u32).collect();
+                    m.forward_backward(&x, &x, b, t, 3).expect("step");
+                    let acts = m.acts.as_ref().expect("buffers");
+                    let zero: usize = acts
+                        .buffers()
+                        .into_iter()
+                        .filter(|v| v.iter().all(|&x| x == 0.0))
+                        .map(Vec::len)
+                        .sum();
+                    assert_eq!(
+                        zero,
+                        unwritten_floats(&cfg, b, t),
+                        "{kind:?} {norm:?} dropout {dropout}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Dropout on softmax attention keeps the dropped probabilities `(B, H, T, T)` per layer.
+    #[test]
+    fn dropout_counts_dropped_probabilities() {
+        let mut cfg = GptConfig::preset("config-a").expect("preset");
+        let base = activation_floats(&cfg, 2, 8);
+        cfg.dropout = 0.1;
+        let masks = (2 * cfg.n_layer + 1) * 2 * 8 * cfg.d_model;
+        let att_drop = cfg.n_layer * 2 * cfg.n_head * 8 * 8;
+        assert_eq!(activation_floats(&cfg, 2, 8), base + masks + att_drop);
     }
 }

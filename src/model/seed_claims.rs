@@ -44,8 +44,11 @@ pub fn seed_claims(cfg: &GptConfig, batch: usize, seq: usize) -> Vec<Claim> {
         .sum::<usize>()
         * l;
     let frozen = a_o.frozen as f64;
-    let mem_no_act =
-        |a: &super::accounting::Account| (a.memory.total - a.memory.activations) as f64;
+    // Steady training state only (the transient checkpoint buffer is not the seed's subject).
+    let mem_no_act = |a: &super::accounting::Account| {
+        (a.memory.weights + a.memory.gradients + a.memory.adamw) as f64
+    };
+    let mem_act = |a: &super::accounting::Account| mem_no_act(a) + a.memory.activations as f64;
     let flops = |a: &super::accounting::Account| {
         (a.flops_per_token.forward + a.flops_per_token.backward) as f64
     };
@@ -79,7 +82,7 @@ pub fn seed_claims(cfg: &GptConfig, batch: usize, seq: usize) -> Vec<Claim> {
             truth: format!(
                 "{} without activations, {} with activations at {batch}x{seq}",
                 pct(1.0 - mem_no_act(&a_o) / mem_no_act(&a_s)),
-                pct(1.0 - a_o.memory.total as f64 / a_s.memory.total as f64)
+                pct(1.0 - mem_act(&a_o) / mem_act(&a_s))
             ),
             reason: "only gradients and AdamW states of W_Q, W_K (12 bytes each) are saved; weights and activations stay"
                 .into(),

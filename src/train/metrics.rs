@@ -24,6 +24,10 @@ pub struct MetricRecord {
     pub tokens_per_s: Option<f64>,
     /// Milliseconds per training step since the previous record.
     pub ms_per_step: Option<f64>,
+    /// Peak resident memory of the process up to this evaluation, in bytes (before the
+    /// checkpoint written after it; `None` where the system does not report it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_bytes: Option<u64>,
 }
 
 /// Writes `records` to `path` as JSON Lines, atomically.

@@ -185,6 +185,7 @@ fn evaluate<M: Trainable>(
         lr,
         tokens_per_s,
         ms_per_step,
+        peak_rss_bytes: super::rss::peak_rss_bytes(),
     })
 }
 
