@@ -64,7 +64,8 @@ pub(crate) struct Acts<V = Vec<f32>> {
     pub logits: V,
     /// Scratch `(B, T, C)` buffers for products and gradients.
     pub s: [V; 6],
-    /// Scratch `(B, H, T, D)` head gradients: dQ, dK, dV, dO.
+    /// Scratch head gradients dQ, dK, dV (`(B, T, C)` rows for softmax attention,
+    /// `(B, H, T, D)` for linear attention) and linear attention's split dO (empty otherwise).
     pub dh: [V; 4],
     /// Scratch `(B, T, F)` feed-forward gradients.
     pub df: [V; 2],
@@ -122,7 +123,9 @@ pub(crate) fn layout<V>(
         lnf_rstd: z(bt),
         logits: z(bt * v),
         s: std::array::from_fn(|_| z(bt * c)),
-        dh: std::array::from_fn(|_| z(bt * c)),
+        // The fourth (split d(atty)) serves linear attention only: softmax attention reads
+        // d(atty) in its `(B, T, C)` rows.
+        dh: std::array::from_fn(|i| z(if i < 3 || lin { bt * c } else { 0 })),
         df: std::array::from_fn(|_| z(bt * f)),
         dp: z(if lin {
             b * h * crate::nn::linear_attention::scratch_per_head(t, cfg.d_head())

@@ -329,9 +329,10 @@ fn attn_backward(
         linear::bias_backward(&mut pg[o..o + c], dy);
     }
     let [dq, dk, dv, dout] = dh;
-    let (dq, dk, dv, dout) = (&mut dq[..n], &mut dk[..n], &mut dv[..n], &mut dout[..n]);
-    attention::split_heads(dout, da_in, t, h, d);
+    let nd = if x.linear_attn { n } else { 0 };
+    let (dq, dk, dv, dout) = (&mut dq[..n], &mut dk[..n], &mut dv[..n], &mut dout[..nd]);
     if x.linear_attn {
+        attention::split_heads(dout, da_in, t, h, d);
         let den = &a.norm[..bt * h];
         linear_attention::causal_backward(
             dq,
@@ -351,9 +352,11 @@ fn attn_backward(
         linear_attention::feature_map_backward(dout, dk, &a.k_pre[..n]);
         dk.copy_from_slice(dout);
     } else {
+        // Heads stay in the `(B, T, C)` rows: the attention reads d(atty) as it is and
+        // writes dQ, dK, dV ready for the projections' backward.
         let scale = 1.0 / (d as f32).sqrt();
         let att = &a.att[..x.b * h * t * t];
-        let lay = attention::HeadLayout::split(t, h, d);
+        let lay = attention::HeadLayout::rows(t, c, d);
         let heads = |x| attention::Heads { x, layout: lay };
         let out = |x| attention::HeadsMut { x, layout: lay };
         attention::backward(
@@ -363,7 +366,7 @@ fn attn_backward(
                 dv: out(dv),
             },
             &mut dp[..x.b * h * t * t],
-            heads(dout),
+            heads(da_in),
             att,
             heads(&a.qh[..n]),
             heads(&a.kh[..n]),
@@ -377,12 +380,17 @@ fn attn_backward(
         );
     }
     for (which, g) in [(0, &*dq), (1, &*dk), (2, &*dv)] {
-        attention::merge_heads(dout, g, t, h, d);
+        let g: &[f32] = if x.linear_attn {
+            attention::merge_heads(dout, g, t, h, d);
+            dout
+        } else {
+            g
+        };
         let wg = idx.w[which].map(|o| o..o + cc);
         linear::backward(
             Some(&mut *da_in),
             wg.map(|r| &mut pg[r]),
-            dout,
+            g,
             a_in,
             x.weight(which),
             bt,
@@ -391,7 +399,7 @@ fn attn_backward(
             which > 0,
         );
         if let Some(o) = idx.b[which] {
-            linear::bias_backward(&mut pg[o..o + c], dout);
+            linear::bias_backward(&mut pg[o..o + c], g);
         }
     }
 }

@@ -143,22 +143,20 @@ impl Gpt {
             );
         }
         let a_in: &[f32] = if pre { &a.ln1[..n] } else { x_in };
-        // Q, K, V projections, split into heads.
+        // Q, K, V projections: softmax attention reads the heads straight from the `(B, T, C)`
+        // rows; linear attention wants them split into `(B, H, T, D)`.
         let [s0, s1, ..] = s;
+        let lin = cfg.attention.is_linear();
         for (which, dst) in [(0, &mut a.qh), (1, &mut a.kh), (2, &mut a.vh)] {
-            linear::forward(
-                &mut s0[..n],
-                a_in,
-                self.attn_weight(l, which),
-                bias(idx.b[which], c),
-                bt,
-                c,
-                c,
-            );
-            attention::split_heads(&mut dst[..n], &s0[..n], t, h, d);
+            let out = if lin { &mut s0[..n] } else { &mut dst[..n] };
+            let w = self.attn_weight(l, which);
+            linear::forward(out, a_in, w, bias(idx.b[which], c), bt, c, c);
+            if lin {
+                attention::split_heads(&mut dst[..n], &s0[..n], t, h, d);
+            }
         }
         let scale = 1.0 / (d as f32).sqrt();
-        if cfg.attention.is_linear() {
+        if lin {
             a.q_pre[..n].copy_from_slice(&a.qh[..n]);
             a.k_pre[..n].copy_from_slice(&a.kh[..n]);
             linear_attention::feature_map(&mut a.qh[..n], &a.q_pre[..n]);
@@ -173,6 +171,7 @@ impl Gpt {
                 t,
                 d,
             );
+            attention::merge_heads(&mut a.atty[..n], &s1[..n], t, h, d);
         } else {
             let bhtt = b * h * t * t;
             let drop = dropout_seed.map(|seed| attention::ProbDropout {
@@ -181,12 +180,12 @@ impl Gpt {
                 base: dropout::site_base(seed, site(l, 2)),
             });
             let att = &mut a.att[..bhtt];
-            let lay = attention::HeadLayout::split(t, h, d);
+            let lay = attention::HeadLayout::rows(t, c, d);
             let heads = |x| attention::Heads { x, layout: lay };
             let dims = attention::Dims { b, h, t, d };
             attention::forward(
                 attention::HeadsMut {
-                    x: &mut s1[..n],
+                    x: &mut a.atty[..n],
                     layout: lay,
                 },
                 att,
@@ -198,7 +197,6 @@ impl Gpt {
                 drop,
             );
         }
-        attention::merge_heads(&mut a.atty[..n], &s1[..n], t, h, d);
         linear::forward(
             &mut s0[..n],
             &a.atty[..n],
