@@ -156,3 +156,66 @@ fn masked_step_ignores_unscored_positions() {
     let cells = plan.run(&mut NoProgress).unwrap();
     assert_eq!(cells.len(), 1);
 }
+
+/// The masked step (head on the scored rows only) gives the loss of the full logits at the
+/// scored positions, and gradients that match finite differences of that loss.
+#[test]
+fn masked_step_matches_full_logits_and_finite_differences() {
+    let task = MqarTask {
+        vocab_size: 64,
+        ..MqarTask::new(16, 2)
+    };
+    let batch = task.generate(2, 4).unwrap();
+    let mut cfg = orthoformer::model::GptConfig::preset("tiny").unwrap();
+    (
+        cfg.vocab_size,
+        cfg.context,
+        cfg.d_model,
+        cfg.n_head,
+        cfg.d_ff,
+    ) = (64, 16, 16, 2, 32);
+    let loss_of = |m: &mut Gpt| -> f64 {
+        let logits = m.logits(&batch.inputs, 2, 16).unwrap().to_vec();
+        let mut total = 0.0f64;
+        let mut n = 0;
+        for (row, &tg) in logits.chunks_exact(64).zip(&batch.targets) {
+            if tg == IGNORE {
+                continue;
+            }
+            let mx = row.iter().fold(f32::MIN, |a, &x| a.max(x)) as f64;
+            let z: f64 = row.iter().map(|&x| (x as f64 - mx).exp()).sum();
+            total += mx + z.ln() - row[tg as usize] as f64;
+            n += 1;
+        }
+        total / n as f64
+    };
+    let mut m = Gpt::new(cfg, 9).unwrap();
+    m.zero_grad();
+    let loss = m
+        .forward_backward_masked(&batch.inputs, &batch.targets, 2, 16)
+        .unwrap() as f64;
+    assert!((loss - loss_of(&mut m)).abs() < 1e-5, "{loss}");
+    let grad = m.params().grad.clone();
+    // The largest gradient entries of the embedding (the head's weight) and of the trunk.
+    let wte = m.params().info("wte").unwrap().range();
+    let fc = m.params().info("h.1.mlp.fc.weight").unwrap().range();
+    for r in [wte, fc] {
+        let i = r
+            .clone()
+            .max_by(|&a, &b| grad[a].abs().total_cmp(&grad[b].abs()))
+            .unwrap();
+        let h = 1e-2f32;
+        let x0 = m.params().data[i];
+        m.params_mut().data[i] = x0 + h;
+        let up = loss_of(&mut m);
+        m.params_mut().data[i] = x0 - h;
+        let down = loss_of(&mut m);
+        m.params_mut().data[i] = x0;
+        let fd = (up - down) / (2.0 * h as f64);
+        let g = grad[i] as f64;
+        assert!(
+            (fd - g).abs() < 2e-2 * g.abs() + 1e-4,
+            "param {i}: {g} vs {fd}"
+        );
+    }
+}

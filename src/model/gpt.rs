@@ -225,7 +225,7 @@ impl Gpt {
         }
     }
 
-    fn check_batch(
+    pub(crate) fn check_batch(
         &mut self,
         inputs: &[u32],
         targets: Option<&[u32]>,

@@ -53,39 +53,37 @@ impl Gpt {
         let Some(mut acts) = self.acts.take() else {
             return;
         };
+        let (c, v, bt) = (self.cfg.d_model, self.cfg.vocab_size, b * t);
+        let wte = self.wte..self.wte + v * c;
+        let (pd, pg) = (&self.params.data, &mut self.params.grad);
+        let s0 = &mut acts.s[0][..bt * c];
+        head_backward(
+            s0,
+            pg,
+            &acts.logits[..bt * v],
+            &acts.lnf[..bt * c],
+            pd,
+            wte,
+            bt,
+            c,
+            v,
+        );
+        self.acts = Some(acts);
+        self.backward_trunk(inputs, b, t);
+    }
+
+    /// Backward from the gradient of the final LayerNorm's output, left in `acts.s[0]`.
+    pub(crate) fn backward_trunk(&mut self, inputs: &[u32], b: usize, t: usize) {
+        let Some(mut acts) = self.acts.take() else {
+            return;
+        };
         let cfg = &self.cfg;
         let (c, v, bt) = (cfg.d_model, cfg.vocab_size, b * t);
         let n = bt * c;
         let (pd, pg) = (&self.params.data, &mut self.params.grad);
-        let threads = linear::big_threads();
         let wte = self.wte..self.wte + v * c;
         {
             let [s0, s1, ..] = &mut acts.s;
-            let dlogits = &acts.logits[..bt * v];
-            matmul(
-                &mut s0[..n],
-                dlogits,
-                Trans::No,
-                &pd[wte.clone()],
-                Trans::No,
-                bt,
-                v,
-                c,
-                false,
-                threads,
-            );
-            matmul(
-                &mut pg[wte.clone()],
-                dlogits,
-                Trans::Yes,
-                &acts.lnf[..n],
-                Trans::No,
-                v,
-                bt,
-                c,
-                true,
-                threads,
-            );
             let last: &[f32] = match acts.layers.last() {
                 None => &acts.x0[..n],
                 Some(a) => block_out(cfg.norm, a, n),
@@ -150,6 +148,47 @@ impl Gpt {
         embedding::backward(&mut gte[wte], &mut gpe[..cfg.context * c], g, inputs, t, c);
         self.acts = Some(acts);
     }
+}
+
+/// The tied head's backward: `d lnf = dlogits · W_te` (into `dlnf`, `rows x C`) and
+/// `dW_te += dlogitsᵀ · lnf`, for `rows` rows of logits.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn head_backward(
+    dlnf: &mut [f32],
+    pg: &mut [f32],
+    dlogits: &[f32],
+    lnf: &[f32],
+    pd: &[f32],
+    wte: std::ops::Range<usize>,
+    rows: usize,
+    c: usize,
+    v: usize,
+) {
+    let threads = linear::big_threads();
+    matmul(
+        dlnf,
+        dlogits,
+        Trans::No,
+        &pd[wte.clone()],
+        Trans::No,
+        rows,
+        v,
+        c,
+        false,
+        threads,
+    );
+    matmul(
+        &mut pg[wte],
+        dlogits,
+        Trans::Yes,
+        lnf,
+        Trans::No,
+        v,
+        rows,
+        c,
+        true,
+        threads,
+    );
 }
 
 fn block_out(norm: NormPlacement, a: &LayerActs, n: usize) -> &[f32] {

@@ -31,6 +31,35 @@ impl Gpt {
         t: usize,
         dropout_seed: Option<u64>,
     ) {
+        self.forward_trunk(inputs, b, t, dropout_seed);
+        let Some(mut acts) = self.acts.take() else {
+            return;
+        };
+        let (c, v, bt) = (self.cfg.d_model, self.cfg.vocab_size, b * t);
+        let wte = &self.params.data[self.wte..self.wte + v * c];
+        matmul::matmul(
+            &mut acts.logits[..bt * v],
+            &acts.lnf[..bt * c],
+            matmul::Trans::No,
+            wte,
+            matmul::Trans::Yes,
+            bt,
+            c,
+            v,
+            false,
+            linear::big_threads(),
+        );
+        self.acts = Some(acts);
+    }
+
+    /// Runs the model up to the final LayerNorm's output `acts.lnf` (the head's input).
+    pub(crate) fn forward_trunk(
+        &mut self,
+        inputs: &[u32],
+        b: usize,
+        t: usize,
+        dropout_seed: Option<u64>,
+    ) {
         let Some(mut acts) = self.acts.take() else {
             return;
         };
@@ -83,20 +112,6 @@ impl Gpt {
             &mut acts.lnf_rstd[..bt],
         );
         layernorm::forward(lnf, mean, rstd, last, &g[..c], &g[c..], c);
-        let wte = &p[self.wte..self.wte + v * c];
-        let logits = &mut acts.logits[..bt * v];
-        matmul::matmul(
-            logits,
-            lnf,
-            matmul::Trans::No,
-            wte,
-            matmul::Trans::Yes,
-            bt,
-            c,
-            v,
-            false,
-            linear::big_threads(),
-        );
         acts.dropout_seed = dropout_seed;
         self.acts = Some(acts);
     }

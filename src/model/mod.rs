@@ -8,6 +8,7 @@ pub mod gpt;
 mod gpt_acts;
 mod gpt_backward;
 mod gpt_forward;
+mod gpt_masked;
 pub mod layout;
 pub mod llama;
 pub mod seed_claims;
@@ -16,6 +17,7 @@ pub mod store;
 pub use checkpoint::{load_model, save_model};
 pub use config::{AttentionKind, GptConfig, NormPlacement};
 pub use gpt::Gpt;
+pub use gpt_masked::IGNORE;
 pub use store::{FrozenStore, ParamStore, TensorInfo};
 
 /// A model configuration or checkpoint that does not make sense.

@@ -15,8 +15,8 @@ use rand::Rng as _;
 use super::MqarError;
 use crate::init::rng::{Rng, seeded};
 
-/// Target value of a position that is not scored.
-pub const IGNORE: u32 = u32::MAX;
+/// Target value of a position that is not scored (the model's own marker).
+pub use crate::model::IGNORE;
 
 /// Zoology's power-law exponent for query gaps.
 pub const DEFAULT_POWER_A: f64 = 0.01;

@@ -25,6 +25,5 @@ pub enum MqarError {
         why: String,
     },
 }
-pub mod masked_loss;
 pub mod report;
 pub mod run;

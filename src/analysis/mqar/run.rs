@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::generator::MqarTask;
 use super::score::count_correct;
 use crate::init::orthogonal::OrthoMethod;
-use crate::model::{AttentionKind, Gpt, GptConfig, NormPlacement};
+use crate::model::{AttentionKind, Gpt, GptConfig, IGNORE, NormPlacement};
 use crate::train::adamw::{AdamW, AdamWConfig, groups_from};
 use crate::train::clip::clip_grad_norm;
 use crate::train::schedule::Schedule;
@@ -228,8 +228,14 @@ impl MqarPlan {
         while done < self.eval_examples {
             let b = self.batch.min(self.eval_examples - done).max(1);
             let batch = task.generate(b, eval_seed(self.seed, chunk))?;
-            let logits = model.logits(&batch.inputs, b, task.seq_len)?;
-            let (c, s) = count_correct(logits, &batch.targets, self.vocab)?;
+            let logits = model.scored_logits(&batch.inputs, &batch.targets, b, task.seq_len)?;
+            let picked: Vec<u32> = batch
+                .targets
+                .iter()
+                .copied()
+                .filter(|&x| x != IGNORE)
+                .collect();
+            let (c, s) = count_correct(logits, &picked, self.vocab)?;
             correct += c;
             scored += s;
             done += b;

@@ -1,0 +1,117 @@
+//! Training and scoring on a subset of positions (MQAR scores only the tokens after a queried
+//! key). The tied head `lnf · W_teᵀ` and its backward run on the scored rows alone: with a
+//! vocabulary of 8,192 and one scored position in 16, the head would otherwise be most of
+//! the step.
+
+use super::ModelError;
+use super::gpt::Gpt;
+use super::gpt_backward::head_backward;
+use crate::nn::{cross_entropy, linear, matmul};
+
+/// Target of a position that is not scored (Zoology's `-100`).
+pub const IGNORE: u32 = u32::MAX;
+
+impl Gpt {
+    /// Forward + backward of the mean cross-entropy over the scored positions of a `(B, T)`
+    /// batch (targets equal to [`IGNORE`] are skipped); gradients are *accumulated*. No dropout.
+    /// Returns the mean loss over scored positions.
+    ///
+    /// `loss = -(1/S) Σ_{i scored} log softmax(logits_i)[target_i]`, `S` = scored count;
+    /// `dL/dlogits_i = (softmax_i - onehot_i)/S` for scored `i`; unscored rows get no head
+    /// gradient at all.
+    pub fn forward_backward_masked(
+        &mut self,
+        inputs: &[u32],
+        targets: &[u32],
+        b: usize,
+        t: usize,
+    ) -> crate::Result<f32> {
+        let rows = self.scored_rows(targets, b, t)?;
+        self.check_batch(inputs, None, b, t)?;
+        self.forward_trunk(inputs, b, t, None);
+        let Some(mut acts) = self.acts.take() else {
+            return Err(ModelError::Batch("internal: no activations after forward".into()).into());
+        };
+        let (c, v, s) = (self.cfg.d_model, self.cfg.vocab_size, rows.len());
+        let wte = self.wte..self.wte + v * c;
+        let [s0, _, s2, s3, ..] = &mut acts.s;
+        let (x, dx) = (&mut s2[..s * c], &mut s3[..s * c]);
+        for (dst, &r) in x.chunks_exact_mut(c).zip(&rows) {
+            dst.copy_from_slice(&acts.lnf[r * c..(r + 1) * c]);
+        }
+        let logits = &mut acts.logits[..s * v];
+        let (pd, pg) = (&self.params.data, &mut self.params.grad);
+        head_forward(logits, x, &pd[wte.clone()], s, c, v);
+        let picked: Vec<u32> = rows.iter().map(|&r| targets[r]).collect();
+        let loss = cross_entropy::forward(logits, &picked, v, true);
+        head_backward(dx, pg, logits, x, pd, wte, s, c, v);
+        let dlnf = &mut s0[..b * t * c];
+        dlnf.fill(0.0);
+        for (src, &r) in dx.chunks_exact(c).zip(&rows) {
+            dlnf[r * c..(r + 1) * c].copy_from_slice(src);
+        }
+        self.acts = Some(acts);
+        self.backward_trunk(inputs, b, t);
+        Ok(loss)
+    }
+
+    /// Logits of the scored positions only (`S x V`, in position order), without dropout.
+    pub fn scored_logits(
+        &mut self,
+        inputs: &[u32],
+        targets: &[u32],
+        b: usize,
+        t: usize,
+    ) -> crate::Result<&[f32]> {
+        let rows = self.scored_rows(targets, b, t)?;
+        self.check_batch(inputs, None, b, t)?;
+        self.forward_trunk(inputs, b, t, None);
+        let (c, v, s) = (self.cfg.d_model, self.cfg.vocab_size, rows.len());
+        let Some(acts) = self.acts.as_mut() else {
+            return Ok(&[]);
+        };
+        let x = &mut acts.s[2][..s * c];
+        for (dst, &r) in x.chunks_exact_mut(c).zip(&rows) {
+            dst.copy_from_slice(&acts.lnf[r * c..(r + 1) * c]);
+        }
+        let wte = &self.params.data[self.wte..self.wte + v * c];
+        head_forward(&mut acts.logits[..s * v], x, wte, s, c, v);
+        Ok(&acts.logits[..s * v])
+    }
+
+    /// Positions whose target is scored; checks the targets.
+    fn scored_rows(&self, targets: &[u32], b: usize, t: usize) -> crate::Result<Vec<usize>> {
+        let v = self.cfg.vocab_size;
+        if targets.len() != b * t {
+            let msg = format!("{} targets for a {b} x {t} batch", targets.len());
+            return Err(ModelError::Batch(msg).into());
+        }
+        if let Some(&bad) = targets.iter().find(|&&x| x != IGNORE && x as usize >= v) {
+            let msg = format!("target {bad} is outside the vocabulary of {v}");
+            return Err(ModelError::Batch(msg).into());
+        }
+        let rows: Vec<usize> = (0..b * t).filter(|&i| targets[i] != IGNORE).collect();
+        if rows.is_empty() {
+            return Err(ModelError::Batch("no position is scored".into()).into());
+        }
+        Ok(rows)
+    }
+}
+
+/// `logits (rows x V) = x (rows x C) · W_teᵀ`.
+fn head_forward(logits: &mut [f32], x: &[f32], wte: &[f32], rows: usize, c: usize, v: usize) {
+    use matmul::Trans;
+    let threads = linear::big_threads();
+    matmul::matmul(
+        logits,
+        x,
+        Trans::No,
+        wte,
+        Trans::Yes,
+        rows,
+        c,
+        v,
+        false,
+        threads,
+    );
+}
