@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use super::Outcome;
-use crate::model::{AttentionKind, GptConfig};
+use crate::model::GptConfig;
 use crate::train::compare::attention_name;
 use crate::train::step_bench::{StepTiming, gemm_peak, time_training_step};
 
@@ -19,8 +19,14 @@ pub struct BenchArgs {
     /// batch 8, 6 layers, d 384).
     #[arg(long, value_delimiter = ',', default_value = "a,b")]
     pub configs: Vec<String>,
-    /// Attention variants to time.
-    #[arg(long, value_delimiter = ',', default_value = "softmax,orthogonal")]
+    /// Attention variants to time (any of softmax, orthogonal, orthogonal-tied, identity-q,
+    /// orthogonal-hadamard, linear, orthogonal-linear; PyTorch runs the frozen ones as its
+    /// frozen dense model and has no linear attention).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "softmax,orthogonal,orthogonal-hadamard"
+    )]
     pub attention: Vec<String>,
     /// Timed steps per measurement (after 3 warm-up steps); the median is reported.
     #[arg(long, default_value_t = 20)]
@@ -210,13 +216,13 @@ fn run_torch(
     b: usize,
     threads: usize,
 ) -> anyhow::Result<(f64, f64)> {
-    let frozen = matches!(cfg.attention, AttentionKind::Orthogonal);
-    if !matches!(
-        cfg.attention,
-        AttentionKind::Softmax | AttentionKind::Orthogonal
-    ) {
+    // PyTorch's reference has softmax attention with trainable or frozen dense Q/K: the
+    // frozen variants (tied, identity, Hadamard) are compared with its frozen dense model,
+    // the best PyTorch offers without a custom kernel.
+    if cfg.attention.is_linear() {
         anyhow::bail!("the PyTorch reference has softmax attention only");
     }
+    let frozen = cfg.attention.frozen_qk();
     let mut cmd = Command::new(&args.python);
     cmd.arg(&args.torch_script)
         .args(["--layers", &cfg.n_layer.to_string()])

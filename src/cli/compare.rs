@@ -19,7 +19,7 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub model: ModelFlags,
     /// Attention variants to compare, comma-separated: softmax, orthogonal, linear,
-    /// orthogonal-linear.
+    /// orthogonal-linear, orthogonal-tied, identity-q, orthogonal-hadamard.
     #[arg(long, value_delimiter = ',', default_value = "softmax,orthogonal")]
     pub attention: Vec<String>,
     #[command(flatten)]

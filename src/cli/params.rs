@@ -17,7 +17,8 @@ pub struct ParamsArgs {
     /// A TOML model config (every GptConfig field); replaces --preset.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Attention: softmax, orthogonal, linear, orthogonal-linear (default: the config's).
+    /// Attention: softmax, orthogonal, linear, orthogonal-linear, orthogonal-tied, identity-q,
+    /// orthogonal-hadamard (default: the config's).
     #[arg(long)]
     pub attention: Option<String>,
     /// Batch size for the activation memory.

@@ -103,8 +103,9 @@ pub struct TrainArgs {
     pub data: DataFlags,
     #[command(flatten)]
     pub model: ModelFlags,
-    /// Attention: softmax, orthogonal (frozen random orthogonal Q/K), linear, orthogonal-linear
-    /// [default: the preset's].
+    /// Attention: softmax, orthogonal (frozen random orthogonal Q/K), linear, orthogonal-linear,
+    /// orthogonal-tied (one frozen matrix as Q and K), identity-q (W_Q = I, W_K trained),
+    /// orthogonal-hadamard (frozen SRHT Q/K, fast transform) [default: the preset's].
     #[arg(long)]
     pub attention: Option<String>,
     #[command(flatten)]
@@ -194,11 +195,12 @@ impl DataFlags {
     }
 }
 
-/// Parses an attention name (`softmax`, `orthogonal`, `linear`, `orthogonal-linear`).
+/// Parses an attention name (see [`AttentionKind::names`]).
 pub fn parse_attention(name: &str) -> anyhow::Result<AttentionKind> {
     AttentionKind::parse(name.trim()).map_err(|_| {
         anyhow::anyhow!(
-            "unknown attention {name:?}: use softmax, orthogonal, linear or orthogonal-linear"
+            "unknown attention {name:?}: use one of {}",
+            AttentionKind::names()
         )
     })
 }

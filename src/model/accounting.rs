@@ -4,7 +4,7 @@
 //! buffer of a checkpoint write) and matrix-product
 //! FLOPs per token for the forward and the backward.
 
-use super::config::{AttentionKind, GptConfig};
+use super::config::{AttentionKind, GptConfig, Projection};
 use super::layout;
 use serde::Serialize;
 
@@ -117,20 +117,34 @@ pub fn flops_per_token(cfg: &GptConfig, t: usize) -> Flops {
     let (t, l) = (t as u64, cfg.n_layer as u64);
     let proj = 2 * c * c; // one C x C projection
     let ffn = 2 * 2 * c * f;
-    // Softmax: S = QKᵀ and PV over the full T x T block (as computed); linear: state + readout.
+    // Softmax: S = QKᵀ and PV over the causal blocks the kernel computes (per token: the
+    // pairs per head over T); linear: state + readout.
     let (att_f, att_b) = if cfg.attention.is_linear() {
         (4 * c * d, 12 * c * d)
     } else {
-        (4 * t * c, 8 * t * c)
+        let pairs = crate::nn::attention::causal_pairs(t as usize) as u64;
+        (4 * pairs * c / t.max(1), 8 * pairs * c / t.max(1))
     };
     let head = 2 * c * v;
-    let forward = l * (4 * proj + ffn + att_f) + head;
-    let skipped = if cfg.attention.frozen_qk() {
-        l * 2 * proj
-    } else {
-        0
-    };
-    let backward = l * (2 * (4 * proj + ffn) + att_b) + 2 * head - skipped;
+    // Matrix products per layer: Q and K run one only when dense (trainable or frozen
+    // orthogonal); tied keys reuse the queries, identity queries are the input, and the
+    // Hadamard projections are fast transforms (`nn::srht`, about C·(log₂C + 2) additions per
+    // token each, not matrix products and not counted here).
+    let a = cfg.attention;
+    let dense = |p: Projection| matches!(p, Projection::Trainable | Projection::FrozenDense);
+    let qk_products = [a.q_projection(), a.k_projection()]
+        .into_iter()
+        .filter(|&p| dense(p))
+        .count() as u64;
+    let qk_trained = [a.q_projection(), a.k_projection()]
+        .into_iter()
+        .filter(|p| p.trainable())
+        .count() as u64;
+    let fwd_proj = (2 + qk_products) * proj;
+    let forward = l * (fwd_proj + ffn + att_f) + head;
+    // Backward: every product's input gradient, and weight gradients of the trained ones.
+    let skipped = l * (2 - qk_trained) * proj;
+    let backward = l * (fwd_proj + (2 + qk_trained) * proj + 2 * ffn + att_b) + 2 * head;
     Flops {
         forward,
         backward,

@@ -4,8 +4,9 @@
 //! (for other tools), and then checked against the hash when read back.
 
 use super::ModelError;
-use super::config::GptConfig;
+use super::config::{GptConfig, Projection};
 use super::gpt::Gpt;
+use super::layout;
 use super::store::{FrozenGenerator, FrozenStore};
 use safetensors::tensor::{Dtype, TensorView};
 use std::collections::HashMap;
@@ -93,12 +94,14 @@ pub fn load_model(path: &Path) -> crate::Result<Gpt> {
             *d = f32::from_le_bytes([ch[0], ch[1], ch[2], ch[3]]);
         }
     }
-    if model.config().attention.frozen_qk() {
+    if !model.frozen().is_empty() {
         let mut frozen = match meta.get("frozen_generator") {
             Some(g) => {
                 let generator: FrozenGenerator = serde_json::from_str(g)
                     .map_err(|e| bad(path, format!("frozen generator: {e}")))?;
-                FrozenStore::generate(generator, model.config().n_layer)?
+                let cfg = model.config();
+                let hadamard = cfg.attention.q_projection() == Projection::Hadamard;
+                FrozenStore::generate(generator, &layout::frozen_slots(cfg), hadamard)?
             }
             None => {
                 let mut f = model.frozen().clone();

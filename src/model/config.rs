@@ -18,20 +18,91 @@ pub enum AttentionKind {
     Linear,
     /// Linear attention with frozen orthogonal `W_Q, W_K`.
     OrthogonalLinear,
+    /// Softmax attention with one frozen random orthogonal matrix per head used as both `W_Q`
+    /// and `W_K`, so `q·k` is the projected `x·y`.
+    OrthogonalTied,
+    /// Softmax attention with `W_Q` fixed to the identity (head `h` reads coordinates
+    /// `h·D..(h+1)·D` of its input) and a trainable `W_K`.
+    IdentityQ,
+    /// Softmax attention whose frozen `W_Q, W_K` are subsampled randomised Hadamard transforms
+    /// (random signs, a Walsh-Hadamard transform, a fixed random choice of coordinates per
+    /// head), applied in `O(C log C)` per token, never as a matrix product.
+    OrthogonalHadamard,
+}
+
+/// How a variant produces its queries or its keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Projection {
+    /// A trainable `C x C` weight in the parameter store.
+    Trainable,
+    /// A frozen dense random orthogonal `C x C` weight (per head `C x D`, orthonormal columns).
+    FrozenDense,
+    /// The keys are the queries (the same frozen matrix); no tensor of its own.
+    TiedToQ,
+    /// The identity: the projection is the input itself; no tensor.
+    Identity,
+    /// A frozen subsampled randomised Hadamard transform ([`crate::nn::srht::Srht`]).
+    Hadamard,
+}
+
+impl Projection {
+    /// Whether the optimiser trains it.
+    pub fn trainable(self) -> bool {
+        self == Self::Trainable
+    }
+
+    /// Whether the model stores a frozen `C x C` tensor for it.
+    pub fn stored_frozen(self) -> bool {
+        matches!(self, Self::FrozenDense | Self::Hadamard)
+    }
 }
 
 impl AttentionKind {
     /// All variants, in the order the CLI lists them.
-    pub const ALL: [AttentionKind; 4] = [
+    pub const ALL: [AttentionKind; 7] = [
         Self::Softmax,
         Self::Orthogonal,
         Self::Linear,
         Self::OrthogonalLinear,
+        Self::OrthogonalTied,
+        Self::IdentityQ,
+        Self::OrthogonalHadamard,
     ];
 
-    /// Whether `W_Q, W_K` are frozen orthogonal matrices.
+    /// How `W_Q` works.
+    pub fn q_projection(self) -> Projection {
+        match self {
+            Self::Softmax | Self::Linear => Projection::Trainable,
+            Self::Orthogonal | Self::OrthogonalLinear | Self::OrthogonalTied => {
+                Projection::FrozenDense
+            }
+            Self::IdentityQ => Projection::Identity,
+            Self::OrthogonalHadamard => Projection::Hadamard,
+        }
+    }
+
+    /// How `W_K` works.
+    pub fn k_projection(self) -> Projection {
+        match self {
+            Self::Softmax | Self::Linear | Self::IdentityQ => Projection::Trainable,
+            Self::Orthogonal | Self::OrthogonalLinear => Projection::FrozenDense,
+            Self::OrthogonalTied => Projection::TiedToQ,
+            Self::OrthogonalHadamard => Projection::Hadamard,
+        }
+    }
+
+    /// `W_Q` (`which = 0`) or `W_K` (`which = 1`).
+    pub fn projection(self, which: usize) -> Projection {
+        if which == 0 {
+            self.q_projection()
+        } else {
+            self.k_projection()
+        }
+    }
+
+    /// Whether any of `W_Q, W_K` is not trained (frozen, tied or fixed).
     pub fn frozen_qk(self) -> bool {
-        matches!(self, Self::Orthogonal | Self::OrthogonalLinear)
+        !self.q_projection().trainable() || !self.k_projection().trainable()
     }
 
     /// Whether the attention is the linear (kernel) form.
@@ -46,16 +117,28 @@ impl AttentionKind {
             Self::Orthogonal => "orthogonal",
             Self::Linear => "linear",
             Self::OrthogonalLinear => "orthogonal-linear",
+            Self::OrthogonalTied => "orthogonal-tied",
+            Self::IdentityQ => "identity-q",
+            Self::OrthogonalHadamard => "orthogonal-hadamard",
         }
     }
 
-    /// Parses a name as written in configs (`softmax`, `orthogonal`, `linear`, `orthogonal-linear`).
+    /// Every name, comma-separated (for help and error messages).
+    pub fn names() -> String {
+        Self::ALL.map(Self::name).join(", ")
+    }
+
+    /// Parses a name as written in configs (see [`AttentionKind::names`]).
     pub fn parse(s: &str) -> Result<Self, ModelError> {
-        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
-            ModelError::Config(format!(
-                "unknown attention {s:?}: use one of softmax, orthogonal, linear, orthogonal-linear"
-            ))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                ModelError::Config(format!(
+                    "unknown attention {s:?}: use one of {}",
+                    Self::names()
+                ))
+            })
     }
 }
 
@@ -223,6 +306,15 @@ impl GptConfig {
             return bad(format!(
                 "vocab_size {} does not fit token ids of 32 bits",
                 self.vocab_size
+            ));
+        }
+        if self.attention == AttentionKind::OrthogonalHadamard
+            && crate::nn::hadamard::factors(self.d_model).is_none()
+        {
+            return bad(format!(
+                "orthogonal-hadamard needs a Hadamard matrix of order d_model = {}: use a power \
+                 of two, or 12, 20, 24, ... times one (e.g. 384 = 12·32)",
+                self.d_model
             ));
         }
         if !(0.0..1.0).contains(&self.dropout) {

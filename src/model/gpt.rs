@@ -7,7 +7,7 @@ use super::ModelError;
 use super::config::GptConfig;
 use super::gpt_acts::Acts;
 use super::layout::{self, InitRule};
-use super::store::{FrozenGenerator, FrozenStore, ParamStore};
+use super::store::{FrozenStore, ParamStore};
 use crate::init::rng::seeded;
 use rand::Rng as _;
 
@@ -16,8 +16,10 @@ use rand::Rng as _;
 pub(crate) struct LayerIdx {
     pub ln1: usize,
     pub ln2: usize,
-    /// Q, K, V, O weights (Q, K are `None` when frozen).
+    /// Q, K, V, O weights (Q, K are `None` when not trained).
     pub w: [Option<usize>; 4],
+    /// Index of the frozen Q, K tensors in the `FrozenStore`, when stored.
+    pub frozen: [Option<usize>; 2],
     /// Q, K, V, O biases.
     pub b: [Option<usize>; 4],
     pub fc_w: usize,
@@ -68,17 +70,7 @@ impl Gpt {
         cfg.validate()?;
         let specs = layout::trainable(&cfg);
         let params = ParamStore::zeros(&specs);
-        let frozen = if cfg.attention.frozen_qk() {
-            let generator = FrozenGenerator {
-                method: cfg.frozen_method,
-                seed: cfg.frozen_seed,
-                d_model: cfg.d_model,
-                n_head: cfg.n_head,
-            };
-            FrozenStore::generate(generator, cfg.n_layer)?
-        } else {
-            FrozenStore::empty()
-        };
+        let frozen = FrozenStore::for_config(&cfg)?;
         let off = |name: String| params.offset_of(&name);
         let need = |name: String| {
             params
@@ -93,6 +85,10 @@ impl Gpt {
                 ln1: need(format!("{p}.ln1.weight"))?,
                 ln2: need(format!("{p}.ln2.weight"))?,
                 w: names.map(|n| off(format!("{p}.attn.{n}.weight"))),
+                frozen: [0, 1].map(|w| {
+                    let name = layout::frozen_name(l, w);
+                    frozen.tensors.iter().position(|t| t.name == name)
+                }),
                 b: names.map(|n| off(format!("{p}.attn.{n}.bias"))),
                 fc_w: need(format!("{p}.mlp.fc.weight"))?,
                 fc_b: off(format!("{p}.mlp.fc.bias")),
@@ -157,6 +153,8 @@ impl Gpt {
             .into());
         }
         t.data.copy_from_slice(values);
+        // The values no longer come from a transform: the dense product takes over.
+        t.fast = None;
         self.frozen.generator = None;
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! cross-entropy) down to the embeddings, accumulating into `params.grad`. Frozen `W_Q, W_K`
 //! get only their input-gradient product; their weight-gradient product is never run.
 
-use super::config::NormPlacement;
+use super::config::{AttentionKind, NormPlacement, Projection};
 use super::gpt::{Gpt, LayerIdx};
 use super::gpt_acts::LayerActs;
 use super::store::FrozenStore;
@@ -25,15 +25,12 @@ struct Ctx<'a> {
     p: f32,
     seed: u64,
     linear_attn: bool,
+    attention: AttentionKind,
 }
 
 impl Ctx<'_> {
     fn weight(&self, which: usize) -> &[f32] {
-        let cc = self.c * self.c;
-        match self.idx.w[which] {
-            Some(o) => &self.pd[o..o + cc],
-            None => &self.frozen.tensors[2 * self.l + which].data,
-        }
+        super::gpt_forward::attn_weight(self.pd, self.frozen, self.idx, self.c, which)
     }
 }
 
@@ -123,6 +120,7 @@ impl Gpt {
                 p: cfg.dropout,
                 seed: acts.dropout_seed.unwrap_or(0),
                 linear_attn: cfg.attention.is_linear(),
+                attention: cfg.attention,
             };
             block_backward(
                 &ctx,
@@ -418,6 +416,11 @@ fn attn_backward(
             }),
         );
     }
+    let kind = x.attention;
+    if kind.k_projection() == Projection::TiedToQ {
+        // k = q: both gradients flow through the one projection.
+        simd::add_assign_par(dq, dk);
+    }
     for (which, g) in [(0, &*dq), (1, &*dk), (2, &*dv)] {
         let g: &[f32] = if x.linear_attn {
             attention::merge_heads(dout, g, t, h, d);
@@ -425,18 +428,34 @@ fn attn_backward(
         } else {
             g
         };
-        let wg = idx.w[which].map(|o| o..o + cc);
-        linear::backward(
-            Some(&mut *da_in),
-            wg.map(|r| &mut pg[r]),
-            g,
-            a_in,
-            x.weight(which),
-            bt,
-            c,
-            c,
-            which > 0,
-        );
+        let proj = if which < 2 {
+            kind.projection(which)
+        } else {
+            Projection::Trainable
+        };
+        let acc = which > 0;
+        let fast = idx.frozen.get(which).copied().flatten();
+        match (proj, fast.and_then(|i| x.frozen.tensors[i].fast.as_ref())) {
+            (Projection::TiedToQ, _) => continue,
+            (Projection::Identity, _) if acc => simd::add_assign_par(da_in, g),
+            (Projection::Identity, _) => da_in.copy_from_slice(g),
+            (Projection::Hadamard, Some(fast)) => fast.backward(da_in, g, acc),
+            _ => {
+                let wg = idx.w[which].map(|o| o..o + cc);
+                let w = x.weight(which);
+                linear::backward(
+                    Some(&mut *da_in),
+                    wg.map(|r| &mut pg[r]),
+                    g,
+                    a_in,
+                    w,
+                    bt,
+                    c,
+                    c,
+                    acc,
+                );
+            }
+        }
         if let Some(o) = idx.b[which] {
             linear::bias_backward(&mut pg[o..o + c], g);
         }

@@ -1,11 +1,28 @@
 //! Forward pass of [`Gpt`] into its preallocated activation buffers.
 
-use super::config::NormPlacement;
+use super::config::{NormPlacement, Projection};
 use super::gpt::{Gpt, LayerIdx};
 use super::gpt_acts::LayerActs;
+use super::store::FrozenStore;
 use crate::nn::{
     attention, dropout, embedding, gelu, layernorm, linear, linear_attention, matmul, simd,
 };
+
+/// The weight `which` (0 Q, 1 K, 2 V, 3 O) of a layer, see [`Gpt::attn_weight`].
+pub(crate) fn attn_weight<'a>(
+    p: &'a [f32],
+    frozen: &'a FrozenStore,
+    idx: &LayerIdx,
+    c: usize,
+    which: usize,
+) -> &'a [f32] {
+    if let Some(o) = idx.w[which] {
+        return &p[o..o + c * c];
+    }
+    // Tied keys share the queries' frozen tensor.
+    let slot = idx.frozen[which.min(1)].or(idx.frozen[0]);
+    slot.map_or(&[], |i| &frozen.tensors[i].data)
+}
 
 /// Dropout site numbers: the embedding is 0, then three per layer (attention output,
 /// feed-forward output, attention probabilities).
@@ -14,12 +31,43 @@ pub(crate) fn site(layer: usize, which: usize) -> u64 {
 }
 
 impl Gpt {
-    /// The weight `which` (0 Q, 1 K, 2 V, 3 O) of layer `l`: from the store or the frozen store.
+    /// The weight `which` (0 Q, 1 K, 2 V, 3 O) of layer `l`: from the store or the frozen store
+    /// (tied keys use the queries' tensor; identity queries have none and get an empty slice).
     pub(crate) fn attn_weight(&self, l: usize, which: usize) -> &[f32] {
-        let cc = self.cfg.d_model * self.cfg.d_model;
-        match self.layers[l].w[which] {
-            Some(o) => &self.params.data[o..o + cc],
-            None => &self.frozen.tensors[2 * l + which].data,
+        attn_weight(
+            &self.params.data,
+            &self.frozen,
+            &self.layers[l],
+            self.cfg.d_model,
+            which,
+        )
+    }
+
+    /// Projection `which` (0 Q, 1 K, 2 V) of layer `l` of the attention input `x` into `out`
+    /// (`B·T x C`): a product with the weight, the input itself (identity queries), or the
+    /// fast Hadamard transform. Tied keys are copied from the queries by the caller.
+    fn project(&self, l: usize, which: usize, out: &mut [f32], x: &[f32], bt: usize) {
+        let (c, idx) = (self.cfg.d_model, &self.layers[l]);
+        let proj = if which < 2 {
+            self.cfg.attention.projection(which)
+        } else {
+            Projection::Trainable
+        };
+        let p = &self.params.data;
+        let bias = idx.b[which].map(|o| &p[o..o + c]);
+        let fast = idx.frozen.get(which).copied().flatten();
+        match (
+            proj,
+            fast.and_then(|i| self.frozen.tensors[i].fast.as_ref()),
+        ) {
+            (Projection::Identity, _) => out.copy_from_slice(x),
+            (Projection::Hadamard, Some(fast)) => {
+                fast.forward(out, x);
+                if let Some(b) = bias {
+                    linear::add_bias(out, b);
+                }
+            }
+            _ => linear::forward(out, x, self.attn_weight(l, which), bias, bt, c, c),
         }
     }
 
@@ -162,13 +210,19 @@ impl Gpt {
         // rows; linear attention wants them split into `(B, H, T, D)`.
         let [s0, s1, ..] = s;
         let lin = cfg.attention.is_linear();
-        for (which, dst) in [(0, &mut a.qh), (1, &mut a.kh), (2, &mut a.vh)] {
-            let out = if lin { &mut s0[..n] } else { &mut dst[..n] };
-            let w = self.attn_weight(l, which);
-            linear::forward(out, a_in, w, bias(idx.b[which], c), bt, c, c);
-            if lin {
+        if lin {
+            for (which, dst) in [(0, &mut a.qh), (1, &mut a.kh), (2, &mut a.vh)] {
+                self.project(l, which, &mut s0[..n], a_in, bt);
                 attention::split_heads(&mut dst[..n], &s0[..n], t, h, d);
             }
+        } else {
+            self.project(l, 0, &mut a.qh[..n], a_in, bt);
+            if cfg.attention.k_projection() == Projection::TiedToQ {
+                a.kh[..n].copy_from_slice(&a.qh[..n]);
+            } else {
+                self.project(l, 1, &mut a.kh[..n], a_in, bt);
+            }
+            self.project(l, 2, &mut a.vh[..n], a_in, bt);
         }
         let scale = 1.0 / (d as f32).sqrt();
         if lin {

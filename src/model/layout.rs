@@ -2,7 +2,7 @@
 //! tensors in `ParamStore` order with their initialisation, and the frozen `W_Q, W_K`.
 //! Parameter counts, memory and FLOP accounting are all derived from this one table.
 
-use super::config::GptConfig;
+use super::config::{GptConfig, Projection};
 
 /// How a trainable tensor is initialised (GPT-2 style).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -90,8 +90,12 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
             ("v", "attention V"),
             ("o", "attention O"),
         ] {
-            let frozen = cfg.attention.frozen_qk() && (name == "q" || name == "k");
-            if !frozen {
+            let proj = match name {
+                "q" => cfg.attention.q_projection(),
+                "k" => cfg.attention.k_projection(),
+                _ => Projection::Trainable,
+            };
+            if proj.trainable() {
                 let init = if name == "o" {
                     InitRule::Normal(resid_std)
                 } else {
@@ -99,7 +103,9 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
                 };
                 push(format!("{p}.attn.{name}.weight"), vec![c, c], init, comp);
             }
-            if cfg.attn_bias {
+            // Tied keys are the queries and identity queries are the input: no bias of their own.
+            let biased = !matches!(proj, Projection::TiedToQ | Projection::Identity);
+            if cfg.attn_bias && biased {
                 push(
                     format!("{p}.attn.{name}.bias"),
                     vec![c],
@@ -154,14 +160,23 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
     out
 }
 
-/// Frozen tensors `(name, shape)`: `W_Q, W_K` of every layer when the attention freezes them.
-pub fn frozen(cfg: &GptConfig) -> Vec<(String, Vec<usize>)> {
-    if !cfg.attention.frozen_qk() {
-        return Vec::new();
-    }
-    let c = cfg.d_model;
+/// The frozen tensors the model stores, as `(layer, which)` with `which` 0 for `W_Q`, 1 for
+/// `W_K`, in store order: dense orthogonal and Hadamard projections (tied keys and identity
+/// queries have no tensor).
+pub fn frozen_slots(cfg: &GptConfig) -> Vec<(usize, usize)> {
+    let a = cfg.attention;
     (0..cfg.n_layer)
-        .flat_map(|l| (0..2).map(move |w| (frozen_name(l, w), vec![c, c])))
+        .flat_map(|l| (0..2).map(move |w| (l, w)))
+        .filter(|&(_, w)| a.projection(w).stored_frozen())
+        .collect()
+}
+
+/// Frozen tensors `(name, shape)` (see [`frozen_slots`]).
+pub fn frozen(cfg: &GptConfig) -> Vec<(String, Vec<usize>)> {
+    let c = cfg.d_model;
+    frozen_slots(cfg)
+        .into_iter()
+        .map(|(l, w)| (frozen_name(l, w), vec![c, c]))
         .collect()
 }
 

@@ -15,7 +15,7 @@ pub mod seed_claims;
 pub mod store;
 
 pub use checkpoint::{load_model, save_model};
-pub use config::{AttentionKind, GptConfig, NormPlacement};
+pub use config::{AttentionKind, GptConfig, NormPlacement, Projection};
 pub use gpt::Gpt;
 pub use gpt_masked::IGNORE;
 pub use store::{FrozenStore, ParamStore, TensorInfo};

@@ -2,8 +2,10 @@
 //! `FrozenStore` (frozen orthogonal `W_Q, W_K` with the generator that made them).
 
 use super::ModelError;
-use super::layout::{TensorSpec, frozen_name};
+use super::config::{GptConfig, Projection};
+use super::layout::{self, TensorSpec, frozen_name};
 use crate::init::orthogonal::{OrthoMethod, orthogonal_f64};
+use crate::nn::srht::Srht;
 use sha2::{Digest, Sha256};
 
 /// Where one tensor lives in a [`ParamStore`].
@@ -124,6 +126,9 @@ pub struct FrozenTensor {
     pub shape: Vec<usize>,
     /// Values.
     pub data: Vec<f32>,
+    /// The fast transform the values are the dense form of (Hadamard projections), which
+    /// the forward and backward apply instead of a matrix product.
+    pub fast: Option<Srht>,
 }
 
 /// Frozen `W_Q, W_K` of every layer, outside the optimiser's reach.
@@ -144,8 +149,31 @@ impl FrozenStore {
         }
     }
 
-    /// Generates `2·n_layer` frozen `C x C` tensors from `generator`.
-    pub fn generate(generator: FrozenGenerator, n_layer: usize) -> crate::Result<Self> {
+    /// The frozen tensors `cfg` needs ([`layout::frozen_slots`]), generated from its
+    /// `frozen_method` and `frozen_seed`; empty when every projection is trained.
+    pub fn for_config(cfg: &GptConfig) -> crate::Result<Self> {
+        let slots = layout::frozen_slots(cfg);
+        if slots.is_empty() {
+            return Ok(Self::empty());
+        }
+        let generator = FrozenGenerator {
+            method: cfg.frozen_method,
+            seed: cfg.frozen_seed,
+            d_model: cfg.d_model,
+            n_head: cfg.n_head,
+        };
+        let hadamard = cfg.attention.q_projection() == Projection::Hadamard;
+        Self::generate(generator, &slots, hadamard)
+    }
+
+    /// Generates the frozen `C x C` tensors of `slots` (`(layer, which)`, which 0 for Q, 1 for
+    /// K) from `generator`: dense random orthogonal blocks per head, or (`hadamard`) one SRHT
+    /// per tensor, kept both as its fast transform and as the dense matrix it equals.
+    pub fn generate(
+        generator: FrozenGenerator,
+        slots: &[(usize, usize)],
+        hadamard: bool,
+    ) -> crate::Result<Self> {
         let (c, h) = (generator.d_model, generator.n_head);
         if h == 0 || !c.is_multiple_of(h) {
             return Err(ModelError::Config(format!(
@@ -154,27 +182,37 @@ impl FrozenStore {
             .into());
         }
         let d = c / h;
-        let mut tensors = Vec::with_capacity(2 * n_layer);
-        for i in 0..2 * n_layer {
-            let mut data = vec![0.0f32; c * c];
-            for head in 0..h {
-                let m = orthogonal_f64(
-                    c,
-                    d,
-                    generator.method,
-                    1.0,
-                    head_seed(generator.seed, i, head),
-                )?;
-                for r in 0..c {
-                    for j in 0..d {
-                        data[(head * d + j) * c + r] = m[r * d + j] as f32;
+        let mut tensors = Vec::with_capacity(slots.len());
+        for &(l, which) in slots {
+            let i = 2 * l + which;
+            let (data, fast) = if hadamard {
+                let p = Srht::new(c, head_seed(generator.seed, i, 0)).ok_or_else(|| {
+                    ModelError::Config(format!("no Hadamard matrix of order {c} is known"))
+                })?;
+                (p.dense(), Some(p))
+            } else {
+                let mut data = vec![0.0f32; c * c];
+                for head in 0..h {
+                    let m = orthogonal_f64(
+                        c,
+                        d,
+                        generator.method,
+                        1.0,
+                        head_seed(generator.seed, i, head),
+                    )?;
+                    for r in 0..c {
+                        for j in 0..d {
+                            data[(head * d + j) * c + r] = m[r * d + j] as f32;
+                        }
                     }
                 }
-            }
+                (data, None)
+            };
             tensors.push(FrozenTensor {
-                name: frozen_name(i / 2, i % 2),
+                name: frozen_name(l, which),
                 shape: vec![c, c],
                 data,
+                fast,
             });
         }
         Ok(FrozenStore {

@@ -178,6 +178,12 @@ fn blocks(t: usize) -> impl DoubleEndedIterator<Item = (usize, usize)> {
     (0..t.div_ceil(BLOCK)).map(move |i| (i * BLOCK, ((i + 1) * BLOCK).min(t)))
 }
 
+/// Query-key pairs whose scores a `t`-step head computes (the causal blocks: `t²` would be
+/// the full square, `t(t+1)/2` the exact triangle).
+pub fn causal_pairs(t: usize) -> usize {
+    blocks(t).map(|(r0, r1)| (r1 - r0) * r1).sum()
+}
+
 /// A row-major `rows x ld` matrix as a plain or transposed operand.
 fn op(x: &[f32], ld: usize, t: Trans) -> Operand<'_> {
     Operand { x, ld, t }

@@ -41,12 +41,18 @@ pub fn forward(
         big_threads(),
     );
     if let Some(b) = bias {
-        y.par_chunks_mut(dout * BIAS_ROWS).for_each(|rows| {
-            for row in rows.chunks_exact_mut(dout) {
-                simd::add_assign(row, b);
-            }
-        });
+        add_bias(y, b);
     }
+}
+
+/// `y[r, :] += b` for every row `r` of `y` (rows of `b.len()`).
+pub fn add_bias(y: &mut [f32], b: &[f32]) {
+    let dout = b.len();
+    y.par_chunks_mut(dout * BIAS_ROWS).for_each(|rows| {
+        for row in rows.chunks_exact_mut(dout) {
+            simd::add_assign(row, b);
+        }
+    });
 }
 
 /// Gradients of [`forward`] except the bias: `dx (+)= dy·w`, `dw += dyᵀ·x` (only when `dw`

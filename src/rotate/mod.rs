@@ -4,7 +4,7 @@
 pub mod apply;
 pub mod check;
 pub mod fold;
-pub mod hadamard;
+pub use crate::nn::hadamard;
 pub mod procrustes;
 pub mod quant;
 pub mod rotation;

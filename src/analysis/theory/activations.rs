@@ -41,7 +41,17 @@ impl Gpt {
             )));
         }
         let d = c / heads;
-        let w = self.attn_weight(l, which);
+        let stored = self.attn_weight(l, which);
+        // Identity queries have no tensor: their weight is I_C.
+        let eye: Vec<f32>;
+        let w = if stored.is_empty() {
+            eye = (0..c * c)
+                .map(|k| if k / c == k % c { 1.0 } else { 0.0 })
+                .collect();
+            &eye[..]
+        } else {
+            stored
+        };
         let mut data = vec![0.0; c * d];
         for o in 0..d {
             let row = &w[(h * d + o) * c..(h * d + o + 1) * c];
