@@ -9,6 +9,7 @@
 //! `g_{π(o)} = dy_o`, `dx = s ⊙ (Hᵀ·g)/√C`. No weight gradient: it is frozen.
 
 use super::hadamard::{Factor, dense_factor, factors};
+use super::simd::dispatch;
 use crate::init::rng::seeded;
 use rand::Rng as _;
 use rayon::prelude::*;
@@ -29,8 +30,8 @@ enum FactorF32 {
     Dense { m: usize, f: Vec<f32>, ft: Vec<f32> },
 }
 
-/// Rows per rayon task.
-const ROWS: usize = 32;
+/// Rows transformed together (one vector lane each).
+const LANES: usize = 16;
 
 impl Srht {
     /// The projection of width `c` drawn from `seed` (signs, then a Fisher-Yates permutation,
@@ -88,18 +89,22 @@ impl Srht {
     pub fn forward(&self, y: &mut [f32], x: &[f32]) {
         let c = self.c;
         let scale = 1.0 / (c as f32).sqrt();
-        y.par_chunks_mut(ROWS * c)
-            .zip(x.par_chunks(ROWS * c))
+        y.par_chunks_mut(LANES * c)
+            .zip(x.par_chunks(LANES * c))
             .for_each(|(y, x)| {
-                let (mut u, mut tmp) = (vec![0.0f32; c], vec![0.0f32; c]);
-                for (yr, xr) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
-                    for ((d, &xv), &s) in u.iter_mut().zip(xr).zip(&self.signs) {
-                        *d = xv * s;
+                // The block transposed to `C x LANES`: the transform's innermost axis is then
+                // the 16 rows, so every butterfly is one vector operation.
+                let (mut t, mut tmp) = (vec![0.0f32; c * LANES], vec![0.0f32; c * LANES]);
+                for (r, xr) in x.chunks_exact(c).enumerate() {
+                    for (i, (&xv, &s)) in xr.iter().zip(&self.signs).enumerate() {
+                        t[i * LANES + r] = xv * s;
                     }
-                    // Row convention: `v = H·u` is `uᵀ·Hᵀ`, factor by factor transposed.
-                    self.apply(&mut u, &mut tmp, true);
-                    for (o, yv) in yr.iter_mut().enumerate() {
-                        *yv = u[self.perm[o]] * scale;
+                }
+                // Row convention: `v = H·u` is `uᵀ·Hᵀ`, factor by factor transposed.
+                apply_factors(&mut t, &mut tmp, &self.factors, true);
+                for (r, yr) in y.chunks_exact_mut(c).enumerate() {
+                    for (yv, &p) in yr.iter_mut().zip(&self.perm) {
+                        *yv = t[p * LANES + r] * scale;
                     }
                 }
             });
@@ -109,29 +114,47 @@ impl Srht {
     pub fn backward(&self, dx: &mut [f32], dy: &[f32], accumulate: bool) {
         let c = self.c;
         let scale = 1.0 / (c as f32).sqrt();
-        dx.par_chunks_mut(ROWS * c)
-            .zip(dy.par_chunks(ROWS * c))
+        dx.par_chunks_mut(LANES * c)
+            .zip(dy.par_chunks(LANES * c))
             .for_each(|(dx, dy)| {
-                let (mut g, mut tmp) = (vec![0.0f32; c], vec![0.0f32; c]);
-                for (dr, gr) in dx.chunks_exact_mut(c).zip(dy.chunks_exact(c)) {
-                    for (o, &v) in gr.iter().enumerate() {
-                        g[self.perm[o]] = v;
+                let (mut g, mut tmp) = (vec![0.0f32; c * LANES], vec![0.0f32; c * LANES]);
+                for (r, gr) in dy.chunks_exact(c).enumerate() {
+                    for (&v, &p) in gr.iter().zip(&self.perm) {
+                        g[p * LANES + r] = v;
                     }
-                    // `Hᵀ·g` is `gᵀ·H`.
-                    self.apply(&mut g, &mut tmp, false);
-                    for ((d, &v), &s) in dr.iter_mut().zip(&g).zip(&self.signs) {
-                        let val = v * s * scale;
+                }
+                // `Hᵀ·g` is `gᵀ·H`.
+                apply_factors(&mut g, &mut tmp, &self.factors, false);
+                for (r, dr) in dx.chunks_exact_mut(c).enumerate() {
+                    for (i, (d, &s)) in dr.iter_mut().zip(&self.signs).enumerate() {
+                        let val = g[i * LANES + r] * s * scale;
                         *d = if accumulate { *d + val } else { val };
                     }
                 }
             });
     }
 
-    /// `x ← x·F₁' ⊗ … ⊗ F_k'` (row vector), `F'` the factor or, with `transpose`, its transpose.
-    fn apply(&self, x: &mut [f32], scratch: &mut [f32], transpose: bool) {
+    /// The dense `C x C` matrix `W` (row-major, `out x in`, PyTorch's weight layout).
+    pub fn dense(&self) -> Vec<f32> {
+        let c = self.c;
+        let mut eye = vec![0.0f32; c * c];
+        for i in 0..c {
+            eye[i * c + i] = 1.0;
+        }
+        // Row i of the result is W·e_i, the i-th column of W.
+        let mut cols = vec![0.0f32; c * c];
+        self.forward(&mut cols, &eye);
+        (0..c * c).map(|k| cols[(k % c) * c + k / c]).collect()
+    }
+}
+
+dispatch! {
+    /// `x ← x·(F₁' ⊗ … ⊗ F_k' ⊗ I)`: `x` read as `C` blocks of interleaved row vectors (the
+    /// innermost axis), `F'` each factor or, with `transpose`, its transpose.
+    fn apply_factors(x: &mut [f32], scratch: &mut [f32], factors: &[FactorF32], transpose: bool) {
         let n = x.len();
         let mut inner = n;
-        for f in &self.factors {
+        for f in factors {
             match f {
                 FactorF32::Sylvester(m) => {
                     let m = *m;
@@ -144,8 +167,7 @@ impl Srht {
                                 for k in blk..blk + h {
                                     let (a, b) = (o + k * inner, o + (k + h) * inner);
                                     let (lo, hi) = x.split_at_mut(b);
-                                    for (p, q) in lo[a..a + inner].iter_mut().zip(&mut hi[..inner])
-                                    {
+                                    for (p, q) in lo[a..a + inner].iter_mut().zip(&mut hi[..inner]) {
                                         let (u, v) = (*p, *q);
                                         *p = u + v;
                                         *q = u - v;
@@ -178,19 +200,6 @@ impl Srht {
                 }
             }
         }
-    }
-
-    /// The dense `C x C` matrix `W` (row-major, `out x in`, PyTorch's weight layout).
-    pub fn dense(&self) -> Vec<f32> {
-        let c = self.c;
-        let mut eye = vec![0.0f32; c * c];
-        for i in 0..c {
-            eye[i * c + i] = 1.0;
-        }
-        // Row i of the result is W·e_i, the i-th column of W.
-        let mut cols = vec![0.0f32; c * c];
-        self.forward(&mut cols, &eye);
-        (0..c * c).map(|k| cols[(k % c) * c + k / c]).collect()
     }
 }
 
