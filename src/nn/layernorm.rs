@@ -1,7 +1,7 @@
 //! LayerNorm over the last dimension: `y = (x - μ)·rstd·γ + β`, `rstd = 1/sqrt(σ² + ε)`
 //! with the biased variance, as `torch.nn.LayerNorm` (ε = 1e-5).
 //!
-//! Rows are split over rayon in fixed blocks of [`ROWS`]; the backward's `dγ, dβ` are summed
+//! Rows are split over rayon in fixed blocks of `ROWS` (64); the backward's `dγ, dβ` are summed
 //! per block and the block sums added in order, so results do not depend on the thread count.
 
 use super::simd::{self, LANES, dispatch};

@@ -2,7 +2,7 @@
 //!
 //! Release builds target baseline x86-64 (SSE2) to stay portable, so a plain loop is
 //! vectorised four lanes wide at best, and `f32::exp`/`tanh` are scalar libm calls (measured:
-//! GELU's `tanhf` alone was 22% of config B's training step). [`dispatch`] compiles a kernel
+//! GELU's `tanhf` alone was 22% of config B's training step). `dispatch!` compiles a kernel
 //! body three times (AVX-512, AVX2+FMA, baseline) and picks one per call from the CPU's
 //! features; bodies are plain loops over slices with no calls except `#[inline(always)]` helpers
 //! such as [`exp`], so the compiler vectorises them at the width it was given. Reductions keep
