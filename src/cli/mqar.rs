@@ -49,8 +49,8 @@ pub struct MqarArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// A small run (45 s measured on 2 cores with all seven variants): setting 64:4, width 64,
-    /// every variant, one learning rate (3e-3), 400 steps, vocabulary 512 (at the default
-    /// 8,192 so few steps stay near chance), 256 held-out examples.
+    /// every variant, one learning rate (3e-3), 400 steps, vocabulary 512 (the grid's
+    /// default is 8,192), 256 held-out examples.
     #[arg(long)]
     pub quick: bool,
     /// Output folder for mqar.json and the heatmap.
