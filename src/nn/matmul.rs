@@ -46,42 +46,15 @@ pub fn matmul(
     assert_eq!(b.len(), k * n, "matmul: b has the wrong length");
     let lda = if ta == Trans::No { k } else { m };
     let ldb = if tb == Trans::No { n } else { k };
-    // Sub-blocks of the operands, whatever their storage orientation.
-    let a_rows = |r: usize| match ta {
-        Trans::No => Operand {
-            x: &a[r * lda..],
-            ld: lda,
-            t: ta,
-        },
-        Trans::Yes => Operand {
-            x: &a[r..],
-            ld: lda,
-            t: ta,
-        },
+    let a = Operand {
+        x: a,
+        ld: lda,
+        t: ta,
     };
-    let a_k = |p: usize| match ta {
-        Trans::No => Operand {
-            x: &a[p..],
-            ld: lda,
-            t: ta,
-        },
-        Trans::Yes => Operand {
-            x: &a[p * lda..],
-            ld: lda,
-            t: ta,
-        },
-    };
-    let b_k = |p: usize| match tb {
-        Trans::No => Operand {
-            x: &b[p * ldb..],
-            ld: ldb,
-            t: tb,
-        },
-        Trans::Yes => Operand {
-            x: &b[p..],
-            ld: ldb,
-            t: tb,
-        },
+    let b = Operand {
+        x: b,
+        ld: ldb,
+        t: tb,
     };
     // gemm's own threading splits the output into tiles; on these shapes (thousands of
     // tokens by a few hundred features) two halves by hand are faster (measured with
@@ -93,13 +66,13 @@ pub fn matmul(
         let h = m / 2;
         let (o0, o1) = out.split_at_mut(h * n);
         rayon::join(
-            || matmul_strided(o0, n, a_rows(0), b_k(0), (h, k, n), accumulate, 1.0, part),
+            || matmul_strided(o0, n, a, b, (h, k, n), accumulate, 1.0, part),
             || {
                 matmul_strided(
                     o1,
                     n,
-                    a_rows(h),
-                    b_k(0),
+                    a.skip_rows(h),
+                    b,
                     (m - h, k, n),
                     accumulate,
                     1.0,
@@ -113,22 +86,24 @@ pub fn matmul(
         let h = k / 2;
         let mut tmp = vec![0.0f32; m * n];
         rayon::join(
-            || matmul_strided(out, n, a_k(0), b_k(0), (m, h, n), accumulate, 1.0, part),
-            || matmul_strided(&mut tmp, n, a_k(h), b_k(h), (m, k - h, n), false, 1.0, part),
+            || matmul_strided(out, n, a, b, (m, h, n), accumulate, 1.0, part),
+            || {
+                matmul_strided(
+                    &mut tmp,
+                    n,
+                    a.skip_cols(h),
+                    b.skip_rows(h),
+                    (m, k - h, n),
+                    false,
+                    1.0,
+                    part,
+                )
+            },
         );
         super::simd::add_assign(out, &tmp);
         return;
     }
-    matmul_strided(
-        out,
-        n,
-        a_rows(0),
-        b_k(0),
-        (m, k, n),
-        accumulate,
-        1.0,
-        threads,
-    );
+    matmul_strided(out, n, a, b, (m, k, n), accumulate, 1.0, threads);
 }
 
 /// Rows (or, for weight gradients, reduction length / 2) from which [`matmul`] splits a
@@ -145,6 +120,26 @@ pub struct Operand<'a> {
     pub ld: usize,
     /// Whether the product uses the transpose.
     pub t: Trans,
+}
+
+impl<'a> Operand<'a> {
+    /// The operand without its first `r` rows of `op(x)`, whatever the storage orientation.
+    fn skip_rows(self, r: usize) -> Self {
+        let at = if self.t == Trans::No { r * self.ld } else { r };
+        Operand {
+            x: &self.x[at..],
+            ..self
+        }
+    }
+
+    /// The operand without its first `c` columns of `op(x)`.
+    fn skip_cols(self, c: usize) -> Self {
+        let at = if self.t == Trans::No { c } else { c * self.ld };
+        Operand {
+            x: &self.x[at..],
+            ..self
+        }
+    }
 }
 
 /// `out = beta_one * out + scale · op(a) · op(b)` with `(m, k, n)` the product's shape and
@@ -304,6 +299,24 @@ mod tests {
                 matmul(&mut got, &a, ta, &b, tb, m, k, n, true, 1);
                 for (g, w) in got.iter().zip(&want) {
                     assert!((g - 2.0 * w).abs() < 1e-5);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hand_split_halves_match_naive() {
+        // m and k past SPLIT_MIN so both the row split and the reduction split run.
+        let (m, k, n) = (600, 1100, 9);
+        let a: Vec<f32> = (0..m * k).map(|i| ((i % 13) as f32 - 6.0) * 0.1).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| ((i % 7) as f32 - 3.0) * 0.1).collect();
+        for ta in [Trans::No, Trans::Yes] {
+            for tb in [Trans::No, Trans::Yes] {
+                let want = naive(&a, ta, &b, tb, m, k, n);
+                let mut got = vec![1.0; m * n];
+                matmul(&mut got, &a, ta, &b, tb, m, k, n, true, 2);
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g - 1.0 - w).abs() < 1e-3, "{ta:?} {tb:?}: {g} vs {w}");
                 }
             }
         }
