@@ -66,7 +66,8 @@ pub fn has_avx2_fma() -> bool {
 ///
 /// Cody-Waite reduction `x = n·ln2 + r`, `|r| ≤ ln2/2`, Cephes' degree-6 polynomial for `e^r`,
 /// and `2^n` assembled in the exponent bits. Rounding to the nearest integer uses the
-/// `1.5·2^23` trick, which needs no rounding instruction.
+/// `1.5·2^23` trick, which needs no rounding instruction. The polynomial is in fused
+/// multiply-adds: `vfmadd` in the AVX2/AVX-512 kernels, `fmaf` (slow, same bits) in baseline.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -76,16 +77,16 @@ pub fn exp(x: f32) -> f32 {
     // Comparisons are false for NaN, so NaN passes through unchanged.
     let x = if x < -87.0 { -87.0 } else { x };
     let x = if x > 88.0 { 88.0 } else { x };
-    let t = x * LOG2E + MAGIC;
+    let t = x.mul_add(LOG2E, MAGIC);
     let n = t - MAGIC;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.987_569_1e-4;
-    p = p * r + 1.398_2e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 0.5;
-    let e = p * r * r + r + 1.0;
+    let r = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, x));
+    let mut p = 1.987_569_1e-4f32;
+    p = p.mul_add(r, 1.398_2e-3);
+    p = p.mul_add(r, 8.333_452e-3);
+    p = p.mul_add(r, 4.166_579_6e-2);
+    p = p.mul_add(r, 1.666_666_5e-1);
+    p = p.mul_add(r, 0.5);
+    let e = (p * r).mul_add(r, r + 1.0);
     // The low mantissa bits of `t` hold n + 2^22 (biased by MAGIC's 1.5·2^23).
     let bits = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
     let scale = f32::from_bits(((bits + 127) << 23) as u32);
