@@ -87,7 +87,10 @@ fn memory_measures_every_requested_variant_and_train_reports_its_peak() {
 #[test]
 fn bad_memory_flags_are_one_clear_error() {
     for (args, needle) in [
-        (&["memory", "--configs", "z"][..], "unknown memory config"),
+        (
+            &["memory", "--configs", "z"][..],
+            "unknown config \"z\": use a, b or tiny",
+        ),
         (&["memory", "--attention", "nope"][..], "unknown attention"),
         (&["memory", "--steps", "0"][..], "--steps"),
         (&["memory", "--tolerance=-1"][..], "--tolerance"),

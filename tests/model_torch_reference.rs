@@ -8,28 +8,12 @@
 //! (a local AdamW written after `torch.optim.AdamW`; the training crate's AdamW must match the
 //! same fixture).
 
+mod common;
+
+use common::gpt_fixture::{GptFixture, f32s, ids};
 use orthoformer::model::{Gpt, GptConfig};
-use safetensors::SafeTensors;
 
 const TOL: f32 = 1e-4;
-
-fn f32s(st: &SafeTensors, name: &str) -> Vec<f32> {
-    let v = st
-        .tensor(name)
-        .unwrap_or_else(|_| panic!("fixture lacks {name}"));
-    v.data()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn ids(st: &SafeTensors, name: &str) -> Vec<u32> {
-    let v = st.tensor(name).unwrap();
-    v.data()
-        .chunks_exact(8)
-        .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32)
-        .collect()
-}
 
 /// Relative error as stated in the module doc, with `max|torch|` floored at `floor`;
 /// panics with name, first values, max diff.
@@ -80,14 +64,8 @@ fn adamw_step(model: &mut Gpt, m: &mut [f32], v: &mut [f32], step: i32, h: &Adam
 }
 
 fn run(file: &str) {
-    let path = format!(
-        "{}/tests/fixtures/gpt/{file}.safetensors",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let bytes = std::fs::read(&path).unwrap();
-    let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
-    let meta = header.metadata().clone().unwrap();
-    let cfg: GptConfig = serde_json::from_str(&meta["config"]).unwrap();
+    let fixture = GptFixture::load(file);
+    let (cfg, meta) = (fixture.cfg.clone(), &fixture.meta);
     assert_eq!(
         cfg,
         GptConfig {
@@ -96,23 +74,8 @@ fn run(file: &str) {
             ..GptConfig::preset("tiny").unwrap()
         }
     );
-    let st = SafeTensors::deserialize(&bytes).unwrap();
-    let mut model = Gpt::new(cfg.clone(), 0).unwrap();
-    for t in model.params().tensors.clone() {
-        let vals = f32s(&st, &format!("param.{}", t.name));
-        model.params_mut().data[t.range()].copy_from_slice(&vals);
-    }
-    for name in model
-        .frozen()
-        .tensors
-        .iter()
-        .map(|t| t.name.clone())
-        .collect::<Vec<_>>()
-    {
-        model
-            .import_frozen(&name, &f32s(&st, &format!("frozen.{name}")))
-            .unwrap();
-    }
+    let st = fixture.tensors();
+    let mut model = fixture.model();
     // Counts equal PyTorch's.
     assert_eq!(
         model.params().len().to_string(),

@@ -5,55 +5,16 @@
 //! loop derives from the model (`Trainable::param_parts`). Tolerance as the model's test:
 //! `max|rust - torch| / max|torch|` ≤ 1e-4 per tensor (torch ran in f64, we run in f32).
 
-use orthoformer::model::{Gpt, GptConfig};
+mod common;
+
+use common::gpt_fixture::{GptFixture, f32s, ids};
 use orthoformer::train::adamw::groups_from;
 use orthoformer::train::{AdamW, AdamWConfig, Trainable};
-use safetensors::SafeTensors;
-
-fn f32s(st: &SafeTensors, name: &str) -> Vec<f32> {
-    let v = st
-        .tensor(name)
-        .unwrap_or_else(|_| panic!("fixture lacks {name}"));
-    v.data()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn ids(st: &SafeTensors, name: &str) -> Vec<u32> {
-    let v = st.tensor(name).unwrap();
-    v.data()
-        .chunks_exact(8)
-        .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32)
-        .collect()
-}
 
 fn run(file: &str) {
-    let path = format!(
-        "{}/tests/fixtures/gpt/{file}.safetensors",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let bytes = std::fs::read(&path).unwrap();
-    let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
-    let cfg: GptConfig =
-        serde_json::from_str(&header.metadata().clone().unwrap()["config"]).unwrap();
-    let st = SafeTensors::deserialize(&bytes).unwrap();
-    let mut model = Gpt::new(cfg.clone(), 0).unwrap();
-    for t in model.params().tensors.clone() {
-        model.params_mut().data[t.range()]
-            .copy_from_slice(&f32s(&st, &format!("param.{}", t.name)));
-    }
-    let frozen: Vec<String> = model
-        .frozen()
-        .tensors
-        .iter()
-        .map(|t| t.name.clone())
-        .collect();
-    for name in frozen {
-        model
-            .import_frozen(&name, &f32s(&st, &format!("frozen.{name}")))
-            .unwrap();
-    }
+    let fixture = GptFixture::load(file);
+    let st = fixture.tensors();
+    let mut model = fixture.model();
     let (x, y) = (ids(&st, "inputs"), ids(&st, "targets"));
     let n = model.params().len();
     let groups = groups_from(&model.param_parts(), n).unwrap();
@@ -77,7 +38,7 @@ fn run(file: &str) {
     }
     for ti in model.params().tensors.clone() {
         // The K bias has an exactly zero gradient under softmax: Adam amplifies rounding noise.
-        if ti.name.ends_with("attn.k.bias") && !cfg.attention.is_linear() {
+        if ti.name.ends_with("attn.k.bias") && !fixture.cfg.attention.is_linear() {
             continue;
         }
         let want = f32s(&st, &format!("adamw.{}", ti.name));

@@ -70,14 +70,6 @@ struct Row {
     torch_error: Option<String>,
 }
 
-fn config_for(name: &str) -> anyhow::Result<(GptConfig, usize)> {
-    match name.trim() {
-        "a" | "A" => Ok((GptConfig::preset("config-a")?, 16)),
-        "b" | "B" => Ok((GptConfig::preset("config-b")?, 8)),
-        other => anyhow::bail!("unknown benchmark config {other:?}: use a or b"),
-    }
-}
-
 /// Runs `orthoformer bench`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
     if args.steps == 0 {
@@ -92,11 +84,12 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
         .build_global();
     let mut plan = Vec::new();
     for c in &args.configs {
-        let (cfg, b) = config_for(c)?;
+        let (label, preset, b) = super::common::bench_shape(c, false)?;
+        let cfg = GptConfig::preset(preset)?;
         for a in &args.attention {
             let mut cfg = cfg.clone();
             cfg.attention = super::train::parse_attention(a)?;
-            plan.push((c.trim().to_uppercase(), cfg, b));
+            plan.push((label.clone(), cfg, b));
         }
     }
     let rounds = args.rounds.max(1);

@@ -33,3 +33,18 @@ pub fn progress_bar(len: u64, message: &str, quiet: bool) -> ProgressBar {
 pub fn not_built(what: &str, issue: u32) -> anyhow::Error {
     anyhow::anyhow!("`{what}` is not built yet (issue {issue})")
 }
+
+/// The training shapes `bench` and `memory` measure: configuration A (`config-a`, batch 16,
+/// context 128), B (`config-b`, batch 8, context 256) and, where `tiny` is allowed, the tiny
+/// preset (batch 4). Returns the row label, the preset and the batch size.
+pub fn bench_shape(name: &str, allow_tiny: bool) -> anyhow::Result<(String, &'static str, usize)> {
+    match name.trim().to_lowercase().as_str() {
+        "a" => Ok(("A".into(), "config-a", 16)),
+        "b" => Ok(("B".into(), "config-b", 8)),
+        "tiny" if allow_tiny => Ok(("tiny".into(), "tiny", 4)),
+        other => {
+            let choices = if allow_tiny { "a, b or tiny" } else { "a or b" };
+            anyhow::bail!("unknown config {other:?}: use {choices}")
+        }
+    }
+}

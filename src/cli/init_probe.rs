@@ -2,14 +2,16 @@
 //! as a table, JSON, and a plot (PNG and SVG: a column per activation, forward std on top,
 //! backward std below, log scale by depth, a line per init).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::Outcome;
 use super::common::{print_json, progress_bar};
 use crate::analysis::signal_probe::{Activation, ProbeCurve, default_inits, probe};
+use crate::io::figure::{Figure, write_figure};
 
 /// Flags of `orthoformer init-probe`.
 #[derive(Debug, clap::Args)]
@@ -77,15 +79,12 @@ pub fn run(args: &InitProbeArgs) -> anyhow::Result<Outcome> {
     bar.finish_and_clear();
     let png = args.out_dir.join("init_probe.png");
     let svg = args.out_dir.join("init_probe.svg");
-    draw_png(&png, &curves, args).context("drawing the PNG plot")?;
-    let mut s = String::new();
-    {
-        let root = SVGBackend::with_string(&mut s, (1500, 900)).into_drawing_area();
-        draw(&root, &curves, args)?;
-        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    crate::io::write_atomic_bytes(&svg, s.as_bytes())
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", svg.display()))?;
+    let figure = ProbeFigure {
+        curves: &curves,
+        args,
+    };
+    write_figure(&figure, &png, Some(&svg))
+        .map_err(|e| anyhow::anyhow!("cannot write the plot {}: {}", e.path.display(), e.why))?;
     if args.json {
         print_json(&Report {
             depth: args.depth,
@@ -129,21 +128,23 @@ fn print_table(curves: &[ProbeCurve], depth: usize) {
     }
 }
 
-/// PNG through a temporary file in the same folder, renamed into place when complete.
-fn draw_png(path: &Path, curves: &[ProbeCurve], args: &InitProbeArgs) -> anyhow::Result<()> {
-    let tmp = path.with_extension(format!("{}.tmp.png", std::process::id()));
-    let result = (|| {
-        let root = BitMapBackend::new(&tmp, (1500, 900)).into_drawing_area();
-        draw(&root, curves, args)?;
-        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
-        drop(root);
-        std::fs::rename(&tmp, path)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+/// The six panels of the probe: forward and backward std per layer, one per activation.
+struct ProbeFigure<'a> {
+    curves: &'a [ProbeCurve],
+    args: &'a InitProbeArgs,
+}
+
+impl Figure for ProbeFigure<'_> {
+    fn size(&self) -> (u32, u32) {
+        (1500, 900)
     }
-    result
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        draw(root, self.curves, self.args)
+    }
 }
 
 /// Values for a log axis: non-finite or non-positive stds are clamped to the axis ends.
@@ -156,21 +157,16 @@ fn clamp_log(v: f64) -> f64 {
 }
 
 fn draw<DB: DrawingBackend>(
-    root: &DrawingArea<DB, plotters::coord::Shift>,
+    root: &DrawingArea<DB, Shift>,
     curves: &[ProbeCurve],
     args: &InitProbeArgs,
-) -> anyhow::Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("{e:?}");
-    ensure_font();
-    root.fill(&WHITE).map_err(e)?;
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
     let title = format!(
         "Signal propagation: {}-layer MLP, width {}, batch {} (std per layer, log scale)",
         args.depth, args.width, args.batch
     );
-    let root = root.titled(&title, ("sans-serif", 24)).map_err(e)?;
+    let root = root.titled(&title, ("sans-serif", 24))?;
     let panels = root.split_evenly((2, 3));
     let labels: Vec<String> = {
         let mut l: Vec<String> = curves.iter().map(|c| c.init.clone()).collect();
@@ -219,23 +215,19 @@ where
             .margin(8)
             .x_label_area_size(32)
             .y_label_area_size(60)
-            .build_cartesian_2d(1usize..args.depth, (lo..hi).log_scale())
-            .map_err(e)?;
+            .build_cartesian_2d(1usize..args.depth, (lo..hi).log_scale())?;
         chart
             .configure_mesh()
             .x_desc("layer")
             .y_label_formatter(&|y| format!("{y:.0e}"))
             .label_style(("sans-serif", 13))
-            .draw()
-            .map_err(e)?;
+            .draw()?;
         for (k, (_, v)) in series.iter().enumerate() {
             let color = Palette99::pick(k).to_rgba();
-            let s = chart
-                .draw_series(LineSeries::new(
-                    v.iter().enumerate().map(|(i, &y)| (i + 1, y)),
-                    color.stroke_width(2),
-                ))
-                .map_err(e)?;
+            let s = chart.draw_series(LineSeries::new(
+                v.iter().enumerate().map(|(i, &y)| (i + 1, y)),
+                color.stroke_width(2),
+            ))?;
             if pi == 0 {
                 s.label(labels.get(k).cloned().unwrap_or_default())
                     .legend(move |(x, y)| {
@@ -250,21 +242,8 @@ where
                 .border_style(BLACK)
                 .label_font(("sans-serif", 13))
                 .position(SeriesLabelPosition::LowerLeft)
-                .draw()
-                .map_err(e)?;
+                .draw()?;
         }
     }
     Ok(())
-}
-
-/// The plot font, compiled into the binary (DejaVu Sans), registered with plotters as
-/// "sans-serif" once, so plots need no system font library.
-fn ensure_font() {
-    static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // The font is compiled in and known to parse; a failure would only lose the text.
-        let _ =
-            plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, FONT);
-    });
 }

@@ -77,15 +77,6 @@ struct Row {
     within_tolerance: Option<bool>,
 }
 
-fn config_for(name: &str) -> anyhow::Result<(String, &'static str, usize)> {
-    match name.trim().to_lowercase().as_str() {
-        "a" => Ok(("A".into(), "config-a", 16)),
-        "b" => Ok(("B".into(), "config-b", 8)),
-        "tiny" => Ok(("tiny".into(), "tiny", 4)),
-        other => anyhow::bail!("unknown memory config {other:?}: use a, b or tiny"),
-    }
-}
-
 /// Runs `orthoformer memory`.
 pub fn run(args: &MemoryArgs) -> anyhow::Result<Outcome> {
     if args.steps == 0 {
@@ -105,7 +96,7 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<Outcome> {
     let configs = args
         .configs
         .iter()
-        .map(|c| config_for(c))
+        .map(|c| super::common::bench_shape(c, true))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let exe = std::env::current_exe().context("locating the orthoformer binary")?;
     let (work, temporary) = match &args.work_dir {

@@ -1,7 +1,8 @@
-//! File formats and safe writing: atomic file creation (temp file + rename), and the formats
-//! the project reads and writes (npy, safetensors helpers, GGUF).
+//! File formats and safe writing: atomic file creation (temp file + rename), plots, and the
+//! formats the project reads and writes (npy, safetensors helpers, GGUF).
 
 pub mod atomic;
+pub mod figure;
 pub mod gguf;
 pub mod npy;
 

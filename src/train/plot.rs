@@ -3,15 +3,13 @@
 //! `assets/fonts/`, so no system font library is needed. Both files are written atomically.
 
 use std::path::Path;
-use std::sync::OnceLock;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::{FontStyle, register_font};
 
 use super::metrics::MetricRecord;
+use crate::io::figure::{Figure, write_figure};
 use crate::{Error, Result};
-
-static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 /// One run's curve.
 #[derive(Debug, Clone)]
@@ -31,54 +29,37 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(23, 190, 207),
 ];
 
-fn ensure_font() -> Result<()> {
-    static DONE: OnceLock<bool> = OnceLock::new();
-    let ok = *DONE.get_or_init(|| register_font("sans-serif", FontStyle::Normal, FONT).is_ok());
-    if ok {
-        Ok(())
-    } else {
-        Err(super::invalid("the bundled plot font failed to load"))
-    }
+/// The loss curves of several runs, titled.
+struct LossFigure<'a> {
+    curves: &'a [Curve],
+    title: &'a str,
 }
 
-fn plot_err(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::io(
-        path,
-        std::io::Error::other(format!("drawing the plot: {e}")),
-    )
+impl Figure for LossFigure<'_> {
+    fn size(&self) -> (u32, u32) {
+        (1000, 600)
+    }
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+    ) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        draw(root, self.curves, self.title)
+    }
 }
 
 /// Writes the loss curves to `png` and `svg` (1000 x 600 pixels).
 pub fn write_loss_plots(curves: &[Curve], title: &str, png: &Path, svg: &Path) -> Result<()> {
-    ensure_font()?;
-    let mut text = String::new();
-    {
-        let root = SVGBackend::with_string(&mut text, (1000, 600)).into_drawing_area();
-        draw(&root, curves, title).map_err(|e| plot_err(svg, e))?;
-        root.present().map_err(|e| plot_err(svg, e))?;
-    }
-    crate::io::write_atomic_bytes(svg, text.as_bytes())?;
-    // The PNG encoder picks the format from the extension, so the temp name ends in .png.
-    let name = png
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = png.with_file_name(format!(".{name}.{}.tmp.png", std::process::id()));
-    let drawn = (|| {
-        let root = BitMapBackend::new(&tmp, (1000, 600)).into_drawing_area();
-        draw(&root, curves, title).map_err(|e| plot_err(png, e))?;
-        root.present().map_err(|e| plot_err(png, e))?;
-        drop(root);
-        std::fs::rename(&tmp, png).map_err(|e| Error::io(png, e))
-    })();
-    if drawn.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    drawn
+    write_figure(&LossFigure { curves, title }, png, Some(svg)).map_err(|e| {
+        Error::io(
+            &e.path,
+            std::io::Error::other(format!("drawing the plot: {}", e.why)),
+        )
+    })
 }
 
 fn draw<DB: DrawingBackend>(
-    root: &DrawingArea<DB, plotters::coord::Shift>,
+    root: &DrawingArea<DB, Shift>,
     curves: &[Curve],
     title: &str,
 ) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {

@@ -1,6 +1,8 @@
 //! Shared helpers of the model-based tests: where the SmolLM2 GGUF is, and what to do when it
-//! is missing (fail under CI, otherwise note and skip).
+//! is missing (fail under CI, otherwise note and skip); the PyTorch GPT fixtures.
 #![allow(dead_code)]
+
+pub mod gpt_fixture;
 
 use std::path::PathBuf;
 

@@ -4,15 +4,13 @@
 //! is needed; both files are written atomically.
 
 use std::path::Path;
-use std::sync::OnceLock;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use plotters::style::{FontStyle, register_font};
 
 use super::MqarError;
-
-static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+use crate::io::figure::{Figure, write_figure};
 
 /// A labelled grid of accuracies in `[0, 1]`; `None` is a cell that was not run.
 #[derive(Clone, Debug)]
@@ -56,15 +54,6 @@ pub fn viridis(x: f64) -> RGBColor {
     RGBColor(lerp(a.0, b.0), lerp(a.1, b.1), lerp(a.2, b.2))
 }
 
-fn ensure_font(path: &Path) -> Result<(), MqarError> {
-    static DONE: OnceLock<bool> = OnceLock::new();
-    if *DONE.get_or_init(|| register_font("sans-serif", FontStyle::Normal, FONT).is_ok()) {
-        Ok(())
-    } else {
-        Err(plot_err(path, "the bundled font failed to load"))
-    }
-}
-
 fn plot_err(path: &Path, why: impl std::fmt::Display) -> MqarError {
     MqarError::Plot {
         path: path.display().to_string(),
@@ -81,7 +70,7 @@ impl Heatmap {
         )
     }
 
-    fn check(&self, path: &Path) -> Result<(), MqarError> {
+    fn check(&self) -> Result<(), MqarError> {
         if self.values.len() != self.rows.len() * self.cols.len() {
             return Err(MqarError::Shape(format!(
                 "{} values for a {} x {} heatmap",
@@ -90,41 +79,18 @@ impl Heatmap {
                 self.cols.len()
             )));
         }
-        ensure_font(path)
+        Ok(())
     }
 
     /// Writes the heatmap as SVG to `svg` and PNG to `png`, each atomically.
     pub fn write(&self, png: &Path, svg: &Path) -> Result<(), MqarError> {
-        self.check(svg)?;
-        let mut text = String::new();
-        {
-            let root = SVGBackend::with_string(&mut text, self.size()).into_drawing_area();
-            self.draw(&root).map_err(|e| plot_err(svg, e))?;
-            root.present().map_err(|e| plot_err(svg, e))?;
-        }
-        crate::io::write_atomic_bytes(svg, text.as_bytes()).map_err(|e| plot_err(svg, e))?;
-        // The PNG encoder picks its format from the extension: the temp name ends in .png.
-        let name = png
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = png.with_file_name(format!(".{name}.{}.tmp.png", std::process::id()));
-        let drawn = (|| {
-            let root = BitMapBackend::new(&tmp, self.size()).into_drawing_area();
-            self.draw(&root).map_err(|e| plot_err(png, e))?;
-            root.present().map_err(|e| plot_err(png, e))?;
-            drop(root);
-            std::fs::rename(&tmp, png).map_err(|e| plot_err(png, e))
-        })();
-        if drawn.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        drawn
+        self.check()?;
+        write_figure(self, png, Some(svg)).map_err(|e| plot_err(&e.path, e.why))
     }
 
-    fn draw<DB: DrawingBackend>(
+    fn paint<DB: DrawingBackend>(
         &self,
-        root: &DrawingArea<DB, plotters::coord::Shift>,
+        root: &DrawingArea<DB, Shift>,
     ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
         root.fill(&WHITE)?;
         let font = |size: u32| ("sans-serif", size).into_font();
@@ -165,5 +131,18 @@ impl Heatmap {
             }
         }
         Ok(())
+    }
+}
+
+impl Figure for Heatmap {
+    fn size(&self) -> (u32, u32) {
+        Heatmap::size(self)
+    }
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        self.paint(root)
     }
 }

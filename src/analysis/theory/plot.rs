@@ -4,14 +4,12 @@
 //! and the slope of a cloud is its correlation. Written atomically with the bundled font.
 
 use std::path::Path;
-use std::sync::OnceLock;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::{FontStyle, register_font};
 
 use super::TheoryError;
-
-static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+use crate::io::figure::{Figure, write_figure};
 
 const COLORS: [RGBColor; 4] = [
     RGBColor(31, 119, 180),
@@ -48,6 +46,25 @@ fn standardise(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Standardised clouds of points, titled.
+struct Scatter<'a> {
+    clouds: Vec<(String, Vec<(f64, f64)>)>,
+    title: &'a str,
+}
+
+impl Figure for Scatter<'_> {
+    fn size(&self) -> (u32, u32) {
+        (900, 700)
+    }
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        draw(root, &self.clouds, self.title)
+    }
+}
+
 /// Writes the standardised scatter of every series to `png` and `svg` (900 x 700 pixels).
 pub fn write_scatter(
     series: &[Series],
@@ -55,41 +72,15 @@ pub fn write_scatter(
     png: &Path,
     svg: &Path,
 ) -> Result<(), TheoryError> {
-    static DONE: OnceLock<bool> = OnceLock::new();
-    if !*DONE.get_or_init(|| register_font("sans-serif", FontStyle::Normal, FONT).is_ok()) {
-        return Err(plot_err(png, "the bundled font failed to load"));
-    }
-    let clouds: Vec<(String, Vec<(f64, f64)>)> = series
+    let clouds = series
         .iter()
         .map(|s| (s.label.clone(), standardise(&s.points)))
         .collect();
-    let mut text = String::new();
-    {
-        let root = SVGBackend::with_string(&mut text, (900, 700)).into_drawing_area();
-        draw(&root, &clouds, title).map_err(|e| plot_err(svg, e))?;
-        root.present().map_err(|e| plot_err(svg, e))?;
-    }
-    crate::io::write_atomic_bytes(svg, text.as_bytes()).map_err(|e| plot_err(svg, e))?;
-    let name = png
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = png.with_file_name(format!(".{name}.{}.tmp.png", std::process::id()));
-    let drawn = (|| {
-        let root = BitMapBackend::new(&tmp, (900, 700)).into_drawing_area();
-        draw(&root, &clouds, title).map_err(|e| plot_err(png, e))?;
-        root.present().map_err(|e| plot_err(png, e))?;
-        drop(root);
-        std::fs::rename(&tmp, png).map_err(|e| plot_err(png, e))
-    })();
-    if drawn.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    drawn
+    write_figure(&Scatter { clouds, title }, png, Some(svg)).map_err(|e| plot_err(&e.path, e.why))
 }
 
 fn draw<DB: DrawingBackend>(
-    root: &DrawingArea<DB, plotters::coord::Shift>,
+    root: &DrawingArea<DB, Shift>,
     clouds: &[(String, Vec<(f64, f64)>)],
     title: &str,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
