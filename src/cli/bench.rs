@@ -68,6 +68,10 @@ struct Row {
     /// PyTorch's rate on the same counted FLOPs.
     torch_gflops: Option<f64>,
     torch_error: Option<String>,
+    /// Orthoformer's median ms per step in each round (the row reports the best).
+    orthoformer_ms_rounds: Vec<f64>,
+    /// PyTorch's median ms per step in each round that ran.
+    torch_ms_rounds: Vec<f64>,
 }
 
 /// Runs `orthoformer bench`.
@@ -95,18 +99,24 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
     let rounds = args.rounds.max(1);
     let total = (rounds * (plan.len() + 1)) as u64;
     let bar = super::common::progress_bar(total, "bench", args.json);
-    let mut peak = 0.0f64;
+    let mut peaks = Vec::new();
     let mut best: Vec<Option<(StepTiming, TorchTiming)>> = plan.iter().map(|_| None).collect();
+    // Every round's figures, kept so the spread (outside load) can be seen.
+    let mut history: Vec<(Vec<f64>, Vec<f64>)> = plan.iter().map(|_| Default::default()).collect();
     for _ in 0..rounds {
-        peak = peak.max(gemm_peak(1024, threads, 10));
+        peaks.push(gemm_peak(1024, threads, 10));
         bar.inc(1);
-        for ((_, cfg, b), slot) in plan.iter().zip(best.iter_mut()) {
+        for (((_, cfg, b), slot), hist) in plan.iter().zip(best.iter_mut()).zip(&mut history) {
             let ours = time_training_step(cfg, *b, args.steps, 0)?;
             let torch = if args.no_torch {
                 Err(anyhow::anyhow!("skipped (--no-torch)"))
             } else {
                 run_torch(args, cfg, *b, threads)
             };
+            hist.0.push(ours.ms_per_step);
+            if let Ok((ms, _)) = &torch {
+                hist.1.push(*ms);
+            }
             *slot = Some(match slot.take() {
                 None => (ours, torch),
                 Some((o, t)) => {
@@ -126,8 +136,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
             bar.inc(1);
         }
     }
+    let peak = peaks.iter().copied().fold(0.0f64, f64::max);
     let mut rows = Vec::new();
-    for ((name, cfg, b), slot) in plan.into_iter().zip(best) {
+    for (((name, cfg, b), slot), (ours_rounds, torch_rounds)) in
+        plan.into_iter().zip(best).zip(history)
+    {
         let Some((ours, torch)) = slot else { continue };
         let (tm, tt, te) = match torch {
             Ok((ms, tps)) => (Some(ms), Some(tps), None),
@@ -146,6 +159,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
             torch_ms_per_step: tm,
             torch_tokens_per_s: tt,
             torch_error: te,
+            orthoformer_ms_rounds: ours_rounds,
+            torch_ms_rounds: torch_rounds,
         });
     }
     bar.finish_and_clear();
@@ -153,6 +168,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
         super::common::print_json(&serde_json::json!({
             "threads": threads,
             "gemm_peak_gflops": peak,
+            "gemm_peak_rounds": peaks,
             "rows": rows,
         }))?;
         return Ok(Outcome::Success);
@@ -160,6 +176,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
     println!(
         "f32 GEMM peak (1024^3, {threads} threads, best of {rounds} rounds): {peak:.1} GFLOP/s"
     );
+    if rounds > 1 {
+        let each: Vec<String> = peaks.iter().map(|p| format!("{p:.1}")).collect();
+        println!(
+            "  per round: {} (a low reading means other load; each side's best round is shown, \
+             every round is in --json)",
+            each.join(", ")
+        );
+    }
     println!(
         "{:<3} {:<20} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>8} {:>7}",
         "cfg",
