@@ -13,6 +13,10 @@ fn best<F: FnMut()>(mut f: F) -> f64 {
     b
 }
 
+fn heads_mut(x: &mut [f32], layout: HeadLayout) -> HeadsMut<'_> {
+    HeadsMut { x, layout }
+}
+
 fn main() {
     for (name, b, t, c, h) in [("A", 16, 128, 128, 4), ("B", 8, 256, 384, 6)] {
         let d = c / h;
@@ -32,10 +36,7 @@ fn main() {
         let scale = 1.0 / (d as f32).sqrt();
         let fwd = best(|| {
             attention::forward(
-                HeadsMut {
-                    x: &mut o,
-                    layout: lay,
-                },
+                heads_mut(&mut o, lay),
                 &mut att,
                 hd(&x),
                 hd(&x),
@@ -47,18 +48,9 @@ fn main() {
         });
         let bwd = best(|| {
             let grads = Grads {
-                dq: HeadsMut {
-                    x: &mut dq,
-                    layout: lay,
-                },
-                dk: HeadsMut {
-                    x: &mut dk,
-                    layout: lay,
-                },
-                dv: HeadsMut {
-                    x: &mut dv,
-                    layout: lay,
-                },
+                dq: heads_mut(&mut dq, lay),
+                dk: heads_mut(&mut dk, lay),
+                dv: heads_mut(&mut dv, lay),
             };
             attention::backward(
                 grads,

@@ -11,6 +11,15 @@ fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()
 }
 
+/// A JSON array of numbers.
+fn numbers(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
 #[test]
 fn bench_reports_best_rounds_and_keeps_every_round() {
     let o = run(&[
@@ -31,12 +40,7 @@ fn bench_reports_best_rounds_and_keeps_every_round() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["threads"], 1);
-    let peaks: Vec<f64> = v["gemm_peak_rounds"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect();
+    let peaks = numbers(&v["gemm_peak_rounds"]);
     assert_eq!(peaks.len(), 2);
     let peak = v["gemm_peak_gflops"].as_f64().unwrap();
     assert_eq!(peak, peaks[0].max(peaks[1]));
@@ -53,12 +57,7 @@ fn bench_reports_best_rounds_and_keeps_every_round() {
         );
         let o = &r["orthoformer"];
         let ms = o["ms_per_step"].as_f64().unwrap();
-        let rounds: Vec<f64> = r["orthoformer_ms_rounds"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap())
-            .collect();
+        let rounds = numbers(&r["orthoformer_ms_rounds"]);
         assert_eq!(rounds.len(), 2);
         assert_eq!(ms, rounds[0].min(rounds[1]), "the best round is reported");
         let flops = o["flops_per_step"].as_f64().unwrap();

@@ -65,9 +65,9 @@ fn adamw_step(model: &mut Gpt, m: &mut [f32], v: &mut [f32], step: i32, h: &Adam
 
 fn run(file: &str) {
     let fixture = GptFixture::load(file);
-    let (cfg, meta) = (fixture.cfg.clone(), &fixture.meta);
+    let (cfg, meta) = (&fixture.cfg, &fixture.meta);
     assert_eq!(
-        cfg,
+        *cfg,
         GptConfig {
             attention: cfg.attention,
             norm: cfg.norm,

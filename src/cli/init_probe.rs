@@ -83,7 +83,7 @@ pub fn run(args: &InitProbeArgs) -> anyhow::Result<Outcome> {
         curves: &curves,
         args,
     };
-    write_figure(&figure, &png, Some(&svg))
+    write_figure(&figure, &png, &svg)
         .map_err(|e| anyhow::anyhow!("cannot write the plot {}: {}", e.path.display(), e.why))?;
     if args.json {
         print_json(&Report {

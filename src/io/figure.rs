@@ -1,4 +1,4 @@
-//! Plots written as PNG (and SVG), each atomically, in the font compiled into the binary.
+//! Plots written as PNG and SVG, each atomically, in the font compiled into the binary.
 //!
 //! Every plot of the project (loss curves, the MQAR heatmap, the theory scatter, the
 //! initialisation probe) implements [`Figure`] once and is drawn twice, on a bitmap and on an
@@ -56,20 +56,18 @@ fn ensure_font(path: &Path) -> Result<(), FigureError> {
     }
 }
 
-/// Writes `fig` as PNG to `png` and, when given, as SVG to `svg`. Each file is drawn into a
+/// Writes `fig` as PNG to `png` and as SVG to `svg`. Each file is drawn into a
 /// temporary file in its own folder and renamed into place when complete, so an interrupted
 /// or failed write leaves no partial plot.
-pub fn write_figure(fig: &impl Figure, png: &Path, svg: Option<&Path>) -> Result<(), FigureError> {
+pub fn write_figure(fig: &impl Figure, png: &Path, svg: &Path) -> Result<(), FigureError> {
     ensure_font(png)?;
-    if let Some(svg) = svg {
-        let mut text = String::new();
-        {
-            let root = SVGBackend::with_string(&mut text, fig.size()).into_drawing_area();
-            fig.draw(&root).map_err(|e| FigureError::new(svg, e))?;
-            root.present().map_err(|e| FigureError::new(svg, e))?;
-        }
-        super::write_atomic_bytes(svg, text.as_bytes()).map_err(|e| FigureError::new(svg, e))?;
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, fig.size()).into_drawing_area();
+        fig.draw(&root).map_err(|e| FigureError::new(svg, e))?;
+        root.present().map_err(|e| FigureError::new(svg, e))?;
     }
+    super::write_atomic_bytes(svg, text.as_bytes()).map_err(|e| FigureError::new(svg, e))?;
     // The PNG encoder picks its format from the extension, so the temp name ends in .png.
     let name = png
         .file_name()
@@ -119,7 +117,7 @@ mod tests {
     fn writes_png_and_svg_and_leaves_no_temp_files() {
         let dir = fresh_dir("figure-ok");
         let (png, svg) = (dir.join("a.png"), dir.join("a.svg"));
-        write_figure(&Square, &png, Some(&svg)).unwrap();
+        write_figure(&Square, &png, &svg).unwrap();
         let bytes = std::fs::read(&png).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
         assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
@@ -129,8 +127,9 @@ mod tests {
 
     #[test]
     fn an_unwritable_folder_is_an_error_naming_the_file() {
-        let png = fresh_dir("figure-err").join("missing").join("a.png");
-        let err = write_figure(&Square, &png, None).unwrap_err();
+        let dir = fresh_dir("figure-err");
+        let png = dir.join("missing").join("a.png");
+        let err = write_figure(&Square, &png, &dir.join("a.svg")).unwrap_err();
         assert_eq!(err.path, png);
         assert!(!err.why.is_empty());
     }

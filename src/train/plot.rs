@@ -50,7 +50,7 @@ impl Figure for LossFigure<'_> {
 
 /// Writes the loss curves to `png` and `svg` (1000 x 600 pixels).
 pub fn write_loss_plots(curves: &[Curve], title: &str, png: &Path, svg: &Path) -> Result<()> {
-    write_figure(&LossFigure { curves, title }, png, Some(svg)).map_err(|e| {
+    write_figure(&LossFigure { curves, title }, png, svg).map_err(|e| {
         Error::io(
             &e.path,
             std::io::Error::other(format!("drawing the plot: {}", e.why)),

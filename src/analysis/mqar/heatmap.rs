@@ -62,14 +62,6 @@ fn plot_err(path: &Path, why: impl std::fmt::Display) -> MqarError {
 }
 
 impl Heatmap {
-    /// Pixel size of the drawing.
-    pub fn size(&self) -> (u32, u32) {
-        (
-            (LEFT + CELL_W * self.cols.len() as u32 + 20).max(760),
-            TOP + CELL_H * self.rows.len() as u32 + 20,
-        )
-    }
-
     fn check(&self) -> Result<(), MqarError> {
         if self.values.len() != self.rows.len() * self.cols.len() {
             return Err(MqarError::Shape(format!(
@@ -85,10 +77,19 @@ impl Heatmap {
     /// Writes the heatmap as SVG to `svg` and PNG to `png`, each atomically.
     pub fn write(&self, png: &Path, svg: &Path) -> Result<(), MqarError> {
         self.check()?;
-        write_figure(self, png, Some(svg)).map_err(|e| plot_err(&e.path, e.why))
+        write_figure(self, png, svg).map_err(|e| plot_err(&e.path, e.why))
+    }
+}
+
+impl Figure for Heatmap {
+    fn size(&self) -> (u32, u32) {
+        (
+            (LEFT + CELL_W * self.cols.len() as u32 + 20).max(760),
+            TOP + CELL_H * self.rows.len() as u32 + 20,
+        )
     }
 
-    fn paint<DB: DrawingBackend>(
+    fn draw<DB: DrawingBackend>(
         &self,
         root: &DrawingArea<DB, Shift>,
     ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
@@ -131,18 +132,5 @@ impl Heatmap {
             }
         }
         Ok(())
-    }
-}
-
-impl Figure for Heatmap {
-    fn size(&self) -> (u32, u32) {
-        Heatmap::size(self)
-    }
-
-    fn draw<DB: DrawingBackend>(
-        &self,
-        root: &DrawingArea<DB, Shift>,
-    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-        self.paint(root)
     }
 }

@@ -76,7 +76,7 @@ pub fn write_scatter(
         .iter()
         .map(|s| (s.label.clone(), standardise(&s.points)))
         .collect();
-    write_figure(&Scatter { clouds, title }, png, Some(svg)).map_err(|e| plot_err(&e.path, e.why))
+    write_figure(&Scatter { clouds, title }, png, svg).map_err(|e| plot_err(&e.path, e.why))
 }
 
 fn draw<DB: DrawingBackend>(
