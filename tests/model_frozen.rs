@@ -58,7 +58,7 @@ fn tampered_frozen_weights_fail_to_load() {
     std::fs::create_dir_all(&dir).unwrap();
     let m = Gpt::new(cfg(AttentionKind::OrthogonalLinear, 0.0), 2).unwrap();
     let p = dir.join("full.safetensors");
-    save_model(&p, &m, true).unwrap();
+    save_model(&p, &m).unwrap();
     let mut bytes = std::fs::read(&p).unwrap();
     // Flip a bit inside a stored frozen tensor.
     let (n, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();

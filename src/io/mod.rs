@@ -1,10 +1,13 @@
-//! File formats and safe writing: atomic file creation (temp file + rename), plots, and the
-//! formats the project reads and writes (npy, safetensors helpers, GGUF).
+//! File formats and safe writing: atomic file creation (temp file + rename), sets of files
+//! replaced all at once, plots, and the formats the project reads and writes (npy, a
+//! deterministic safetensors writer, GGUF).
 
 pub mod atomic;
 pub mod figure;
+pub mod file_set;
 pub mod gguf;
 pub mod npy;
+pub mod safetensors_writer;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
 

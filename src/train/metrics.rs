@@ -30,15 +30,21 @@ pub struct MetricRecord {
     pub peak_rss_bytes: Option<u64>,
 }
 
+/// Writes `records` to `w` as JSON Lines. Floats are written in their shortest form that
+/// reads back to the same bits (and read with `serde_json`'s `float_roundtrip`), so reading
+/// and rewriting a log gives the same bytes.
+pub fn write_records(w: &mut dyn Write, records: &[MetricRecord]) -> std::io::Result<()> {
+    for r in records {
+        serde_json::to_writer(&mut *w, r).map_err(std::io::Error::other)?;
+        w.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
 /// Writes `records` to `path` as JSON Lines, atomically.
 pub fn write_jsonl(path: &Path, records: &[MetricRecord]) -> Result<()> {
     crate::io::write_atomic(path, |w| {
-        for r in records {
-            let line =
-                serde_json::to_string(r).map_err(|e| Error::io(path, std::io::Error::other(e)))?;
-            writeln!(w, "{line}").map_err(|e| Error::io(path, e))?;
-        }
-        Ok(())
+        write_records(w, records).map_err(|e| Error::io(path, e))
     })
 }
 

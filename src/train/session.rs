@@ -14,7 +14,7 @@ use super::checkpoint::{self, CheckpointParts, DataRecord};
 use super::options::TrainOptions;
 use super::trainer::{self, Observer, RunState};
 use crate::data::{Corpus, Split, Tokenizer, TokenizerKind};
-use crate::model::checkpoint::{load_model, save_model};
+use crate::model::checkpoint::write_model;
 use crate::model::{Gpt, GptConfig};
 use crate::{Error, Result};
 
@@ -116,7 +116,7 @@ impl Session {
         let mut cfg = spec.model.clone();
         cfg.vocab_size = prepared.tokenizer.vocab_size();
         cfg.validate()?;
-        if checkpoint::exists(out) {
+        if checkpoint::exists(out)? {
             return Err(super::invalid(format!(
                 "{} already holds a checkpoint: pass --resume to continue it, or choose another \
                  --out",
@@ -146,16 +146,12 @@ impl Session {
         steps: Option<usize>,
         requested: Option<&GptConfig>,
     ) -> Result<Self> {
-        let loaded = checkpoint::load(out)?;
+        // Recovers an interrupted write, checks every hash and value, reads model and state
+        // from one checkpoint.
+        let (loaded, model) = checkpoint::load_with_model(out)?;
         let st = &loaded.state_file;
-        let saved: GptConfig = serde_json::from_value(st.model.clone()).map_err(|e| {
-            super::invalid(format!(
-                "checkpoint {} has an unreadable model config: {e}",
-                out.display()
-            ))
-        })?;
         if let Some(want) = requested {
-            check_same_config(out, &saved, want)?;
+            check_same_config(out, model.config(), want)?;
         }
         let corpus = match corpus {
             Some(c) => c,
@@ -174,14 +170,6 @@ impl Session {
             )));
         }
         let prepared = prepare_with(&corpus, loaded.tokenizer.clone(), st.seq_len)?;
-        let model = load_model(&out.join(checkpoint::MODEL_FILE))?;
-        if model.config() != &saved {
-            return Err(super::invalid(format!(
-                "checkpoint {}: model.safetensors and state.json disagree on the model \
-                 configuration",
-                out.display()
-            )));
-        }
         let mut options = st.options.clone();
         if let Some(s) = steps {
             options.steps = s;
@@ -262,9 +250,13 @@ impl Observer<Gpt> for Writer<'_> {
             tokenizer: &self.prepared.tokenizer,
             data: &self.prepared.data,
         };
-        checkpoint::save(self.out, &parts, &mut |p| save_model(p, model, false))
+        checkpoint::save(self.out, &parts, &mut |w| write_model(w, model))
     }
 }
+
+/// The file that tests an output folder is writable (one fixed name, so a crash leaves at
+/// most one, which the next checkpoint open removes).
+pub const WRITE_TEST: &str = ".write-test";
 
 /// Creates the output folder, failing with a clear message when it cannot be written.
 pub fn create_out(out: &Path) -> Result<()> {
@@ -275,7 +267,7 @@ pub fn create_out(out: &Path) -> Result<()> {
         ))
     };
     std::fs::create_dir_all(out).map_err(fail)?;
-    let probe = out.join(format!(".write-test-{}", std::process::id()));
+    let probe = out.join(WRITE_TEST);
     std::fs::write(&probe, b"").map_err(fail)?;
     std::fs::remove_file(&probe).map_err(fail)
 }
