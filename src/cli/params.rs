@@ -84,7 +84,8 @@ pub fn run(args: &ParamsArgs) -> anyhow::Result<Outcome> {
             trainable_params: twin.trainable - acc.trainable,
             gradient_bytes: twin.memory.gradients - acc.memory.gradients,
             adamw_bytes: twin.memory.adamw - acc.memory.adamw,
-            checkpoint_bytes: 4 * acc.frozen,
+            // Frozen weights are stored in the model file; their AdamW moments are not.
+            checkpoint_bytes: 8 * acc.frozen,
             backward_flops_per_token: twin.flops_per_token.backward - acc.flops_per_token.backward,
             not_saved: vec![
                 "forward FLOPs (Q and K are still projected)",

@@ -98,12 +98,12 @@ pub fn unwritten_activation_floats(cfg: &GptConfig, b: usize, t: usize) -> usize
     super::gpt_acts::unwritten_floats(cfg, b, t)
 }
 
-/// Bytes of the largest buffer a training checkpoint holds at once: the optimizer file is
-/// serialised whole in memory (AdamW m and v, `8·trainable`) before it is written, and the
-/// model file (`4·trainable`, frozen weights regenerated from their seed) is smaller. Freed
-/// after the write, but part of the peak, since every other buffer is still alive.
-pub fn checkpoint_write_bytes(trainable: usize) -> usize {
-    8 * trainable
+/// Bytes a training checkpoint write holds beyond the model and optimizer: every file is
+/// streamed to disk through one buffer of [`WRITE_BUFFER`](crate::io::file_set::WRITE_BUFFER)
+/// bytes (tensors go out from their own memory, hashed on the way), so the write holds no
+/// copy of the weights or the AdamW moments, whatever the model's size.
+pub fn checkpoint_write_bytes(_trainable: usize) -> usize {
+    crate::io::file_set::WRITE_BUFFER
 }
 
 /// FLOPs per token at sequence length `t` (see [`Flops`]).

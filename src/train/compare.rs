@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::metrics::MetricRecord;
 use super::options::TrainOptions;
-use super::plot::{Curve, write_loss_plots};
+use super::plot::{Curve, stage_loss_plots};
 use super::session::{FreshSpec, Prepared, Progress, Session, create_out};
 use crate::Result;
 use crate::model::{AttentionKind, Gpt, GptConfig};
@@ -74,7 +74,8 @@ pub trait CompareProgress {
 }
 
 /// Trains every variant in `attentions` on `prepared` into `out/<attention>/`, then writes
-/// `summary.json`, `loss.png` and `loss.svg` into `out`.
+/// `summary.json`, `loss.png` and `loss.svg` into `out` as one file set (`io::file_set`, tag
+/// `compare`): all three or none.
 #[allow(clippy::too_many_arguments)]
 pub fn compare(
     base: &GptConfig,
@@ -163,15 +164,13 @@ pub fn compare(
         short_source(&summary.data),
         options.steps
     );
-    write_loss_plots(
-        &curves,
-        &title,
-        &out.join("loss.png"),
-        &out.join("loss.svg"),
-    )?;
     let json = serde_json::to_vec_pretty(&summary)
         .map_err(|e| super::invalid(format!("serialising the summary: {e}")))?;
-    crate::io::write_atomic_bytes(&out.join("summary.json"), &json)?;
+    // The summary and its plots appear together or not at all.
+    let mut set = crate::io::file_set::FileSet::begin(out, "compare")?;
+    stage_loss_plots(&curves, &title, &mut set, "loss.png", "loss.svg")?;
+    set.write_bytes("summary.json", &json)?;
+    set.commit()?;
     Ok(summary)
 }
 

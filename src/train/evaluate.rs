@@ -25,7 +25,8 @@ pub struct EvalReport {
 }
 
 /// Scores `tokens` in windows of `t` (+1 for the target), `b` windows per batch, at most
-/// `max_batches` batches (`None`: all). `units_per_token` converts to bits per unit.
+/// `max_batches` batches (`None`: all). `units_per_token` converts to bits per unit. Zero
+/// `b`, `t` or `max_batches`, or a text shorter than one window, is an error (never a NaN).
 pub fn evaluate_tokens<M: Trainable>(
     model: &mut M,
     tokens: &[u32],
@@ -35,7 +36,22 @@ pub fn evaluate_tokens<M: Trainable>(
     units_per_token: f64,
     unit: &str,
 ) -> Result<EvalReport> {
-    let windows = (tokens.len() - 1) / t;
+    if b == 0 || t == 0 || max_batches == Some(0) {
+        return Err(super::invalid(format!(
+            "evaluation needs at least one sequence per batch, one token per sequence and one \
+             batch (got batch {b}, sequence length {t}, batches {})",
+            max_batches.map_or("all".to_string(), |m| m.to_string())
+        )));
+    }
+    let windows = tokens.len().saturating_sub(1) / t;
+    if windows == 0 {
+        return Err(super::invalid(format!(
+            "the text has {} tokens: evaluation needs at least {} (one window of {t} and its \
+             target); pass a longer text",
+            tokens.len(),
+            t.saturating_add(1)
+        )));
+    }
     let mut starts: Vec<usize> = (0..windows).map(|w| w * t).collect();
     if let Some(m) = max_batches {
         starts.truncate(m * b);
