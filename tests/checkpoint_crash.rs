@@ -158,3 +158,37 @@ fn a_checkpoint_write_that_fails_midway_keeps_the_previous_checkpoint() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(checkpoint::load(&run).unwrap().run.step, 6);
 }
+
+/// `eval` while training continues: readers recover and load the folder while the writer
+/// checkpoints every step; the folder's lock keeps a reader from undoing the live write, so
+/// every load sees a whole checkpoint and the run finishes.
+#[test]
+fn readers_and_a_live_writer_share_the_folder() {
+    let bench = Bench::new("share", 40);
+    let run = bench.root.join("run");
+    let child = std::process::Command::new(crash::BIN)
+        .args(bench.train_args(&run, false, None))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let writer = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let (mut loads, mut step) = (0, 0);
+    while !writer.is_finished() {
+        if checkpoint::exists(&run).unwrap() {
+            let (loaded, _) = checkpoint::load_with_model(&run).unwrap();
+            assert!(loaded.run.step >= step);
+            step = loaded.run.step;
+            loads += 1;
+        }
+    }
+    let o = writer.join().unwrap();
+    assert!(
+        o.status.success(),
+        "the run failed while read: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(loads > 0);
+    assert_eq!(checkpoint::load(&run).unwrap().run.step, 40);
+    eprintln!("{loads} loads while training");
+}

@@ -137,7 +137,8 @@ fn state_json_is_hashed_and_validated_like_the_command_line() {
         );
     }
     // Edits that keep the hash consistent are validated value by value.
-    let cases: [(&str, fn(&mut serde_json::Value), &str); 8] = [
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, Edit, &str); 8] = [
         (
             "batch",
             |v| v["options"]["batch"] = 0.into(),
@@ -190,4 +191,50 @@ fn state_json_is_hashed_and_validated_like_the_command_line() {
     assert!(err.contains("SHA256SUMS cannot be read"), "{err}");
     // And the untouched folder still loads.
     assert_eq!(checkpoint::load(&good).unwrap().run.step, 4);
+}
+
+#[test]
+fn folders_of_the_previous_version_load_and_lose_their_stray_temporaries() {
+    let bench = Bench::new("v1", 3);
+    let d = bench.root.join("run");
+    ok(&bench.run(&bench.train_args(&d, false, None)));
+    // As the previous version left it after a kill: hashes in state.json, no SHA256SUMS and
+    // no lock file, and the temporary files of its one-file-at-a-time writes.
+    let sums = crash::manifest(&d);
+    edit_state(&d, false, |v| {
+        v["version"] = 1.into();
+        v["files"] = sums
+            .iter()
+            .filter(|(n, _)| *n != "state.json")
+            .map(|(n, h)| (n.clone(), serde_json::Value::from(h.clone())))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+    });
+    std::fs::remove_file(d.join("SHA256SUMS")).unwrap();
+    std::fs::remove_file(d.join(".checkpoint.lock")).unwrap();
+    for stray in [
+        ".model.safetensors.4242.tmp",
+        ".state.json.7.tmp",
+        ".write-test-99",
+    ] {
+        std::fs::write(d.join(stray), b"partial").unwrap();
+    }
+    let loaded = checkpoint::load(&d).unwrap();
+    assert_eq!(loaded.run.step, 3);
+    assert_eq!(
+        crash::entries(&d),
+        [
+            "metrics.jsonl",
+            "model.safetensors",
+            "optimizer.safetensors",
+            "state.json"
+        ]
+    );
+    // Resumed, it continues and is written in the current format.
+    let mut args = bench.train_args(&d, true, None);
+    args.extend(["--steps".to_string(), "5".to_string()]);
+    ok(&bench.run(&args));
+    let loaded = checkpoint::load(&d).unwrap();
+    assert_eq!((loaded.run.step, loaded.state_file.version), (5, 2));
+    assert!(d.join("SHA256SUMS").is_file());
 }

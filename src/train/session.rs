@@ -125,6 +125,11 @@ impl Session {
         }
         let model = Gpt::new(cfg, spec.model_seed)?;
         create_out(out)?;
+        // The lock file exists before anything is staged, so readers always find it.
+        drop(crate::io::file_set::SetLock::acquire(
+            out,
+            checkpoint::SET_TAG,
+        )?);
         let n = model.params().data.len();
         Ok(Session {
             model,
@@ -269,7 +274,11 @@ pub fn create_out(out: &Path) -> Result<()> {
     std::fs::create_dir_all(out).map_err(fail)?;
     let probe = out.join(WRITE_TEST);
     std::fs::write(&probe, b"").map_err(fail)?;
-    std::fs::remove_file(&probe).map_err(fail)
+    // A reader recovering the folder may have removed it already.
+    match std::fs::remove_file(&probe) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(fail(e)),
+        _ => Ok(()),
+    }
 }
 
 /// Names the fields where `want` differs from the checkpoint's `saved` configuration.

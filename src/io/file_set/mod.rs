@@ -8,8 +8,8 @@
 //! 1. **Recover** any earlier write of `S` (below).
 //! 2. **Stage**: write each `fi` as `.S.new.fi`, flush and fsync it (hashing it on the way).
 //! 3. **Commit**: write the commit record `.S.commit.tmp` (the line `orthoformer-file-set 1`,
-//!    then one name per line), fsync it and the folder, rename it to `.S.commit`, fsync the
-//!    folder. That rename is the commit point.
+//!    then `SHA256  NAME` per new file), fsync it and the folder, rename it to `.S.commit`,
+//!    fsync the folder. That rename is the commit point.
 //! 4. **Finish**: rename every `.S.new.fi` over `fi`, fsync the folder, remove `.S.commit`.
 //!
 //! ## The states on disk, and why each recovers
@@ -17,7 +17,7 @@
 //! |---|---|---|
 //! | clean | the old (or new) set only | nothing to do |
 //! | staging | old set, some `.S.new.*` (any may be partial), maybe a partial `.S.commit.tmp` | **roll back**: remove them; no old file was touched before the commit point |
-//! | committed | `.S.commit`; each named `fi` is either still `.S.new.fi` (complete: fsynced before the record existed) or already renamed | **roll forward**: rename the rest, remove the record |
+//! | committed | `.S.commit`; each named `fi` is either still `.S.new.fi` (complete: fsynced before the record existed) or already renamed (its hash is the record's) | **roll forward**: rename the rest, remove the record |
 //! | finished | new set and `.S.commit` | remove the record |
 //!
 //! The record appears whole or not at all (written, synced, then renamed), each rename is atomic
@@ -142,47 +142,44 @@ fn entries_with_prefix(dir: &Path, prefix: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Parses a commit record: the magic line, then one file name per line.
-pub(crate) fn parse_record(path: &Path, text: &str) -> Result<Vec<String>> {
-    let mut lines = text.lines();
-    if lines.next() != Some(RECORD_MAGIC) {
-        return Err(malformed(
+/// Parses a commit record: the magic line, then the new files as a manifest
+/// (`SHA256  NAME` per line).
+pub(crate) fn parse_record(path: &Path, text: &str) -> Result<Vec<(String, String)>> {
+    match text.split_once('\n') {
+        Some((RECORD_MAGIC, files)) => manifest::parse_manifest(path, files),
+        _ => Err(malformed(
             path,
             format!(
-                "the commit record does not start with {RECORD_MAGIC:?}; remove it to keep the files as they are"
+                "the commit record does not start with {RECORD_MAGIC:?}; remove it to keep the \
+                 files as they are"
             ),
-        ));
+        )),
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let names: Vec<String> = lines.map(str::to_string).collect();
-    for n in &names {
-        check_name(dir, n)?;
-    }
-    Ok(names)
 }
 
-/// The text of a commit record naming `names`.
-pub(crate) fn record_text<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let mut text = format!("{RECORD_MAGIC}\n");
-    for n in names {
-        text.push_str(n);
-        text.push('\n');
-    }
-    text
+/// The text of a commit record of `files` (`(name, SHA-256 hex)`).
+pub(crate) fn record_text(files: &[(String, String)]) -> String {
+    format!("{RECORD_MAGIC}\n{}", manifest::manifest_text(files))
 }
 
 /// Moves a committed file into place: `.S.new.name` over `name`. Already moved (no staged
-/// file, the target present) is fine: rolling forward is idempotent.
-pub(crate) fn move_into_place(dir: &Path, tag: &str, name: &str) -> Result<bool> {
+/// file, the target present with the committed hash `sha256`) is fine: rolling forward is
+/// idempotent, and verified.
+pub(crate) fn move_into_place(dir: &Path, tag: &str, name: &str, sha256: &str) -> Result<bool> {
     let staged = dir.join(format!("{}{name}", staged_prefix(tag)));
     let target = dir.join(name);
     match fs::rename(&staged, &target) {
         Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && target.exists() => Ok(false),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(malformed(
-            &record_path(dir, tag),
-            format!("the committed file {name} is neither staged nor in place"),
-        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if manifest::hash_file(&target).is_ok_and(|h| h == sha256) {
+                Ok(false)
+            } else {
+                Err(malformed(
+                    &record_path(dir, tag),
+                    format!("the committed file {name} is neither staged nor in place"),
+                ))
+            }
+        }
         Err(e) => Err(Error::io(&target, e)),
     }
 }
@@ -199,8 +196,8 @@ pub fn recover(dir: &Path, tag: &str) -> Result<Recovery> {
             let text = String::from_utf8(bytes)
                 .map_err(|_| malformed(&record, "the commit record is not text"))?;
             let mut n = 0;
-            for name in parse_record(&record, &text)? {
-                n += usize::from(move_into_place(dir, tag, &name)?);
+            for (name, sha256) in parse_record(&record, &text)? {
+                n += usize::from(move_into_place(dir, tag, &name, &sha256)?);
             }
             sync_dir(dir)?;
             fs::remove_file(&record).map_err(|e| Error::io(&record, e))?;
@@ -270,8 +267,11 @@ pub fn recover_for(path: &Path) -> Result<()> {
     }
     for tag in pending_tags(dir)? {
         let staged = dir.join(format!("{}{name}", staged_prefix(&tag)));
-        let named = fs::read_to_string(record_path(dir, &tag))
-            .is_ok_and(|text| text.lines().skip(1).any(|l| l == name));
+        let named = fs::read_to_string(record_path(dir, &tag)).is_ok_and(|text| {
+            text.lines()
+                .skip(1)
+                .any(|l| l.split_once("  ").is_some_and(|(_, n)| n == name))
+        });
         if named || staged.exists() {
             let _lock = SetLock::acquire_existing(dir, &tag)?;
             recover(dir, &tag)?;

@@ -202,7 +202,7 @@ impl FileSet {
         match step {
             Step::WriteRecord => {
                 let tmp = record_tmp_path(dir, tag);
-                let text = record_text(self.files.iter().map(|(n, _)| n.as_str()));
+                let text = record_text(&self.files);
                 let write = || -> std::io::Result<()> {
                     let mut f = File::create(&tmp)?;
                     f.write_all(text.as_bytes())?;
@@ -218,7 +218,10 @@ impl FileSet {
                 self.phase = Phase::Committed;
                 Ok(())
             }
-            Step::Move(i) => move_into_place(dir, tag, &self.files[i].0).map(|_| ()),
+            Step::Move(i) => {
+                let (name, sha256) = &self.files[i];
+                move_into_place(dir, tag, name, sha256).map(|_| ())
+            }
             Step::RemoveRecord => {
                 let record = record_path(dir, tag);
                 fs::remove_file(&record).map_err(|e| Error::io(&record, e))
