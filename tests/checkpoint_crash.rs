@@ -24,7 +24,7 @@ fn assert_no_temporaries(dir: &std::path::Path, when: &str) {
 
 #[test]
 fn a_run_killed_at_random_moments_loses_nothing_and_resumes_bit_for_bit() {
-    let bench = Bench::new("kill", 60);
+    let bench = Bench::new("kill", 120);
     let whole = bench.root.join("whole");
     let started = Instant::now();
     let o = bench.run(&bench.train_args(&whole, false, None));
@@ -41,7 +41,7 @@ fn a_run_killed_at_random_moments_loses_nothing_and_resumes_bit_for_bit() {
         // A third each: a random moment, just after a write starts staging, just after it
         // commits (the two windows a crash must not spoil).
         let at = match k % 3 {
-            0 => KillAt::Delay(run_time.mul_f64(rng.random_range(0.0..0.15))),
+            0 => KillAt::Delay(run_time.mul_f64(rng.random_range(0.0..0.075))),
             1 => KillAt::Staging(Duration::from_micros(rng.random_range(0..4000))),
             _ => KillAt::Committed(Duration::from_micros(rng.random_range(0..400))),
         };

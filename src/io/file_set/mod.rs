@@ -26,6 +26,10 @@
 //! steps on disk for power loss (Unix; elsewhere directories cannot be synced). A write that
 //! fails before the commit point removes its staged files at once ([`FileSet`]'s `Drop`).
 //!
+//! A whole new folder ([`write_folder`]) is built as `.NAME.new` beside its place (a set
+//! inside it) and renamed into place: that rename is its commit point, and a crash leaves only
+//! `.NAME.new`, which the next write of the folder removes.
+//!
 //! Readers that recover a folder another process may be writing (evaluating a checkpoint while
 //! training continues) share the folder's [`SetLock`] with the writer, so a live write is
 //! never mistaken for a crashed one.
@@ -36,7 +40,7 @@ mod staged;
 #[cfg(test)]
 mod tests;
 
-pub use lock::SetLock;
+pub use lock::{LOCK_WAIT, SetLock};
 pub use manifest::{hash_file, manifest_text, parse_manifest, sha256_hex};
 pub use staged::{FileSet, WRITE_BUFFER};
 

@@ -49,7 +49,7 @@ pub struct DataRecord {
 pub struct StateFile {
     /// Always `orthoformer-train-checkpoint`.
     pub format: String,
-    /// Format version ([`VERSION`]).
+    /// Format version (2; version 1 had no `SHA256SUMS`).
     pub version: u32,
     /// Optimizer steps done.
     pub step: usize,
