@@ -4,6 +4,7 @@
 pub mod atomic;
 pub mod figure;
 pub mod gguf;
+pub mod matrix_file;
 pub mod npy;
 
 pub use atomic::{write_atomic, write_atomic_bytes};

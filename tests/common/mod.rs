@@ -6,13 +6,21 @@ pub mod gpt_fixture;
 
 use std::path::PathBuf;
 
+/// The repository's root (the workspace folder), from either crate's tests.
+pub fn repo_root() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if here.join("Cargo.lock").is_file() {
+        here
+    } else {
+        here.parent().map(PathBuf::from).unwrap_or(here)
+    }
+}
+
 /// The test model's path, or `None` (with a note) when it is absent outside CI.
 pub fn smollm2() -> Option<PathBuf> {
     let p = std::env::var_os("ORTHOFORMER_SMOLLM2")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/SmolLM2-135M-Instruct.Q4_1.gguf")
-        });
+        .unwrap_or_else(|| repo_root().join("models/SmolLM2-135M-Instruct.Q4_1.gguf"));
     if p.is_file() {
         return Some(p);
     }

@@ -29,11 +29,6 @@ pub fn progress_bar(len: u64, message: &str, quiet: bool) -> ProgressBar {
     bar
 }
 
-/// The error every not-yet-built subcommand returns, naming the issue that builds it.
-pub fn not_built(what: &str, issue: u32) -> anyhow::Error {
-    anyhow::anyhow!("`{what}` is not built yet (issue {issue})")
-}
-
 /// The training shapes `bench` and `memory` measure: configuration A (`config-a`, batch 16,
 /// context 128), B (`config-b`, batch 8, context 256) and, where `tiny` is allowed, the tiny
 /// preset (batch 4). Returns the row label, the preset and the batch size.

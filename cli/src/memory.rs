@@ -18,11 +18,11 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::Outcome;
-use crate::data::{Corpus, TokenizerKind};
-use crate::model::{AttentionKind, GptConfig};
-use crate::train::memory::{DataMemory, RunMemory, predict};
-use crate::train::rss::mib;
-use crate::train::session::prepare;
+use orthoformer::data::{Corpus, TokenizerKind};
+use orthoformer::model::{AttentionKind, GptConfig};
+use orthoformer::train::memory::{DataMemory, RunMemory, predict};
+use orthoformer::train::rss::mib;
+use orthoformer::train::session::prepare;
 
 /// Flags of `orthoformer memory`.
 #[derive(Debug, clap::Args)]
@@ -232,7 +232,7 @@ fn measure_baseline(
         source: "baseline".into(),
     };
     let path = work.join("baseline.txt");
-    crate::io::write_atomic_bytes(&path, text.text.as_bytes())?;
+    orthoformer::io::write_atomic_bytes(&path, text.text.as_bytes())?;
     let cfg = GptConfig::preset("tiny")?;
     let (batch, steps) = (4, args.steps.to_string());
     let prepared = prepare(&text, TokenizerKind::Char, 0, cfg.context)?;

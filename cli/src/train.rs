@@ -2,7 +2,7 @@
 //! checkpoint folder, with a progress bar, a metrics log and resume. The flag groups here
 //! ([`DataFlags`], [`ModelFlags`], [`OptimFlags`]) are shared with `orthoformer compare`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -10,11 +10,11 @@ use anyhow::Context;
 use indicatif::ProgressBar;
 
 use super::Outcome;
-use crate::data::{Corpus, TokenizerKind};
-use crate::model::{AttentionKind, GptConfig};
-use crate::train::compare::attention_name;
-use crate::train::session::{FreshSpec, Progress, Session};
-use crate::train::{AdamWConfig, RunState, TrainOptions};
+use orthoformer::data::{Corpus, TokenizerKind};
+use orthoformer::model::{AttentionKind, GptConfig};
+use orthoformer::train::compare::attention_name;
+use orthoformer::train::session::{FreshSpec, Progress, Session};
+use orthoformer::train::{AdamWConfig, RunState, TrainOptions};
 
 /// Which text and tokenizer.
 #[derive(Debug, Clone, clap::Args)]
@@ -214,7 +214,7 @@ impl ModelFlags {
     /// The configuration these flags ask for (vocabulary set later from the tokenizer).
     pub fn config(&self, attention: Option<AttentionKind>) -> anyhow::Result<GptConfig> {
         let mut cfg = match (&self.config, &self.preset) {
-            (Some(path), _) => read_config(path)?,
+            (Some(path), _) => GptConfig::from_file(path)?,
             (None, Some(p)) => GptConfig::preset(p)?,
             (None, None) => GptConfig {
                 context: DEFAULT_CONTEXT,
@@ -229,18 +229,6 @@ impl ModelFlags {
         }
         Ok(cfg)
     }
-}
-
-fn read_config(path: &Path) -> anyhow::Result<GptConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading model config {}", path.display()))?;
-    let is_json = path.extension().is_some_and(|e| e == "json");
-    let cfg = if is_json {
-        serde_json::from_str(&text).map_err(anyhow::Error::from)
-    } else {
-        toml::from_str(&text).map_err(anyhow::Error::from)
-    };
-    cfg.with_context(|| format!("model config {} does not parse", path.display()))
 }
 
 /// The Ctrl-C flag, installed once per process: the first Ctrl-C asks the loop to
@@ -366,7 +354,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
     result.with_context(|| format!("training into {}", args.out.display()))?;
     let last = session.state.metrics.last().cloned();
     // Read after the final checkpoint: the whole run's peak, as the kernel counts it.
-    let peak_rss = crate::train::rss::peak_rss_bytes();
+    let peak_rss = orthoformer::train::rss::peak_rss_bytes();
     if args.json {
         super::common::print_json(&serde_json::json!({
             "out": args.out,
@@ -394,7 +382,10 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
     }
     if !args.json {
         match peak_rss {
-            Some(b) => println!("peak resident memory: {:.1} MiB", crate::train::rss::mib(b)),
+            Some(b) => println!(
+                "peak resident memory: {:.1} MiB",
+                orthoformer::train::rss::mib(b)
+            ),
             None => println!("peak resident memory: unavailable on this system"),
         }
     }
