@@ -6,6 +6,7 @@ pub mod figure;
 pub mod gguf;
 pub mod matrix_file;
 pub mod npy;
+pub mod table;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
 
