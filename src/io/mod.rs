@@ -6,8 +6,10 @@ pub mod atomic;
 pub mod figure;
 pub mod file_set;
 pub mod gguf;
+pub mod matrix_file;
 pub mod npy;
 pub mod safetensors_writer;
+pub mod table;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
 

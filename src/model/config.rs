@@ -271,6 +271,19 @@ impl GptConfig {
         })
     }
 
+    /// Reads a config file: JSON when the name ends in `.json` (the form checkpoints store),
+    /// TOML otherwise; every field required, unknown fields rejected, validated.
+    pub fn from_file(path: &Path) -> crate::Result<Self> {
+        if path.extension().is_none_or(|e| e != "json") {
+            return Self::from_toml_file(path);
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+        let cfg: GptConfig = serde_json::from_str(&text)
+            .map_err(|e| ModelError::Config(format!("{}: bad JSON config: {e}", path.display())))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
     /// The config as TOML text.
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_default()

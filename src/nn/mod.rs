@@ -15,3 +15,4 @@ pub mod linear_attention;
 pub mod matmul;
 pub mod simd;
 pub mod srht;
+pub mod threads;

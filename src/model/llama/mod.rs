@@ -14,4 +14,6 @@ pub mod weights;
 pub use config::LlamaConfig;
 pub use forward::{KvCache, Llama, RowTransform};
 pub use load::{LoadedModel, load_model};
+/// The Hugging Face tokenizer a pretrained model carries.
+pub use tokenizers::Tokenizer;
 pub use weights::{LayerWeights, LlamaWeights};

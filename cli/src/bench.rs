@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use super::Outcome;
-use crate::model::GptConfig;
-use crate::train::compare::attention_name;
-use crate::train::step_bench::{StepTiming, gemm_peak, time_training_step};
+use orthoformer::model::GptConfig;
+use orthoformer::train::compare::attention_name;
+use orthoformer::train::step_bench::{StepTiming, gemm_peak, time_training_step};
 
 /// Flags of `orthoformer bench`.
 #[derive(Debug, clap::Args)]
@@ -83,9 +83,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     // A global pool of `threads` workers: the model's kernels and gemm run on it.
-    let _ = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build_global();
+    orthoformer::nn::threads::set_global_threads(threads);
     let mut plan = Vec::new();
     for c in &args.configs {
         let (label, preset, b) = super::common::bench_shape(c, false)?;

@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 
 use super::Outcome;
 use super::common::{print_json, progress_bar};
-use crate::init::orthogonal::{OrthoMethod, ortho_error, orthogonal_f64};
+use orthoformer::init::orthogonal::{OrthoMethod, ortho_error, orthogonal_f64};
 
 /// Flags of `orthoformer init-bench`.
 #[derive(Debug, clap::Args)]

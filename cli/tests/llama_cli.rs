@@ -1,6 +1,7 @@
 //! The real binary on SmolLM2-135M: generate, eval, rotate --check, quantize, align; numbers
 //! come back as JSON and bad flags are exit-2 errors.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::path::Path;
@@ -8,7 +9,7 @@ use std::process::{Command, Output};
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_orthoformer"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(common::repo_root())
         .args(args)
         .output()
         .unwrap()
@@ -21,9 +22,7 @@ fn json(o: &Output) -> serde_json::Value {
 
 #[test]
 fn generate_eval_rotate_quantize_align() {
-    let Some(model) = common::smollm2() else {
-        return;
-    };
+    let model = common::smollm2();
     let m = model.to_str().unwrap();
     let o = run(&[
         "generate",

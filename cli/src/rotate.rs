@@ -11,11 +11,11 @@ use serde::Serialize;
 use super::Outcome;
 use super::common::{print_json, progress_bar};
 use super::eval_llama::{DEFAULT_DATA, read_tokens};
-use crate::io::gguf::GgmlType;
-use crate::model::llama::export::{save_gguf, save_hf_folder};
-use crate::model::llama::{Llama, load_model};
-use crate::rotate::check::{Comparison, compare_models};
-use crate::rotate::{Rotation, fold_norms, rotate_weights};
+use orthoformer::io::gguf::GgmlType;
+use orthoformer::model::llama::export::{save_gguf, save_hf_folder};
+use orthoformer::model::llama::{Llama, load_model};
+use orthoformer::rotate::check::{Comparison, compare_models};
+use orthoformer::rotate::{Rotation, fold_norms, rotate_weights};
 
 /// Which orthogonal matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]

@@ -2,7 +2,7 @@
 //! checkpoint folder, with a progress bar, a metrics log and resume. The flag groups here
 //! ([`DataFlags`], [`ModelFlags`], [`OptimFlags`]) are shared with `orthoformer compare`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -10,11 +10,11 @@ use anyhow::Context;
 use indicatif::ProgressBar;
 
 use super::Outcome;
-use crate::data::{Corpus, TokenizerKind};
-use crate::model::{AttentionKind, GptConfig};
-use crate::train::compare::attention_name;
-use crate::train::session::{FreshSpec, Progress, Session};
-use crate::train::{AdamWConfig, RunState, TrainOptions};
+use orthoformer::data::{Corpus, TokenizerKind};
+use orthoformer::model::{AttentionKind, GptConfig};
+use orthoformer::train::compare::attention_name;
+use orthoformer::train::session::{FreshSpec, Progress, Session};
+use orthoformer::train::{AdamWConfig, RunState, TrainOptions};
 
 /// Which text and tokenizer.
 #[derive(Debug, Clone, clap::Args)]
@@ -138,21 +138,23 @@ pub const DEFAULT_BPE_VOCAB: usize = 512;
 impl OptimFlags {
     /// The options these flags ask for, defaults filled in.
     pub fn options(&self) -> TrainOptions {
+        // The defaults live in the library (`TrainOptions::default`), nowhere else.
+        let d = TrainOptions::default();
         let adamw = AdamWConfig {
-            weight_decay: self.weight_decay.unwrap_or(0.1),
-            beta2: self.beta2.unwrap_or(0.95),
-            ..AdamWConfig::default()
+            weight_decay: self.weight_decay.unwrap_or(d.adamw.weight_decay),
+            beta2: self.beta2.unwrap_or(d.adamw.beta2),
+            ..d.adamw
         };
         TrainOptions {
-            steps: self.steps.unwrap_or(600),
-            batch: self.batch.unwrap_or(16),
-            lr: self.lr.unwrap_or(2e-3),
-            min_lr: self.min_lr.unwrap_or(2e-4),
-            warmup: self.warmup.unwrap_or(30),
-            grad_clip: self.grad_clip.unwrap_or(1.0),
-            eval_every: self.eval_every.unwrap_or(50),
-            eval_iters: self.eval_iters.unwrap_or(8),
-            seed: self.seed.unwrap_or(0),
+            steps: self.steps.unwrap_or(d.steps),
+            batch: self.batch.unwrap_or(d.batch),
+            lr: self.lr.unwrap_or(d.lr),
+            min_lr: self.min_lr.unwrap_or(d.min_lr),
+            warmup: self.warmup.unwrap_or(d.warmup),
+            grad_clip: self.grad_clip.unwrap_or(d.grad_clip),
+            eval_every: self.eval_every.unwrap_or(d.eval_every),
+            eval_iters: self.eval_iters.unwrap_or(d.eval_iters),
+            seed: self.seed.unwrap_or(d.seed),
             adamw,
         }
     }
@@ -214,7 +216,7 @@ impl ModelFlags {
     /// The configuration these flags ask for (vocabulary set later from the tokenizer).
     pub fn config(&self, attention: Option<AttentionKind>) -> anyhow::Result<GptConfig> {
         let mut cfg = match (&self.config, &self.preset) {
-            (Some(path), _) => read_config(path)?,
+            (Some(path), _) => GptConfig::from_file(path)?,
             (None, Some(p)) => GptConfig::preset(p)?,
             (None, None) => GptConfig {
                 context: DEFAULT_CONTEXT,
@@ -229,18 +231,6 @@ impl ModelFlags {
         }
         Ok(cfg)
     }
-}
-
-fn read_config(path: &Path) -> anyhow::Result<GptConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading model config {}", path.display()))?;
-    let is_json = path.extension().is_some_and(|e| e == "json");
-    let cfg = if is_json {
-        serde_json::from_str(&text).map_err(anyhow::Error::from)
-    } else {
-        toml::from_str(&text).map_err(anyhow::Error::from)
-    };
-    cfg.with_context(|| format!("model config {} does not parse", path.display()))
 }
 
 /// The Ctrl-C flag, installed once per process: the first Ctrl-C asks the loop to
@@ -366,7 +356,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
     result.with_context(|| format!("training into {}", args.out.display()))?;
     let last = session.state.metrics.last().cloned();
     // Read after the final checkpoint: the whole run's peak, as the kernel counts it.
-    let peak_rss = crate::train::rss::peak_rss_bytes();
+    let peak_rss = orthoformer::train::rss::peak_rss_bytes();
     if args.json {
         super::common::print_json(&serde_json::json!({
             "out": args.out,
@@ -394,7 +384,10 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
     }
     if !args.json {
         match peak_rss {
-            Some(b) => println!("peak resident memory: {:.1} MiB", crate::train::rss::mib(b)),
+            Some(b) => println!(
+                "peak resident memory: {:.1} MiB",
+                orthoformer::train::rss::mib(b)
+            ),
             None => println!("peak resident memory: unavailable on this system"),
         }
     }

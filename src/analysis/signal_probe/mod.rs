@@ -4,6 +4,8 @@
 //! pass and of the gradient with respect to them on the backward pass (from a Gaussian output
 //! gradient). An init that keeps both near 1 at every depth keeps the network trainable.
 
+pub mod plot;
+
 use crate::init::InitError;
 use crate::init::method::{InitMethod, InitParams, generate};
 use crate::init::rng::{fill_standard_normal, seeded};

@@ -10,9 +10,9 @@ use serde::Serialize;
 use super::Outcome;
 use super::common::{print_json, progress_bar};
 use super::eval::EvalArgs;
-use crate::model::llama::perplexity::perplexity;
-use crate::model::llama::tokenizer::encode;
-use crate::model::llama::{Llama, load_model};
+use orthoformer::model::llama::perplexity::perplexity;
+use orthoformer::model::llama::tokenizer::encode;
+use orthoformer::model::llama::{Llama, load_model};
 
 /// Default text: TinyShakespeare in the repository.
 pub const DEFAULT_DATA: &str = "data/tinyshakespeare.txt";
@@ -23,7 +23,7 @@ pub const DEFAULT_CONTEXT: usize = 256;
 
 /// Reads a UTF-8 text and tokenizes its first `max_tokens + 1` tokens.
 pub fn read_tokens(
-    tok: &tokenizers::Tokenizer,
+    tok: &orthoformer::model::llama::Tokenizer,
     path: &Path,
     max_tokens: usize,
 ) -> anyhow::Result<Vec<u32>> {

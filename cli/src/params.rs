@@ -2,10 +2,10 @@
 //! optionally beside seed 003's §4 claims.
 
 use super::Outcome;
-use crate::model::accounting::{Account, account, unfrozen_twin};
-use crate::model::seed_claims::{Claim, seed_claims};
-use crate::model::{AttentionKind, GptConfig};
 use anyhow::Context;
+use orthoformer::model::accounting::{Account, account, unfrozen_twin};
+use orthoformer::model::seed_claims::{Claim, seed_claims};
+use orthoformer::model::{AttentionKind, GptConfig};
 use std::path::PathBuf;
 
 /// Flags of `orthoformer params`.
@@ -100,7 +100,7 @@ pub fn run(args: &ParamsArgs) -> anyhow::Result<Outcome> {
         account: &acc,
         frozen_savings: savings,
         seed_claims: claims,
-        process_peak_rss_bytes: crate::train::rss::peak_rss_bytes(),
+        process_peak_rss_bytes: orthoformer::train::rss::peak_rss_bytes(),
     };
     if args.json {
         super::common::print_json(&report).context("writing JSON")?;
@@ -111,7 +111,7 @@ pub fn run(args: &ParamsArgs) -> anyhow::Result<Outcome> {
 }
 
 fn n(x: usize) -> String {
-    crate::model::accounting::thousands(x)
+    orthoformer::model::accounting::thousands(x)
 }
 
 fn print_tables(r: &Report) {
@@ -159,7 +159,7 @@ fn print_tables(r: &Report) {
             "  a training process also holds its data and a baseline; this command's peak \
              resident memory (the baseline): {} ({:.1} MiB)",
             n(b as usize),
-            crate::train::rss::mib(b)
+            orthoformer::train::rss::mib(b)
         ),
         None => println!("  process baseline: peak resident memory unavailable on this system"),
     }

@@ -29,11 +29,6 @@ pub fn progress_bar(len: u64, message: &str, quiet: bool) -> ProgressBar {
     bar
 }
 
-/// The error every not-yet-built subcommand returns, naming the issue that builds it.
-pub fn not_built(what: &str, issue: u32) -> anyhow::Error {
-    anyhow::anyhow!("`{what}` is not built yet (issue {issue})")
-}
-
 /// The training shapes `bench` and `memory` measure: configuration A (`config-a`, batch 16,
 /// context 128), B (`config-b`, batch 8, context 256) and, where `tiny` is allowed, the tiny
 /// preset (batch 4). Returns the row label, the preset and the batch size.
@@ -47,4 +42,16 @@ pub fn bench_shape(name: &str, allow_tiny: bool) -> anyhow::Result<(String, &'st
             anyhow::bail!("unknown config {other:?}: use {choices}")
         }
     }
+}
+
+/// Prints a report: JSON with `--json`, otherwise its text form (tables and paragraphs).
+pub fn emit<R: orthoformer::io::table::Report>(report: &R, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(report);
+    }
+    let mut out = std::io::stdout().lock();
+    // Surface write failures as io::Error so `main` recognises a broken pipe.
+    out.write_all(report.render().as_bytes())?;
+    out.flush()?;
+    Ok(())
 }

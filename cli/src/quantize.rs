@@ -11,12 +11,14 @@ use serde::Serialize;
 use super::Outcome;
 use super::common::{print_json, progress_bar};
 use super::eval_llama::{DEFAULT_DATA, read_tokens};
-use crate::model::llama::RowTransform;
-use crate::model::llama::perplexity::perplexity;
-use crate::model::llama::quant::ActStats;
-use crate::model::llama::{Llama, LlamaWeights, load_model};
-use crate::rotate::quant::quantize_model_weights;
-use crate::rotate::{Rotation, fold_norms, online_transform, rotate_down_inputs, rotate_weights};
+use orthoformer::model::llama::RowTransform;
+use orthoformer::model::llama::perplexity::perplexity;
+use orthoformer::model::llama::quant::ActStats;
+use orthoformer::model::llama::{Llama, LlamaWeights, load_model};
+use orthoformer::rotate::quant::quantize_model_weights;
+use orthoformer::rotate::{
+    Rotation, fold_norms, online_transform, rotate_down_inputs, rotate_weights,
+};
 
 /// Whether and how to rotate before quantising.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -283,7 +285,7 @@ fn print_table(r: &Report) {
         let d = std::path::Path::new(&s.data)
             .file_name()
             .map_or(s.data.clone(), |n| n.to_string_lossy().into_owned());
-        let f = |x: &crate::model::llama::quant::SiteStats| {
+        let f = |x: &orthoformer::model::llama::quant::SiteStats| {
             format!("{:.1}; {:.1}", x.mean_kurtosis, x.mean_max_over_mean)
         };
         println!(

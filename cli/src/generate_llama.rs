@@ -7,9 +7,9 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::generate::GenerateArgs;
-use crate::model::llama::perplexity::sample;
-use crate::model::llama::tokenizer::{decode, encode};
-use crate::model::llama::{Llama, load_model};
+use orthoformer::model::llama::perplexity::sample;
+use orthoformer::model::llama::tokenizer::{decode, encode};
+use orthoformer::model::llama::{Llama, load_model};
 
 /// Runs this mode of `orthoformer generate`.
 pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
@@ -30,7 +30,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
         );
     }
     let mut cache = model.new_cache(prompt.len() + args.max_new_tokens);
-    let mut rng = crate::init::rng::seeded(args.seed);
+    let mut rng = orthoformer::init::rng::seeded(args.seed);
     let v = model.w.cfg.vocab_size;
     let mut logits = model.forward(&prompt, &mut cache, prompt.len() - 1)?;
     let mut out: Vec<u32> = Vec::new();

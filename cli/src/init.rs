@@ -1,16 +1,17 @@
 //! `orthoformer init`: generate random orthogonal initial weights, check them, and write them
 //! to `.npy` or `.safetensors`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 
 use super::Outcome;
 use super::common::{print_json, progress_bar};
-use crate::init::method::{InitMethod, InitParams, generate};
-use crate::init::mimetic::{MimeticParams, mimetic};
-use crate::init::orthogonal::ortho_error;
+use orthoformer::init::method::{InitMethod, InitParams, generate};
+use orthoformer::init::mimetic::{MimeticParams, mimetic};
+use orthoformer::init::orthogonal::ortho_error;
+use orthoformer::io::matrix_file::{FloatType, MatrixFormat, write_matrix};
 
 /// Flags of `orthoformer init`.
 #[derive(Debug, clap::Args)]
@@ -92,58 +93,6 @@ pub struct InitArgs {
     /// Print one JSON object instead of the human summary.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Output element type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dtype {
-    /// 32-bit float.
-    F32,
-    /// 64-bit float.
-    F64,
-}
-
-impl Dtype {
-    /// Parses `f32` or `f64`.
-    pub fn parse(s: &str) -> anyhow::Result<Dtype> {
-        match s {
-            "f32" => Ok(Dtype::F32),
-            "f64" => Ok(Dtype::F64),
-            other => bail!("unknown --dtype {other:?}: use f32 or f64"),
-        }
-    }
-
-    /// `f32` or `f64`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dtype::F32 => "f32",
-            Dtype::F64 => "f64",
-        }
-    }
-}
-
-/// Where the output goes, decided before any work so a bad path fails fast.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
-    Npy,
-    Safetensors,
-}
-
-fn output_format(path: &Path) -> anyhow::Result<Format> {
-    let ext = path
-        .extension()
-        .map(|e| e.to_string_lossy().to_lowercase())
-        .unwrap_or_default();
-    match ext.as_str() {
-        "npy" => Ok(Format::Npy),
-        "safetensors" => Ok(Format::Safetensors),
-        _ => Err(crate::io::FormatError::UnknownExtension {
-            path: path.display().to_string(),
-            ext,
-            expected: ".npy or .safetensors",
-        }
-        .into()),
-    }
 }
 
 /// The JSON report of one `init` run.
@@ -234,7 +183,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
     } else {
         Some(InitMethod::from_name(&args.method)?)
     };
-    let dtype = Dtype::parse(&args.dtype)?;
+    let dtype = FloatType::parse(&args.dtype).map_err(|e| anyhow::anyhow!("--dtype: {e}"))?;
     if args.count == 0 {
         bail!("--count 0: ask for at least one matrix");
     }
@@ -244,9 +193,9 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
     };
     let gain = args.gain.unwrap_or(1.0);
     if !gain.is_finite() || gain < 0.0 {
-        return Err(crate::init::InitError::BadGain(gain).into());
+        return Err(orthoformer::init::InitError::BadGain(gain).into());
     }
-    crate::init::fan::check_shape(&shape)?;
+    orthoformer::init::fan::check_shape(&shape)?;
     if is_mimetic {
         if shape.len() == 2 && shape[0] == shape[1] {
             shape.truncate(1);
@@ -255,7 +204,11 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
             bail!("mimetic takes --shape d (the model width), got {shape:?}");
         }
     }
-    let format = args.out.as_deref().map(output_format).transpose()?;
+    let format = args
+        .out
+        .as_deref()
+        .map(MatrixFormat::from_path)
+        .transpose()?;
     let p = params(args);
     let one: usize = if is_mimetic {
         4 * shape[0] * shape[0]
@@ -290,8 +243,8 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
         gen_secs += t0.elapsed().as_secs_f64();
         if method.is_some_and(|m| m.is_orthogonal()) {
             let e = match dtype {
-                Dtype::F64 => ortho_error(&w, rows, cols, gain),
-                Dtype::F32 => {
+                FloatType::F64 => ortho_error(&w, rows, cols, gain),
+                FloatType::F32 => {
                     let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
                     ortho_error(&w32, rows, cols, gain)
                 }
@@ -311,11 +264,11 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
         out_shape.insert(0, args.count);
     }
     if let (Some(path), Some(format)) = (&args.out, format) {
-        write_output(path, format, dtype, &values, &out_shape).context("cannot write --out")?;
+        write_matrix(path, format, dtype, &values, &out_shape).context("cannot write --out")?;
     }
     let stored: Vec<f64> = match dtype {
-        Dtype::F64 => values,
-        Dtype::F32 => values.iter().map(|&v| v as f32 as f64).collect(),
+        FloatType::F64 => values,
+        FloatType::F32 => values.iter().map(|&v| v as f32 as f64).collect(),
     };
     let (mean, std, min, max) = moments(&stored);
     let report = Report {
@@ -381,47 +334,4 @@ fn print_summary(r: &Report) {
         line += &format!(", written to {p}");
     }
     println!("{line}");
-}
-
-/// Writes `values` (f64, C order) of `shape` to `path` in `format` as `dtype`, atomically.
-fn write_output(
-    path: &Path,
-    format: Format,
-    dtype: Dtype,
-    values: &[f64],
-    shape: &[usize],
-) -> anyhow::Result<()> {
-    match format {
-        Format::Npy => match dtype {
-            Dtype::F64 => crate::io::npy::write(path, values, shape)?,
-            Dtype::F32 => {
-                let v: Vec<f32> = values.iter().map(|&x| x as f32).collect();
-                crate::io::npy::write(path, &v, shape)?
-            }
-        },
-        Format::Safetensors => {
-            let (bytes, st_dtype) = match dtype {
-                Dtype::F64 => (
-                    values
-                        .iter()
-                        .flat_map(|v| v.to_le_bytes())
-                        .collect::<Vec<u8>>(),
-                    safetensors::Dtype::F64,
-                ),
-                Dtype::F32 => (
-                    values
-                        .iter()
-                        .flat_map(|&v| (v as f32).to_le_bytes())
-                        .collect::<Vec<u8>>(),
-                    safetensors::Dtype::F32,
-                ),
-            };
-            let view = safetensors::tensor::TensorView::new(st_dtype, shape.to_vec(), &bytes)
-                .context("building the safetensors tensor")?;
-            let file = safetensors::serialize([("weight", view)], None)
-                .context("serialising safetensors")?;
-            crate::io::write_atomic_bytes(path, &file)?;
-        }
-    }
-    Ok(())
 }

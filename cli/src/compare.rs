@@ -8,8 +8,8 @@ use super::Outcome;
 use super::train::{
     BarProgress, DataFlags, ModelFlags, OptimFlags, interrupt_flag, parse_attention,
 };
-use crate::train::compare::{CompareProgress, CompareSummary, compare};
-use crate::train::session::{Progress, prepare};
+use orthoformer::train::compare::{CompareProgress, CompareSummary, compare};
+use orthoformer::train::session::{Progress, prepare};
 
 /// Flags of `orthoformer compare`.
 #[derive(Debug, clap::Args)]

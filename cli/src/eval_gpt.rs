@@ -6,11 +6,11 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::eval::EvalArgs;
-use crate::data::split::check_window;
-use crate::data::{Corpus, Split};
-use crate::model::checkpoint::load_model;
-use crate::train::checkpoint::{self, MODEL_FILE};
-use crate::train::evaluate::{evaluate_tokens, units_per_token};
+use orthoformer::data::split::check_window;
+use orthoformer::data::{Corpus, Split};
+use orthoformer::model::checkpoint::load_model;
+use orthoformer::train::checkpoint::{self, MODEL_FILE};
+use orthoformer::train::evaluate::{evaluate_tokens, units_per_token};
 
 /// Runs this mode of `orthoformer eval`.
 pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
@@ -39,7 +39,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
             (tokens, path.display().to_string(), upt)
         }
         None => {
-            let corpus = if st.data.source == crate::data::corpus::TINY_SHAKESPEARE_NAME {
+            let corpus = if st.data.source == orthoformer::data::corpus::TINY_SHAKESPEARE_NAME {
                 Corpus::tiny_shakespeare()
             } else {
                 Corpus::load(std::path::Path::new(&st.data.source)).with_context(|| {

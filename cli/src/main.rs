@@ -1,29 +1,35 @@
-//! The command-line interface: one file per subcommand. The library never sees clap; each
-//! subcommand turns its flags into library calls and prints the result (a table, or JSON with
-//! `--json`).
+//! The `orthoformer` command line: one file per subcommand. The library never sees clap; each
+//! subcommand turns its flags into library options, calls the library and prints the result
+//! (a table, or JSON with `--json`).
+//!
+//! Exit codes (ripgrep's convention): 0 success, 1 a check the user asked for failed
+//! (for example `rotate --check` out of tolerance), 2 any error, the code clap uses for bad
+//! arguments too. A broken pipe (output piped into `head`) exits 0.
+
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub mod align;
-pub mod bench;
-pub mod common;
-pub mod compare;
-pub mod eval;
-pub mod eval_gpt;
-pub mod eval_llama;
-pub mod generate;
-pub mod generate_gpt;
-pub mod generate_llama;
-pub mod init;
-pub mod init_bench;
-pub mod init_probe;
-pub mod memory;
-pub mod mqar;
-pub mod params;
-pub mod quantize;
-pub mod rotate;
-pub mod theory;
-pub mod train;
+mod align;
+mod bench;
+mod common;
+mod compare;
+mod eval;
+mod eval_gpt;
+mod eval_llama;
+mod generate;
+mod generate_gpt;
+mod generate_llama;
+mod init;
+mod init_bench;
+mod init_probe;
+mod memory;
+mod mqar;
+mod params;
+mod quantize;
+mod rotate;
+mod theory;
+mod train;
 
 /// How a successful run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,4 +109,28 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Quantize(a) => quantize::run(&a),
         Command::Align(a) => align::run(&a),
     }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::CheckFailed) => ExitCode::from(1),
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            // The whole cause chain on one line: "error: reading x.gguf: truncated header".
+            let chain: Vec<String> = err.chain().map(|c| c.to_string()).collect();
+            eprintln!("error: {}", chain.join(": "));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

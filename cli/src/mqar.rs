@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use super::Outcome;
-use crate::analysis::mqar::report::MqarReport;
-use crate::analysis::mqar::run::{MqarPlan, MqarProgress};
-use crate::model::AttentionKind;
+use orthoformer::analysis::mqar::report::MqarReport;
+use orthoformer::analysis::mqar::run::{MqarPlan, MqarProgress};
+use orthoformer::model::AttentionKind;
 
 /// Flags of `orthoformer mqar`.
 #[derive(Debug, clap::Args)]
@@ -132,9 +132,9 @@ fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
         anyhow::bail!("learning rate {lr} must be a positive number");
     }
     for &(t, p) in &plan.settings {
-        let task = crate::analysis::mqar::MqarTask {
+        let task = orthoformer::analysis::mqar::MqarTask {
             vocab_size: plan.vocab,
-            ..crate::analysis::mqar::MqarTask::new(t, p)
+            ..orthoformer::analysis::mqar::MqarTask::new(t, p)
         };
         task.validate()
             .with_context(|| format!("setting {t}:{p}"))?;
@@ -156,10 +156,10 @@ pub fn run(args: &MqarArgs) -> anyhow::Result<Outcome> {
         plan,
         cells,
         seconds: start.elapsed().as_secs_f64(),
-        threads: rayon::current_num_threads(),
+        threads: orthoformer::nn::threads::current_threads(),
     };
     let json = serde_json::to_vec_pretty(&report)?;
-    crate::io::write_atomic_bytes(&args.out.join("mqar.json"), &json)?;
+    orthoformer::io::write_atomic_bytes(&args.out.join("mqar.json"), &json)?;
     let (png, svg) = (
         args.out.join("mqar_heatmap.png"),
         args.out.join("mqar_heatmap.svg"),

@@ -8,9 +8,9 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::Outcome;
-use crate::analysis::theory::plot::{Series, write_scatter};
-use crate::analysis::theory::report::{HeadTheory, measure, table};
-use crate::data::corpus::Corpus;
+use orthoformer::analysis::theory::plot::{Series, write_scatter};
+use orthoformer::analysis::theory::report::{HeadTheory, measure, table};
+use orthoformer::data::corpus::Corpus;
 
 /// Flags of `orthoformer theory`.
 #[derive(Debug, clap::Args)]
@@ -50,9 +50,9 @@ struct TheoryReport {
 /// Runs `orthoformer theory`.
 pub fn run(args: &TheoryArgs) -> anyhow::Result<Outcome> {
     let dir = &args.checkpoint;
-    let loaded = crate::train::checkpoint::load(dir)
+    let loaded = orthoformer::train::checkpoint::load(dir)
         .with_context(|| format!("reading checkpoint {}", dir.display()))?;
-    let mut model = crate::model::load_model(&dir.join("model.safetensors"))
+    let mut model = orthoformer::model::load_model(&dir.join("model.safetensors"))
         .with_context(|| format!("loading the model of {}", dir.display()))?;
     let corpus = Corpus::load_or_default(args.data.as_deref())?;
     let ids = loaded.tokenizer.encode(&corpus.text)?;
@@ -78,7 +78,7 @@ pub fn run(args: &TheoryArgs) -> anyhow::Result<Outcome> {
     };
     let out = args.out.clone().unwrap_or_else(|| dir.clone());
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    crate::io::write_atomic_bytes(
+    orthoformer::io::write_atomic_bytes(
         &out.join("theory.json"),
         &serde_json::to_vec_pretty(&report)?,
     )?;

@@ -7,9 +7,9 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::generate::GenerateArgs;
-use crate::model::checkpoint::load_model;
-use crate::train::checkpoint::{self, MODEL_FILE};
-use crate::train::generate::{SampleOptions, generate};
+use orthoformer::model::checkpoint::load_model;
+use orthoformer::train::checkpoint::{self, MODEL_FILE};
+use orthoformer::train::generate::{SampleOptions, generate};
 
 /// Runs this mode of `orthoformer generate`.
 pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
@@ -38,7 +38,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
         &mut |piece| {
             out.write_all(piece.as_bytes())
                 .and_then(|_| out.flush())
-                .map_err(|e| crate::Error::io("stdout", e))
+                .map_err(|e| orthoformer::Error::io("stdout", e))
         },
     )
     .context("generating")?;

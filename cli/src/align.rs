@@ -11,9 +11,9 @@ use super::Outcome;
 use super::common::print_json;
 use super::eval_llama::{DEFAULT_DATA, read_tokens};
 use super::rotate::RotationKind;
-use crate::model::llama::{Llama, load_model};
-use crate::rotate::Rotation;
-use crate::rotate::procrustes::procrustes;
+use orthoformer::model::llama::{Llama, load_model};
+use orthoformer::rotate::Rotation;
+use orthoformer::rotate::procrustes::procrustes;
 
 /// Flags of `orthoformer align`.
 #[derive(Debug, clap::Args)]
