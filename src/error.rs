@@ -39,6 +39,9 @@ pub enum Error {
     /// A theory measurement (shape mismatch, plot failure).
     #[error(transparent)]
     Theory(#[from] crate::analysis::theory::TheoryError),
+    /// A request too large for this machine's memory, or whose size overflows.
+    #[error(transparent)]
+    Memory(#[from] crate::io::memory::MemoryError),
 }
 
 impl Error {
@@ -53,3 +56,37 @@ impl Error {
 
 /// `Result` with the library's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `err` and its causes on one line, `"a: b: c"`, for messages that keep only text (an I/O
+/// error's message names the path and leaves the operating system's reason to its cause).
+/// Whitespace runs, newlines included, become one space.
+pub fn one_line(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = String::new();
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        let text = e
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !text.is_empty() && !line.ends_with(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+        cause = e.source();
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_keeps_the_cause() {
+        let e = Error::io("x.svg", std::io::Error::other("No space left\non device"));
+        assert_eq!(one_line(&e), "x.svg: No space left on device");
+    }
+}

@@ -67,7 +67,9 @@ pub fn write_figure(fig: &impl Figure, png: &Path, svg: &Path) -> Result<(), Fig
         fig.draw(&root).map_err(|e| FigureError::new(svg, e))?;
         root.present().map_err(|e| FigureError::new(svg, e))?;
     }
-    super::write_atomic_bytes(svg, text.as_bytes()).map_err(|e| FigureError::new(svg, e))?;
+    // The I/O error names the file; its reason (disk full, permission) is its cause.
+    super::write_atomic_bytes(svg, text.as_bytes())
+        .map_err(|e| FigureError::new(svg, crate::error::one_line(&e)))?;
     // The PNG encoder picks its format from the extension, so the temp name ends in .png.
     let name = png
         .file_name()
@@ -123,6 +125,16 @@ mod tests {
         assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_svg_write_keeps_its_cause() {
+        let dir = fresh_dir("figure-svg-err");
+        let svg = dir.join("missing").join("a.svg");
+        let err = write_figure(&Square, &dir.join("a.png"), &svg).unwrap_err();
+        assert_eq!(err.path, svg);
+        assert!(err.why.contains("No such file or directory"), "{}", err.why);
+        assert!(!err.why.contains('\n'));
     }
 
     #[test]
