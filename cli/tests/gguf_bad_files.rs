@@ -7,90 +7,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use common::tiny_llama::write_tiny;
 use orthoformer::io::gguf::{GgmlType, GgufFile, TensorOut, Value, write_gguf};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("orthoformer-gguf-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
-}
-
-/// Byte-level tokens for "a", "b", "c", " " and one merge "a b".
-fn meta(d: u32, layers: u32) -> Vec<(String, Value)> {
-    let s = |x: &str| Value::Str(x.into());
-    let toks = ["a", "b", "c", "Ġ", "ab", "<|endoftext|>"];
-    vec![
-        ("general.architecture".into(), s("llama")),
-        ("llama.block_count".into(), Value::U32(layers)),
-        ("llama.embedding_length".into(), Value::U32(d)),
-        ("llama.feed_forward_length".into(), Value::U32(16)),
-        ("llama.attention.head_count".into(), Value::U32(2)),
-        ("llama.attention.head_count_kv".into(), Value::U32(1)),
-        ("llama.rope.freq_base".into(), Value::F32(10000.0)),
-        (
-            "llama.attention.layer_norm_rms_epsilon".into(),
-            Value::F32(1e-5),
-        ),
-        ("llama.context_length".into(), Value::U32(64)),
-        ("tokenizer.ggml.model".into(), s("gpt2")),
-        (
-            "tokenizer.ggml.tokens".into(),
-            Value::Array(8, toks.iter().map(|t| s(t)).collect()),
-        ),
-        (
-            "tokenizer.ggml.token_type".into(),
-            Value::Array(
-                5,
-                vec![Value::I32(1); 5]
-                    .into_iter()
-                    .chain([Value::I32(3)])
-                    .collect(),
-            ),
-        ),
-        (
-            "tokenizer.ggml.merges".into(),
-            Value::Array(8, vec![s("a b")]),
-        ),
-    ]
-}
-
-/// A valid tiny model: width 8, 2 heads of 4, 1 KV head, FFN 16, vocab 6, one layer.
-fn write_tiny(path: &Path, skip: Option<&str>) {
-    let (d, f, kv, v) = (8u64, 16u64, 4u64, 6u64);
-    let fill = |n: u64, k: f32| -> Vec<f32> {
-        (0..n)
-            .map(|i| ((i as f32 * 0.37 + k).sin()) * 0.5)
-            .collect()
-    };
-    let shapes: Vec<(String, Vec<u64>)> = vec![
-        ("token_embd.weight".into(), vec![d, v]),
-        ("blk.0.attn_norm.weight".into(), vec![d]),
-        ("blk.0.attn_q.weight".into(), vec![d, d]),
-        ("blk.0.attn_k.weight".into(), vec![d, kv]),
-        ("blk.0.attn_v.weight".into(), vec![d, kv]),
-        ("blk.0.attn_output.weight".into(), vec![d, d]),
-        ("blk.0.ffn_norm.weight".into(), vec![d]),
-        ("blk.0.ffn_gate.weight".into(), vec![d, f]),
-        ("blk.0.ffn_up.weight".into(), vec![d, f]),
-        ("blk.0.ffn_down.weight".into(), vec![f, d]),
-        ("output_norm.weight".into(), vec![d]),
-    ];
-    let data: Vec<Vec<f32>> = shapes
-        .iter()
-        .enumerate()
-        .map(|(i, (_, s))| fill(s.iter().product(), i as f32))
-        .collect();
-    let ts: Vec<TensorOut> = shapes
-        .iter()
-        .zip(&data)
-        .filter(|((n, _), _)| Some(n.as_str()) != skip)
-        .map(|((n, s), x)| TensorOut {
-            name: n.clone(),
-            dims: s.clone(),
-            data: x,
-        })
-        .collect();
-    write_gguf(path, &meta(8, 1), &ts, GgmlType::F32).unwrap();
 }
 
 /// Runs `generate --model path` and returns (exit code, stderr).
