@@ -10,7 +10,7 @@ use std::process::Command;
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
-use common::tiny_llama::write_tiny;
+use common::tiny_llama::{meta, write_tiny, write_tiny_with};
 use orthoformer::io::gguf::{GgmlType, GgufFile, TensorOut, Value, write_gguf};
 
 fn tmp(name: &str) -> PathBuf {
@@ -50,7 +50,9 @@ fn expect_error(path: &Path, needle: &str) {
 }
 
 fn patched(name: &str, f: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
-    let good = tmp("good.gguf");
+    // One source file per case: tests run in parallel threads of one process, and two
+    // atomic writes of one path from one process share their temporary file.
+    let good = tmp(&format!("good-for-{name}"));
     write_tiny(&good, None);
     let mut b = std::fs::read(&good).unwrap();
     f(&mut b);
@@ -190,4 +192,43 @@ fn missing_tensor_and_disagreeing_config_are_errors() {
     std::fs::write(dir.join("config.json"), cfg).unwrap();
     expect_error(&dir, "model.safetensors");
     expect_error(&tmp("does-not-exist.gguf"), "does-not-exist.gguf");
+}
+
+/// Issue 16: the checks llama.cpp makes beyond bounds. A key or tensor name twice, a tensor
+/// offset that is not a multiple of the alignment, two tensors sharing bytes: each a
+/// one-line error naming what is wrong.
+#[test]
+fn duplicates_misalignment_and_overlap_are_errors() {
+    let mut m = meta(8, 1);
+    m.push(("llama.block_count".into(), Value::U32(1)));
+    let dup_key = tmp("dup-key.gguf");
+    write_tiny_with(&dup_key, None, &m);
+    expect_error(&dup_key, "metadata key llama.block_count appears twice");
+
+    // attn_v renamed attn_k in the tensor directory (same length, so the layout holds).
+    expect_error(
+        &patched("dup-tensor.gguf", |b| {
+            let v = b"blk.0.attn_v.weight";
+            let at = b.windows(v.len()).position(|w| w == v).unwrap();
+            b[at..at + v.len()].copy_from_slice(b"blk.0.attn_k.weight");
+        }),
+        "tensor blk.0.attn_k.weight appears twice",
+    );
+    // The first tensor's offset moved by 4 bytes, off the 32-byte grid.
+    expect_error(
+        &patched("misaligned.gguf", |b| {
+            let o = first_tensor_type_offset(b) + 4;
+            b[o..o + 8].copy_from_slice(&4u64.to_le_bytes());
+        }),
+        "data offset 4 is not a multiple of the alignment 32",
+    );
+    // The first tensor moved onto the second one's bytes.
+    expect_error(
+        &patched("overlap.gguf", |b| {
+            let second = GgufFile::parse(Path::new("x"), b.to_vec()).unwrap().tensors[1].offset;
+            let o = first_tensor_type_offset(b) + 4;
+            b[o..o + 8].copy_from_slice(&second.to_le_bytes());
+        }),
+        "overlap in the data section",
+    );
 }
