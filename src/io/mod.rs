@@ -8,6 +8,7 @@ pub mod gguf;
 pub mod matrix_file;
 pub mod memory;
 pub mod npy;
+pub mod table;
 pub mod tokenizer_json;
 
 pub use atomic::{write_atomic, write_atomic_bytes};

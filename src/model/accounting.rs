@@ -271,15 +271,7 @@ pub fn unfrozen_twin(cfg: &GptConfig) -> GptConfig {
     }
 }
 
-/// `1234567` as `1,234,567`.
+/// `1234567` as `1,234,567` (see [`crate::io::table::thousands`]).
 pub fn thousands(x: usize) -> String {
-    let s = x.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
+    crate::io::table::thousands(x as u128)
 }

@@ -9,6 +9,7 @@ pub mod evaluate;
 pub mod generate;
 pub mod gpt_adapter;
 pub mod memory;
+pub mod memory_report;
 pub mod metrics;
 pub mod model_api;
 pub mod options;
