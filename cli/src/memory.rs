@@ -164,7 +164,7 @@ fn measure_all(
             )?;
             let training = baseline.training;
             let base = training.unwrap_or(0) as usize;
-            let predicted = predict(&cfg, *batch, cfg.context, data, base);
+            let predicted = predict(&cfg, *batch, cfg.context, data, base)?;
             let ratio = measured
                 .filter(|_| training.is_some())
                 .map(|m| m as f64 / predicted.total as f64);
@@ -231,7 +231,7 @@ fn measure_baseline(
         cfg.context,
         DataMemory::new(tokens, end, false),
         0,
-    )
+    )?
     .total;
     Ok(MemoryBaseline {
         idle,

@@ -136,13 +136,7 @@ fn file_name(p: &Path) -> String {
 
 /// An error with its causes on one line (an I/O error's own text is in its source).
 fn cause(e: &crate::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    text
+    crate::error::one_line(e)
 }
 
 #[cfg(test)]
@@ -181,6 +175,16 @@ mod tests {
         assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_svg_write_keeps_its_cause() {
+        let dir = fresh_dir("figure-svg-err");
+        let svg = dir.join("missing").join("a.svg");
+        let err = write_figure(&Square, &dir.join("a.png"), &svg).unwrap_err();
+        assert_eq!(err.path, svg);
+        assert!(err.why.contains("No such file or directory"), "{}", err.why);
+        assert!(!err.why.contains('\n'));
     }
 
     #[test]

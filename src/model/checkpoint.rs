@@ -96,6 +96,19 @@ pub fn model_from_bytes(bytes: &[u8], path: &Path) -> crate::Result<Gpt> {
     let cfg: GptConfig =
         serde_json::from_str(cfg_text).map_err(|e| bad(path, format!("config: {e}")))?;
     let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| bad(path, e))?;
+    // The file must hold every trainable value (4 bytes each) before a model of that size is
+    // allocated: a corrupt config cannot ask for more memory than the file's own size.
+    cfg.validate()?;
+    let trainable = layout::param_counts(&cfg).map_or(usize::MAX, |c| c.trainable);
+    if trainable.saturating_mul(4) > bytes.len() {
+        return Err(bad(
+            path,
+            format!(
+                "its config describes {trainable} trainable values, more than the file's {} bytes hold",
+                bytes.len()
+            ),
+        ));
+    }
     let mut model = Gpt::zeroed(cfg)?;
     let infos = model.params().tensors.clone();
     for t in &infos {

@@ -36,25 +36,26 @@ pub fn evaluate_tokens<M: Trainable>(
     units_per_token: f64,
     unit: &str,
 ) -> Result<EvalReport> {
-    if b == 0 || t == 0 || max_batches == Some(0) {
+    if b == 0 || t == 0 {
         return Err(super::invalid(format!(
-            "evaluation needs at least one sequence per batch, one token per sequence and one \
-             batch (got batch {b}, sequence length {t}, batches {})",
-            max_batches.map_or("all".to_string(), |m| m.to_string())
+            "evaluation needs a batch and a sequence length of at least 1 (got {b} x {t})"
         )));
     }
-    let windows = tokens.len().saturating_sub(1) / t;
-    if windows == 0 {
+    if max_batches == Some(0) {
+        return Err(super::invalid(
+            "--eval-iters 0 scores nothing: use at least 1 (or leave it out to score the whole text)",
+        ));
+    }
+    if tokens.len() <= t {
         return Err(super::invalid(format!(
-            "the text has {} tokens: evaluation needs at least {} (one window of {t} and its \
-             target); pass a longer text",
-            tokens.len(),
-            t.saturating_add(1)
+            "{} tokens cannot fill one window of {t} + 1: use a longer text",
+            tokens.len()
         )));
     }
+    let windows = (tokens.len() - 1) / t;
     let mut starts: Vec<usize> = (0..windows).map(|w| w * t).collect();
     if let Some(m) = max_batches {
-        starts.truncate(m * b);
+        starts.truncate(m.saturating_mul(b));
     }
     let (mut sum, mut scored) = (0.0f64, 0usize);
     for chunk in starts.chunks(b) {

@@ -135,7 +135,8 @@ mod tests {
             8,
             super::super::memory::DataMemory::new(100, 100, false),
             1 << 20,
-        );
+        )
+        .unwrap();
         let row = MemoryRow {
             config: "tiny".into(),
             attention: "softmax".into(),

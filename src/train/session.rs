@@ -14,6 +14,7 @@ use super::checkpoint::{self, CheckpointParts, DataRecord};
 use super::options::TrainOptions;
 use super::trainer::{self, Observer, RunState};
 use crate::data::{Corpus, Split, Tokenizer, TokenizerKind};
+use crate::io::memory;
 use crate::model::checkpoint::write_model;
 use crate::model::{Gpt, GptConfig};
 use crate::{Error, Result};
@@ -123,6 +124,7 @@ impl Session {
                 out.display()
             )));
         }
+        check_training_fits(&cfg, spec.options.batch, 0)?;
         let model = Gpt::new(cfg, spec.model_seed)?;
         create_out(out)?;
         // The lock file exists before anything is staged, so readers always find it.
@@ -158,6 +160,12 @@ impl Session {
         if let Some(want) = requested {
             check_same_config(out, model.config(), want)?;
         }
+        let saved = model.config().clone();
+        saved.validate()?;
+        st.options.validate()?;
+        // The AdamW moments are already in memory (read with the checkpoint).
+        let moments = loaded.run.adam.m.len().saturating_mul(8);
+        check_training_fits(&saved, st.options.batch, moments)?;
         let corpus = match corpus {
             Some(c) => c,
             None if st.data.source == crate::data::corpus::TINY_SHAKESPEARE_NAME => {
@@ -262,6 +270,25 @@ impl Observer<Gpt> for Writer<'_> {
 /// The file that tests an output folder is writable (one fixed name, so a crash leaves at
 /// most one, which the next checkpoint open removes).
 pub const WRITE_TEST: &str = ".write-test";
+
+/// Checks that training `cfg` on batches of `batch` sequences of its context fits this
+/// machine, before anything large is allocated: the model's account (weights, gradients,
+/// AdamW moments, activations, the checkpoint write buffer; see `model::accounting`) and the
+/// batch's input and target ids, less `allocated` bytes of it already held.
+pub fn check_training_fits(cfg: &GptConfig, batch: usize, allocated: usize) -> Result<()> {
+    let t = cfg.context;
+    let what = format_args!("training with --batch {batch} at context {t}");
+    let needed = crate::model::accounting::account(cfg, batch, t)
+        .ok()
+        .and_then(|a| {
+            memory::sum(&[
+                Some(a.memory.total.saturating_sub(allocated)),
+                memory::bytes(&[batch, t, 2, 4]),
+            ])
+        });
+    memory::check_fits(needed, what)?;
+    Ok(())
+}
 
 /// Creates the output folder, failing with a clear message when it cannot be written.
 pub fn create_out(out: &Path) -> Result<()> {
