@@ -223,8 +223,7 @@ pub fn account(cfg: &GptConfig, batch: usize, seq: usize) -> crate::Result<Accou
     let weights = memory::bytes(&[params, 4]).ok_or_else(model_overflow)?;
     let gradients = memory::bytes(&[trainable, 4]).ok_or_else(model_overflow)?;
     let adamw = memory::bytes(&[trainable, 8]).ok_or_else(model_overflow)?;
-    // checkpoint_write_bytes(trainable), checked.
-    let checkpoint_write = adamw;
+    let checkpoint_write = checkpoint_write_bytes(trainable);
     let total = memory::sum(&[
         Some(weights),
         Some(gradients),
