@@ -113,6 +113,7 @@ impl MqarPlan {
             norm: NormPlacement::Pre,
             attn_bias: false,
             ffn_bias: true,
+            norm_bias: true,
             dropout: 0.0,
             frozen_method: OrthoMethod::Qr,
             frozen_seed: self.seed,
