@@ -237,21 +237,20 @@ fn print_table(s: &CompareSummary, out: &Path) {
         seeds.join(", ")
     );
     println!(
-        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:>17}  {:>26}  {:>18}",
-        "", "", "", "", "", "", "val loss, whole", "vs softmax, per seed", "to softmax's loss"
+        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:<17}  {:<24}  {}",
+        "", "", "", "", "", "", "val loss (whole", "vs softmax, paired:", "to softmax's loss:"
     );
     println!(
-        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:>17}  {:>26}  {:>8} {:>9}",
+        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:<17}  {:<24}  {}",
         "attention",
         "params",
         "trainable",
         "frozen",
         "memory",
         "ms/step",
-        "split: mean ± sd",
+        "split) mean ± sd",
         "mean [95% interval]",
-        "steps",
-        "seconds"
+        "steps / seconds"
     );
     for v in &s.variants {
         let sd = v.val_loss_sd.map_or("-".to_string(), |x| format!("{x:.4}"));
@@ -264,24 +263,22 @@ fn print_table(s: &CompareSummary, out: &Path) {
                 _ => format!("{:+.2}% (1 seed)", d.percent.mean),
             },
         };
-        let (steps, secs) = match (v.to_target.steps, v.to_target.seconds) {
-            (Some(st), Some(se)) => (format!("{st:.0}"), format!("{se:.1}")),
-            (Some(st), None) => (format!("{st:.0}"), "not reached".to_string()),
-            _ => ("not".to_string(), "reached".to_string()),
+        let to_target = match (v.to_target.steps, v.to_target.seconds) {
+            (Some(st), Some(se)) => format!("{st:.0} / {se:.1}"),
+            (Some(st), None) => format!("{st:.0} / not reached"),
+            _ => "not reached".to_string(),
         };
         println!(
-            "{:<19} {:>9} {:>9} {:>8} {:>6.1}M {:>7.1}  {:>8.4} ± {:<6}  {:>26}  {:>8} {:>9}",
+            "{:<19} {:>9} {:>9} {:>8} {:>6.1}M {:>7.1}  {:<17}  {:<24}  {}",
             v.attention,
             v.params_total,
             v.params_trainable,
             v.params_frozen,
             v.memory_bytes as f64 / 1e6,
             v.ms_per_step,
-            v.val_loss_mean,
-            sd,
+            format!("{:.4} ± {sd}", v.val_loss_mean),
             diff,
-            steps,
-            secs
+            to_target
         );
     }
     for line in &s.verdicts {

@@ -180,6 +180,10 @@ pub struct GptConfig {
     /// Configurations written before this field existed had them, hence the default.
     #[serde(default = "norm_bias_default")]
     pub norm_bias: bool,
+    /// The feed-forward activation: GPT-2's tanh GELU (the default, and the form of
+    /// configurations written before this field existed) or the exact erf GELU (nanoGPT's).
+    #[serde(default)]
+    pub gelu: crate::nn::gelu::Gelu,
     /// Dropout probability on the embedding output and on each residual branch; `0` disables.
     pub dropout: f32,
     /// How frozen orthogonal `W_Q, W_K` are generated.
@@ -222,6 +226,7 @@ impl GptConfig {
             attn_bias: false,
             ffn_bias: true,
             norm_bias: true,
+            gelu: crate::nn::gelu::Gelu::Tanh,
             dropout: 0.0,
             frozen_method: OrthoMethod::Qr,
             frozen_seed: 0,

@@ -26,6 +26,7 @@ struct Ctx<'a> {
     seed: u64,
     linear_attn: bool,
     attention: AttentionKind,
+    gelu: crate::nn::gelu::Gelu,
 }
 
 impl Ctx<'_> {
@@ -121,6 +122,7 @@ impl Gpt {
                 seed: acts.dropout_seed.unwrap_or(0),
                 linear_attn: cfg.attention.is_linear(),
                 attention: cfg.attention,
+                gelu: cfg.gelu,
             };
             block_backward(
                 &ctx,
@@ -331,7 +333,7 @@ fn mlp_backward(
     if let Some(o) = idx.proj_b {
         linear::bias_backward(&mut pg[o..o + c], dy);
     }
-    gelu::backward(d1, d0, &a.fch[..nf]);
+    gelu::backward_form(x.gelu, d1, d0, &a.fch[..nf]);
     let fw = &x.pd[idx.fc_w..idx.fc_w + f * c];
     linear::backward(
         Some(dm_in),

@@ -320,7 +320,7 @@ impl Gpt {
             c,
             f,
         );
-        gelu::forward(&mut a.fch_gelu[..nf], &a.fch[..nf]);
+        gelu::forward_form(cfg.gelu, &mut a.fch_gelu[..nf], &a.fch[..nf]);
         linear::forward(
             &mut s0[..n],
             &a.fch_gelu[..nf],

@@ -21,10 +21,10 @@
 //! every 250 iterations on 20 batches (`eval_interval`, `eval_iters`). Initialisation is
 //! GPT-2's, as here: `N(0, 0.02)`, residual projections `N(0, 0.02/√(2L))`.
 //!
-//! Not the same, by construction: nanoGPT's GELU is the exact (erf) form, this model's the
-//! tanh form (`nn::gelu`); nanoGPT estimates the validation loss on 20 random batches, the
-//! comparison on the whole validation split; the random streams (initialisation, batches)
-//! are this project's own.
+//! The feed-forward GELU is the exact (erf) form, as nanoGPT's `nn.GELU()` (this project's
+//! default is GPT-2's tanh form). Not the same, by construction: nanoGPT estimates the
+//! validation loss on 20 random batches, `compare` on the whole validation split; the random
+//! streams (initialisation, batches) are this project's own.
 
 use super::adamw::AdamWConfig;
 use super::invalid;
@@ -32,6 +32,7 @@ use super::options::TrainOptions;
 use crate::Result;
 use crate::init::orthogonal::OrthoMethod;
 use crate::model::{AttentionKind, GptConfig, NormPlacement};
+use crate::nn::gelu::Gelu;
 
 /// The names [`recipe`] knows.
 pub const RECIPES: [&str; 1] = ["nanogpt-cpu"];
@@ -62,6 +63,7 @@ fn nanogpt_cpu() -> (GptConfig, TrainOptions) {
         attn_bias: false,
         ffn_bias: false,
         norm_bias: false,
+        gelu: Gelu::Erf,
         dropout: 0.0,
         frozen_method: OrthoMethod::Qr,
         frozen_seed: 0,

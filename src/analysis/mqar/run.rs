@@ -114,6 +114,7 @@ impl MqarPlan {
             attn_bias: false,
             ffn_bias: true,
             norm_bias: true,
+            gelu: crate::nn::gelu::Gelu::Tanh,
             dropout: 0.0,
             frozen_method: OrthoMethod::Qr,
             frozen_seed: self.seed,
