@@ -237,11 +237,19 @@ fn print_table(s: &CompareSummary, out: &Path) {
         seeds.join(", ")
     );
     println!(
-        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:<17}  {:<24}  {}",
-        "", "", "", "", "", "", "val loss (whole", "vs softmax, paired:", "to softmax's loss:"
+        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:<17}  {:<24}  to {}'s loss:",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "val loss (whole",
+        format!("vs {}, paired:", s.baseline),
+        s.baseline
     );
     println!(
-        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:<17}  {:<24}  {}",
+        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:<17}  {:<24}  steps / seconds",
         "attention",
         "params",
         "trainable",
@@ -250,7 +258,6 @@ fn print_table(s: &CompareSummary, out: &Path) {
         "ms/step",
         "split) mean ± sd",
         "mean [95% interval]",
-        "steps / seconds"
     );
     for v in &s.variants {
         let sd = v.val_loss_sd.map_or("-".to_string(), |x| format!("{x:.4}"));
@@ -285,10 +292,10 @@ fn print_table(s: &CompareSummary, out: &Path) {
         println!("{line}.");
     }
     println!(
-        "Time to softmax's loss: interpolated between evaluations of the mean curve over seeds \
+        "Time to {}'s loss: interpolated between evaluations of the mean curve over seeds \
          (target {:.4} on the evaluation batches); seconds are training-step time on this \
          machine.",
-        s.target_val_loss
+        s.baseline, s.target_val_loss
     );
     println!(
         "wrote {0}/loss.png, {0}/loss.svg, {0}/summary.json and one checkpoint folder per run \
