@@ -44,7 +44,8 @@ pub enum TokenizerArg {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelFlags {
     /// Model preset: tiny, shakespeare-char, config-a, config-b, seed-003, gpt2-small
-    /// [default: shakespeare-char (4 layers, 4 heads, width 128) with context 64].
+    /// [default: train shakespeare-char (4 layers, 4 heads, width 128) with context 64;
+    /// compare the recipe's model].
     #[arg(long, conflicts_with = "config")]
     pub preset: Option<String>,
     /// Model configuration file (TOML or JSON with the fields of a preset).
@@ -66,37 +67,37 @@ pub struct ModelFlags {
 /// Optimisation and evaluation.
 #[derive(Debug, Clone, clap::Args)]
 pub struct OptimFlags {
-    /// Optimizer steps [default: 600].
+    /// Optimizer steps [default: train 600, compare 2000 (the recipe's)].
     #[arg(long)]
     pub steps: Option<usize>,
-    /// Sequences per batch [default: 16].
+    /// Sequences per batch [default: train 16, compare 12].
     #[arg(long)]
     pub batch: Option<usize>,
-    /// Peak learning rate [default: 2e-3].
+    /// Peak learning rate [default: train 2e-3, compare 1e-3].
     #[arg(long)]
     pub lr: Option<f64>,
-    /// Linear warm-up steps [default: 30].
+    /// Linear warm-up steps [default: train 30, compare 100].
     #[arg(long)]
     pub warmup: Option<usize>,
-    /// Learning rate at the end of the cosine decay [default: 2e-4].
+    /// Learning rate at the end of the cosine decay [default: train 2e-4, compare 1e-4].
     #[arg(long)]
     pub min_lr: Option<f64>,
     /// AdamW decoupled weight decay, on 2-D weights only [default: 0.1].
     #[arg(long)]
     pub weight_decay: Option<f64>,
-    /// AdamW β₂ [default: 0.95; β₁ is 0.9, ε 1e-8].
+    /// AdamW β₂ [default: train 0.95, compare 0.99; β₁ is 0.9, ε 1e-8].
     #[arg(long)]
     pub beta2: Option<f64>,
     /// Clip the global gradient norm to this (0: off) [default: 1.0].
     #[arg(long)]
     pub grad_clip: Option<f64>,
-    /// Evaluate and checkpoint every this many steps [default: 50].
+    /// Evaluate and checkpoint every this many steps [default: train 50, compare 250].
     #[arg(long)]
     pub eval_every: Option<usize>,
-    /// Batches per loss estimate [default: 8].
+    /// Batches per loss estimate during training [default: train 8, compare 20].
     #[arg(long)]
     pub eval_iters: Option<usize>,
-    /// Seed of batch sampling and dropout [default: 0].
+    /// Seed of batch sampling and dropout (compare: the first of its --seeds) [default: 0].
     #[arg(long)]
     pub seed: Option<u64>,
 }
