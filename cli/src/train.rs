@@ -147,24 +147,10 @@ pub const DEFAULT_CONTEXT: usize = 64;
 /// Default BPE vocabulary.
 pub const DEFAULT_BPE_VOCAB: usize = 512;
 
-/// The options of `train` when no flag and no recipe is given.
+/// The options of `train` when no flag and no recipe is given: the library's defaults
+/// (`TrainOptions::default`), defined nowhere else.
 pub fn default_options() -> TrainOptions {
-    TrainOptions {
-        steps: 600,
-        batch: 16,
-        lr: 2e-3,
-        min_lr: 2e-4,
-        warmup: 30,
-        grad_clip: 1.0,
-        eval_every: 50,
-        eval_iters: 8,
-        seed: 0,
-        adamw: AdamWConfig {
-            weight_decay: 0.1,
-            beta2: 0.95,
-            ..AdamWConfig::default()
-        },
-    }
+    TrainOptions::default()
 }
 
 impl OptimFlags {

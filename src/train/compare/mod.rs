@@ -121,10 +121,13 @@ pub fn run(
         return Ok(Outcome::Stopped { finished, total });
     }
     let summary = summary::summarise(plan, prepared, out, &finals)?;
-    plot::write(&summary, &out.join("loss.png"), &out.join("loss.svg"))?;
     let json = serde_json::to_vec_pretty(&summary)
         .map_err(|e| super::invalid(format!("serialising the summary: {e}")))?;
-    crate::io::write_atomic_bytes(&out.join(SUMMARY_FILE), &json)?;
+    // The summary and its plots appear together or not at all (`io::file_set`).
+    let mut set = crate::io::file_set::FileSet::begin(out, "compare")?;
+    plot::stage(&summary, &mut set, "loss.png", "loss.svg")?;
+    set.write_bytes(SUMMARY_FILE, &json)?;
+    set.commit()?;
     Ok(Outcome::Finished(Box::new(summary)))
 }
 
@@ -227,9 +230,9 @@ pub fn param_counts(model: &Gpt) -> (usize, usize) {
 
 /// Training memory of `model` at batch `b` (weights, gradients, AdamW moments, activations),
 /// from the model's accounting.
-pub fn training_memory(model: &Gpt, b: usize) -> usize {
+pub fn training_memory(model: &Gpt, b: usize) -> Result<usize> {
     let cfg = model.config();
-    crate::model::accounting::account(cfg, b, cfg.context)
+    Ok(crate::model::accounting::account(cfg, b, cfg.context)?
         .memory
-        .total
+        .total)
 }

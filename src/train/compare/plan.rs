@@ -87,9 +87,9 @@ impl ComparePlan {
             recipe,
         };
         for &a in &plan.attentions {
-            plan.run_spec(plan.seeds[0], a, plan.model.vocab_size)
-                .0
-                .validate()?;
+            let cfg = plan.run_spec(plan.seeds[0], a, plan.model.vocab_size).0;
+            cfg.validate()?;
+            super::super::session::check_training_fits(&cfg, plan.options.batch, 0)?;
         }
         Ok(plan)
     }

@@ -3,13 +3,13 @@
 //! the range over seeds (min to max) as a shaded band, with the baseline's final loss (the
 //! time-to-target target) as a dotted line. Written as PNG and SVG, atomically.
 
-use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::summary::{CompareSummary, VariantSummary, mean_curve};
-use crate::io::figure::{Figure, write_figure};
+use crate::io::figure::{Figure, stage_figure};
+use crate::io::file_set::FileSet;
 use crate::{Error, Result};
 
 const COLORS: [RGBColor; 7] = [
@@ -51,9 +51,9 @@ impl Figure for LossFigure<'_> {
     }
 }
 
-/// Writes the figure to `png` and `svg`.
-pub fn write(s: &CompareSummary, png: &Path, svg: &Path) -> Result<()> {
-    write_figure(&LossFigure { s }, png, svg).map_err(|e| {
+/// Stages the figure into `set` as `png` and `svg` (file names in the set's folder).
+pub fn stage(s: &CompareSummary, set: &mut FileSet, png: &str, svg: &str) -> Result<()> {
+    stage_figure(&LossFigure { s }, set, png, svg).map_err(|e| {
         Error::io(
             &e.path,
             std::io::Error::other(format!("drawing the plot: {}", e.why)),
