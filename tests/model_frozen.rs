@@ -1,4 +1,5 @@
-//! Frozen means frozen, checkpoints of frozen weights, and dropout reproducibility.
+//! Frozen means frozen, checkpoints of frozen weights, dropout reproducibility, and paired
+//! initialisation across variants.
 
 use orthoformer::model::{AttentionKind, Gpt, GptConfig, load_model, save_model};
 
@@ -123,6 +124,44 @@ fn broken_checkpoints_are_clear_errors() {
     let missing = dir.join("missing.safetensors");
     assert!(load_model(&missing).is_err());
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Every variant built from one seed starts with the softmax model's values in every tensor
+/// they share (issue 19: paired seeds), and the softmax model's draws are those of a plain
+/// store-order initialisation (its first tensor is `wte`, drawn first).
+#[test]
+fn variants_from_one_seed_share_their_common_tensors() {
+    let base = GptConfig {
+        attn_bias: true,
+        ..GptConfig::preset("tiny").unwrap()
+    };
+    let softmax = Gpt::new(base.clone(), 7).unwrap();
+    for kind in AttentionKind::ALL {
+        let cfg = GptConfig {
+            attention: kind,
+            ..base.clone()
+        };
+        let m = Gpt::new(cfg, 7).unwrap();
+        for t in &m.params().tensors {
+            let s = softmax
+                .params()
+                .info(&t.name)
+                .expect("softmax has every tensor");
+            assert_eq!(
+                m.params().data[t.range()],
+                softmax.params().data[s.range()],
+                "{kind:?}: {} differs from softmax's",
+                t.name
+            );
+        }
+    }
+    let other = Gpt::new(base, 8).unwrap();
+    assert_ne!(other.params().data, softmax.params().data);
+    // Softmax's own layout is the draw order: wte holds the first draws of the stream.
+    use rand::Rng as _;
+    let mut rng = orthoformer::init::rng::seeded(7);
+    let z: f64 = rng.sample(rand_distr::StandardNormal);
+    assert_eq!(softmax.params().data[0], (z * 0.02) as f32);
 }
 
 /// Rewrites the safetensors file `p` with `edit` applied to its tensors `(name, shape, f32s)`

@@ -11,11 +11,15 @@ fn batch(cfg: &GptConfig, b: usize, t: usize) -> (Vec<u32>, Vec<u32>) {
 }
 
 fn check_grads(kind: AttentionKind, norm: NormPlacement) {
-    let cfg = GptConfig {
+    check_grads_of(GptConfig {
         attention: kind,
         norm,
         ..GptConfig::preset("tiny").unwrap()
-    };
+    });
+}
+
+fn check_grads_of(cfg: GptConfig) {
+    let (kind, norm) = (cfg.attention, cfg.norm);
     let mut m = Gpt::new(cfg.clone(), 1).unwrap();
     // Larger weights so gradients are not tiny.
     for v in m.params_mut().data.iter_mut() {
@@ -65,6 +69,22 @@ fn gradients_match_finite_differences() {
     for kind in AttentionKind::ALL {
         for norm in [NormPlacement::Pre, NormPlacement::Post] {
             check_grads(kind, norm);
+        }
+    }
+}
+
+/// nanoGPT's choices (issue 19): LayerNorm without bias and the exact (erf) GELU.
+#[test]
+fn gradients_without_norm_bias_and_with_exact_gelu_match_finite_differences() {
+    for kind in [AttentionKind::Softmax, AttentionKind::Orthogonal] {
+        for norm in [NormPlacement::Pre, NormPlacement::Post] {
+            check_grads_of(GptConfig {
+                attention: kind,
+                norm,
+                norm_bias: false,
+                gelu: orthoformer::nn::gelu::Gelu::Erf,
+                ..GptConfig::preset("tiny").unwrap()
+            });
         }
     }
 }

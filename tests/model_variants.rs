@@ -151,3 +151,52 @@ fn new_variants_round_trip_through_checkpoints() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A LayerNorm without bias (nanoGPT's `bias=False`, issue 19) is the one with `β = 0`: the
+/// same loss and the same gradient of every other tensor, `(2L + 1)·C` fewer parameters, in
+/// pre- and post-LN models; it round-trips through a checkpoint, and a configuration written
+/// before the field existed still reads (with biases).
+#[test]
+fn layer_norm_without_bias_is_the_zero_bias() {
+    use orthoformer::model::NormPlacement;
+    for norm in [NormPlacement::Pre, NormPlacement::Post] {
+        let with = GptConfig {
+            norm,
+            ..cfg(AttentionKind::Orthogonal, 8)
+        };
+        let without = GptConfig {
+            norm_bias: false,
+            ..with.clone()
+        };
+        let mut a = Gpt::new(without.clone(), 3).unwrap();
+        let mut b = Gpt::new(with.clone(), 3).unwrap();
+        assert_eq!(
+            b.params().data.len() - a.params().data.len(),
+            (2 * with.n_layer + 1) * with.d_model
+        );
+        assert!(
+            a.params()
+                .tensors
+                .iter()
+                .all(|t| !t.name.contains("ln") || t.name.ends_with(".weight"))
+        );
+        let (la, lb) = (step(&mut a, &without), step(&mut b, &with));
+        assert_same(&a, la, &b, lb, &format!("{norm:?}"));
+        let dir = std::env::temp_dir().join(format!("of-nobias-{}-{norm:?}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.safetensors");
+        save_model(&path, &a, false).unwrap();
+        let mut back = load_model(&path).unwrap();
+        assert!(!back.config().norm_bias);
+        let x = batch(&without);
+        let want = a.logits(&x, B, without.context).unwrap().to_vec();
+        assert_eq!(back.logits(&x, B, without.context).unwrap(), &want[..]);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    let old = GptConfig::preset("tiny")
+        .unwrap()
+        .to_toml()
+        .replace("norm_bias = true\n", "");
+    assert!(!old.contains("norm_bias"));
+    assert!(GptConfig::from_toml_str(&old).unwrap().norm_bias);
+}

@@ -1,17 +1,32 @@
 //! `orthoformer compare`: the main job. Trains softmax and frozen orthogonal attention (or
-//! any list of variants) at equal budget on TinyShakespeare (or `--data`), prints a table,
-//! and writes loss curves (PNG, SVG) and a JSON summary into the output folder.
+//! any list of variants) on paired seeds at equal budget on TinyShakespeare (or `--data`),
+//! prints a table with each variant's paired difference from softmax, its 95% interval, a
+//! verdict and the steps and seconds to softmax's loss, and writes the loss curves (PNG, SVG)
+//! and a JSON summary into the output folder. `--stop-at` / `--resume` run it in chunks.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::Outcome;
 use super::train::{
     BarProgress, DataFlags, ModelFlags, OptimFlags, interrupt_flag, parse_attention,
 };
-use orthoformer::train::compare::{CompareProgress, CompareSummary, compare};
-use orthoformer::train::session::{Progress, prepare};
+use orthoformer::data::Corpus;
+use orthoformer::train::compare::{
+    self, ComparePlan, CompareProgress, CompareSummary, Limits, plan::PLAN_FILE,
+};
+use orthoformer::train::recipe::recipe;
+use orthoformer::train::session::{Progress, data_record, prepare};
+
+/// The recipe `compare` starts from when none is named.
+pub const DEFAULT_RECIPE: &str = "nanogpt-cpu";
+/// Seeds `compare` runs when `--seeds` is not given.
+pub const DEFAULT_SEEDS: usize = 3;
 
 /// Flags of `orthoformer compare`.
+///
+/// Defaults are nanoGPT's CPU recipe (`--recipe nanogpt-cpu`: 4 layers, 4 heads, width 128,
+/// context 64, no biases, batch 12, 2000 steps, lr 1e-3 cosine to 1e-4, warm-up 100, β₂ 0.99,
+/// weight decay 0.1, clip 1.0, evaluation every 250 steps on 20 batches) on 3 paired seeds.
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
     #[command(flatten)]
@@ -19,15 +34,34 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub model: ModelFlags,
     /// Attention variants to compare, comma-separated: softmax, orthogonal, linear,
-    /// orthogonal-linear, orthogonal-tied, identity-q, orthogonal-hadamard.
-    #[arg(long, value_delimiter = ',', default_value = "softmax,orthogonal")]
-    pub attention: Vec<String>,
+    /// orthogonal-linear, orthogonal-tied, identity-q, orthogonal-hadamard
+    /// [default: softmax,orthogonal].
+    #[arg(long, value_delimiter = ',')]
+    pub attention: Option<Vec<String>>,
+    /// Paired seeds per variant: seed s sets the batches, the initialisation and the frozen
+    /// draws (the config's frozen_seed is replaced by s), the same s for every variant. The
+    /// seeds are --seed, --seed + 1, ... [default: 3].
+    #[arg(long)]
+    pub seeds: Option<usize>,
+    /// The recipe the model and options start from; flags given override it
+    /// [default: nanogpt-cpu].
+    #[arg(long)]
+    pub recipe: Option<String>,
     #[command(flatten)]
     pub optim: OptimFlags,
     /// Output folder [default: runs/compare-DATE-TIME, UTC].
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Print the JSON summary instead of the progress bars and table.
+    /// Train every run to at most this step, then stop; `--resume` continues (long
+    /// comparisons in chunks).
+    #[arg(long)]
+    pub stop_at: Option<usize>,
+    /// Continue the comparison in --out where it stopped (Ctrl-C, --stop-at, a killed
+    /// process), with the settings stored in its plan.json.
+    #[arg(long)]
+    pub resume: bool,
+    /// Print the JSON summary (every seed's final losses, curves and times) instead of the
+    /// progress bars and table.
     #[arg(long)]
     pub json: bool,
 }
@@ -39,106 +73,233 @@ struct Bars {
 }
 
 impl CompareProgress for Bars {
-    fn variant(&mut self, name: &str, i: usize, n: usize) -> Box<dyn Progress + '_> {
-        let label = format!("{name} ({}/{n})", i + 1);
+    fn run(
+        &mut self,
+        name: &str,
+        seed: u64,
+        i: usize,
+        n: usize,
+        done: usize,
+    ) -> Box<dyn Progress + '_> {
+        let label = format!("{name} seed {seed} ({}/{n})", i + 1);
         let bar = super::common::progress_bar(self.steps as u64, &label, self.quiet);
-        Box::new(BarProgress::new(bar, self.tokens_per_step, 0))
+        Box::new(BarProgress::new(bar, self.tokens_per_step, done))
     }
 }
 
 /// Runs `orthoformer compare`.
 pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
-    let mut attentions = Vec::new();
-    for a in &args.attention {
-        let kind = parse_attention(a)?;
-        if attentions.contains(&kind) {
-            anyhow::bail!("--attention lists {a} twice");
-        }
-        attentions.push(kind);
+    if args.stop_at == Some(0) {
+        anyhow::bail!("--stop-at must be at least 1");
     }
-    if attentions.is_empty() {
-        anyhow::bail!("--attention needs at least one variant");
+    let (plan, corpus, out) = if args.resume {
+        resumed_plan(args)?
+    } else {
+        new_plan(args)?
+    };
+    let prepared = prepare(&corpus, plan.tokenizer, plan.bpe_vocab, plan.model.context)?;
+    if !args.resume {
+        plan.write_new(&out)?;
     }
-    let (kind, bpe_vocab) = args.data.tokenizer()?;
-    let options = args.optim.options();
-    options.validate()?;
-    let base = args.model.config(None)?;
-    let corpus = args.data.corpus()?;
-    let prepared = prepare(&corpus, kind, bpe_vocab, base.context)?;
-    let out = args.out.clone().unwrap_or_else(default_out);
     let mut bars = Bars {
         quiet: args.json,
-        steps: options.steps,
-        tokens_per_step: options.batch * base.context,
+        steps: plan.options.steps,
+        tokens_per_step: plan.options.batch * plan.model.context,
     };
     let stop = interrupt_flag();
-    let model_seed = args.model.model_seed.unwrap_or(options.seed);
-    let summary = compare(
-        &base,
-        &attentions,
-        &prepared,
-        &options,
-        model_seed,
-        &out,
-        Some(&stop),
-        &mut bars,
-    )
-    .map_err(|e| anyhow::anyhow!(e))
-    .map_err(|e| e.context(format!("comparing into {}", out.display())))?;
-    if args.json {
-        super::common::print_json(&summary)?;
-    } else {
-        print_table(&summary, &out);
+    let limits = Limits {
+        stop: Some(&stop),
+        stop_at: args.stop_at,
+    };
+    let outcome = compare::run(&plan, &corpus, &prepared, &out, limits, &mut bars)
+        .map_err(|e| anyhow::anyhow!(e))
+        .map_err(|e| e.context(format!("comparing into {}", out.display())))?;
+    match outcome {
+        compare::Outcome::Finished(summary) if args.json => super::common::print_json(&summary)?,
+        compare::Outcome::Finished(summary) => print_table(&summary, &out),
+        compare::Outcome::Stopped { finished, total } => {
+            let msg = format!(
+                "stopped at step {} of {}: {finished} of {total} runs finished; continue with \
+                 `orthoformer compare --resume --out {}`",
+                args.stop_at.unwrap_or(0),
+                plan.options.steps,
+                out.display()
+            );
+            if args.json {
+                super::common::print_json(&serde_json::json!({
+                    "stopped_at": args.stop_at,
+                    "finished_runs": finished,
+                    "runs": total,
+                    "out": out,
+                }))?;
+            } else {
+                println!("{msg}");
+            }
+        }
     }
     Ok(Outcome::Success)
 }
 
-fn print_table(s: &CompareSummary, out: &std::path::Path) {
+/// The plan of a new comparison from the flags, its text, and its folder.
+fn new_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, PathBuf)> {
+    if args.model.model_seed.is_some() {
+        anyhow::bail!(
+            "--model-seed does not apply to compare: each seed sets the initialisation (use \
+             --seed for the first seed and --seeds for how many)"
+        );
+    }
+    let mut attentions = Vec::new();
+    let names = args
+        .attention
+        .clone()
+        .unwrap_or_else(|| vec!["softmax".to_string(), "orthogonal".to_string()]);
+    for a in &names {
+        attentions.push(parse_attention(a)?);
+    }
+    let name = args.recipe.as_deref().unwrap_or(DEFAULT_RECIPE);
+    let (model, options) = recipe(name)?;
+    let model = args.model.config_over(model, None)?;
+    let options = args.optim.over(options);
+    let n = args.seeds.unwrap_or(DEFAULT_SEEDS);
+    if n == 0 {
+        anyhow::bail!("--seeds must be at least 1");
+    }
+    let first = options.seed;
+    let seeds: Vec<u64> = (0..n as u64)
+        .map(|i| first.checked_add(i))
+        .collect::<Option<_>>()
+        .ok_or_else(|| anyhow::anyhow!("--seed {first} + --seeds {n} overflows 64 bits"))?;
+    let (tokenizer, bpe_vocab) = args.data.tokenizer()?;
+    let corpus = args.data.corpus()?;
+    let plan = ComparePlan::new(
+        attentions,
+        seeds,
+        model,
+        options,
+        tokenizer,
+        bpe_vocab,
+        data_record(&corpus),
+        Some(name.to_string()),
+    )?;
+    Ok((plan, corpus, args.out.clone().unwrap_or_else(default_out)))
+}
+
+/// The plan stored in `--out`, with its text (reloaded, or `--data` again).
+fn resumed_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, PathBuf)> {
+    let Some(out) = args.out.clone() else {
+        anyhow::bail!("--resume needs --out: the folder of the comparison to continue");
+    };
+    if args.model.any()
+        || args.optim.any_but_steps()
+        || args.optim.steps.is_some()
+        || args.attention.is_some()
+        || args.seeds.is_some()
+        || args.recipe.is_some()
+        || args.data.tokenizer.is_some()
+        || args.data.vocab_size.is_some()
+    {
+        anyhow::bail!(
+            "--resume continues the comparison as planned in {}: drop every flag but --out, \
+             --data, --stop-at and --json",
+            out.join(PLAN_FILE).display()
+        );
+    }
+    let plan = ComparePlan::read(&out)?;
+    let corpus = match &args.data.data {
+        Some(path) => Corpus::load(path)?,
+        None if plan.data.source == orthoformer::data::corpus::TINY_SHAKESPEARE_NAME => {
+            Corpus::tiny_shakespeare()
+        }
+        None => Corpus::load(Path::new(&plan.data.source)).map_err(|e| {
+            anyhow::anyhow!(e).context(format!(
+                "reloading the comparison's text {}: pass it with --data",
+                plan.data.source
+            ))
+        })?,
+    };
+    Ok((plan, corpus, out))
+}
+
+fn print_table(s: &CompareSummary, out: &Path) {
+    let ctx = s.model.get("context").and_then(|c| c.as_u64()).unwrap_or(0);
+    let seeds: Vec<String> = s.seeds.iter().map(|x| x.to_string()).collect();
     println!(
-        "{} steps x {} sequences x {} tokens on {} ({} tokenizer, vocab {}), seed {}",
+        "{}{} steps x {} sequences x {ctx} tokens on {} ({} tokenizer, vocab {}), seeds {}",
+        s.recipe
+            .as_deref()
+            .map(|r| format!("recipe {r} (flags over it): "))
+            .unwrap_or_default(),
         s.options.steps,
         s.options.batch,
-        s.model.get("context").and_then(|c| c.as_u64()).unwrap_or(0),
         s.data,
         s.tokenizer,
         s.vocab_size,
-        s.options.seed
+        seeds.join(", ")
     );
     println!(
-        "{:<18} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
+        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:<17}  {:<24}  to {}'s loss:",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "val loss (whole",
+        format!("vs {}, paired:", s.baseline),
+        s.baseline
+    );
+    println!(
+        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:<17}  {:<24}  steps / seconds",
         "attention",
         "params",
         "trainable",
         "frozen",
         "memory",
         "ms/step",
-        "tok/s",
-        "train",
-        "val",
-        "val gap"
+        "split) mean ± sd",
+        "mean [95% interval]",
     );
-    for r in &s.runs {
-        let gap = if r.attention == s.baseline {
-            "base".to_string()
-        } else {
-            format!("{:+.1}%", r.val_gap_pct)
+    for v in &s.variants {
+        let sd = v.val_loss_sd.map_or("-".to_string(), |x| format!("{x:.4}"));
+        let diff = match &v.vs_baseline {
+            None => "base".to_string(),
+            Some(d) => match (d.percent.lo, d.percent.hi) {
+                (Some(lo), Some(hi)) => {
+                    format!("{:+.2}% [{lo:+.2}, {hi:+.2}]", d.percent.mean)
+                }
+                _ => format!("{:+.2}% (1 seed)", d.percent.mean),
+            },
+        };
+        let to_target = match (v.to_target.steps, v.to_target.seconds) {
+            (Some(st), Some(se)) => format!("{st:.0} / {se:.1}"),
+            (Some(st), None) => format!("{st:.0} / not reached"),
+            _ => "not reached".to_string(),
         };
         println!(
-            "{:<18} {:>10} {:>10} {:>8} {:>8.1}M {:>9.1} {:>9.0} {:>8.4} {:>8.4} {:>8}",
-            r.attention,
-            r.params_total,
-            r.params_trainable,
-            r.params_frozen,
-            r.memory_bytes as f64 / 1e6,
-            r.ms_per_step,
-            r.tokens_per_s,
-            r.final_train_loss,
-            r.final_val_loss,
-            gap
+            "{:<19} {:>9} {:>9} {:>8} {:>6.1}M {:>7.1}  {:<17}  {:<24}  {}",
+            v.attention,
+            v.params_total,
+            v.params_trainable,
+            v.params_frozen,
+            v.memory_bytes as f64 / 1e6,
+            v.ms_per_step,
+            format!("{:.4} ± {sd}", v.val_loss_mean),
+            diff,
+            to_target
         );
     }
+    for line in &s.verdicts {
+        println!("{line}.");
+    }
     println!(
-        "wrote {0}/loss.png, {0}/loss.svg, {0}/summary.json and one checkpoint folder per variant",
+        "Time to {}'s loss: interpolated between evaluations of the mean curve over seeds \
+         (target {:.4} on the evaluation batches); seconds are training-step time on this \
+         machine.",
+        s.baseline, s.target_val_loss
+    );
+    println!(
+        "wrote {0}/loss.png, {0}/loss.svg, {0}/summary.json and one checkpoint folder per run \
+         (seed-S/ATTENTION)",
         out.display()
     );
 }

@@ -53,7 +53,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Train softmax and frozen-orthogonal attention at equal budget and compare (the main job).
+    /// Train softmax and frozen-orthogonal attention on paired seeds at equal budget and compare,
+    /// with intervals and time to softmax's loss (the main job).
     Compare(compare::CompareArgs),
     /// Generate random orthogonal (or other) initial weights and report their quality.
     Init(init::InitArgs),

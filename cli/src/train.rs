@@ -13,6 +13,7 @@ use super::Outcome;
 use orthoformer::data::{Corpus, TokenizerKind};
 use orthoformer::model::{AttentionKind, GptConfig};
 use orthoformer::train::compare::attention_name;
+use orthoformer::train::recipe::recipe;
 use orthoformer::train::session::{FreshSpec, Progress, Session};
 use orthoformer::train::{AdamWConfig, RunState, TrainOptions};
 
@@ -43,7 +44,8 @@ pub enum TokenizerArg {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelFlags {
     /// Model preset: tiny, shakespeare-char, config-a, config-b, seed-003, gpt2-small
-    /// [default: shakespeare-char (4 layers, 4 heads, width 128) with context 64].
+    /// [default: train shakespeare-char (4 layers, 4 heads, width 128) with context 64;
+    /// compare the recipe's model].
     #[arg(long, conflicts_with = "config")]
     pub preset: Option<String>,
     /// Model configuration file (TOML or JSON with the fields of a preset).
@@ -52,8 +54,12 @@ pub struct ModelFlags {
     /// Context length (tokens per training sequence), overriding the preset.
     #[arg(long)]
     pub context: Option<usize>,
+    /// Model width `d_model` (the feed-forward width becomes 4x), overriding the preset;
+    /// the number of heads stays the preset's.
+    #[arg(long)]
+    pub width: Option<usize>,
     /// Seed of the model's initialisation (frozen orthogonal weights have their own seed in
-    /// the config) [default: --seed].
+    /// the config) [default: --seed; not with compare, where each seed sets it].
     #[arg(long)]
     pub model_seed: Option<u64>,
 }
@@ -61,37 +67,37 @@ pub struct ModelFlags {
 /// Optimisation and evaluation.
 #[derive(Debug, Clone, clap::Args)]
 pub struct OptimFlags {
-    /// Optimizer steps [default: 600].
+    /// Optimizer steps [default: train 600, compare 2000 (the recipe's)].
     #[arg(long)]
     pub steps: Option<usize>,
-    /// Sequences per batch [default: 16].
+    /// Sequences per batch [default: train 16, compare 12].
     #[arg(long)]
     pub batch: Option<usize>,
-    /// Peak learning rate [default: 2e-3].
+    /// Peak learning rate [default: train 2e-3, compare 1e-3].
     #[arg(long)]
     pub lr: Option<f64>,
-    /// Linear warm-up steps [default: 30].
+    /// Linear warm-up steps [default: train 30, compare 100].
     #[arg(long)]
     pub warmup: Option<usize>,
-    /// Learning rate at the end of the cosine decay [default: 2e-4].
+    /// Learning rate at the end of the cosine decay [default: train 2e-4, compare 1e-4].
     #[arg(long)]
     pub min_lr: Option<f64>,
     /// AdamW decoupled weight decay, on 2-D weights only [default: 0.1].
     #[arg(long)]
     pub weight_decay: Option<f64>,
-    /// AdamW β₂ [default: 0.95; β₁ is 0.9, ε 1e-8].
+    /// AdamW β₂ [default: train 0.95, compare 0.99; β₁ is 0.9, ε 1e-8].
     #[arg(long)]
     pub beta2: Option<f64>,
     /// Clip the global gradient norm to this (0: off) [default: 1.0].
     #[arg(long)]
     pub grad_clip: Option<f64>,
-    /// Evaluate and checkpoint every this many steps [default: 50].
+    /// Evaluate and checkpoint every this many steps [default: train 50, compare 250].
     #[arg(long)]
     pub eval_every: Option<usize>,
-    /// Batches per loss estimate [default: 8].
+    /// Batches per loss estimate during training [default: train 8, compare 20].
     #[arg(long)]
     pub eval_iters: Option<usize>,
-    /// Seed of batch sampling and dropout [default: 0].
+    /// Seed of batch sampling and dropout (compare: the first of its --seeds) [default: 0].
     #[arg(long)]
     pub seed: Option<u64>,
 }
@@ -108,6 +114,12 @@ pub struct TrainArgs {
     /// orthogonal-hadamard (frozen SRHT Q/K, fast transform) [default: the preset's].
     #[arg(long)]
     pub attention: Option<String>,
+    /// Start from a named recipe's model and options (flags given override it):
+    /// nanogpt-cpu = nanoGPT's CPU recipe for character-level TinyShakespeare (4 layers, 4
+    /// heads, width 128, context 64, no biases; batch 12, 2000 steps, lr 1e-3 to 1e-4, warm-up
+    /// 100, β₂ 0.99, evaluation every 250 steps on 20 batches).
+    #[arg(long)]
+    pub recipe: Option<String>,
     #[command(flatten)]
     pub optim: OptimFlags,
     /// Checkpoint folder (created; must not hold a checkpoint unless --resume).
@@ -135,32 +147,41 @@ pub const DEFAULT_CONTEXT: usize = 64;
 /// Default BPE vocabulary.
 pub const DEFAULT_BPE_VOCAB: usize = 512;
 
+/// The options of `train` when no flag and no recipe is given: the library's defaults
+/// (`TrainOptions::default`), defined nowhere else.
+pub fn default_options() -> TrainOptions {
+    TrainOptions::default()
+}
+
 impl OptimFlags {
     /// The options these flags ask for, defaults filled in.
     pub fn options(&self) -> TrainOptions {
-        // The defaults live in the library (`TrainOptions::default`), nowhere else.
-        let d = TrainOptions::default();
+        self.over(default_options())
+    }
+
+    /// `base` with every option these flags give replaced.
+    pub fn over(&self, base: TrainOptions) -> TrainOptions {
         let adamw = AdamWConfig {
-            weight_decay: self.weight_decay.unwrap_or(d.adamw.weight_decay),
-            beta2: self.beta2.unwrap_or(d.adamw.beta2),
-            ..d.adamw
+            weight_decay: self.weight_decay.unwrap_or(base.adamw.weight_decay),
+            beta2: self.beta2.unwrap_or(base.adamw.beta2),
+            ..base.adamw
         };
         TrainOptions {
-            steps: self.steps.unwrap_or(d.steps),
-            batch: self.batch.unwrap_or(d.batch),
-            lr: self.lr.unwrap_or(d.lr),
-            min_lr: self.min_lr.unwrap_or(d.min_lr),
-            warmup: self.warmup.unwrap_or(d.warmup),
-            grad_clip: self.grad_clip.unwrap_or(d.grad_clip),
-            eval_every: self.eval_every.unwrap_or(d.eval_every),
-            eval_iters: self.eval_iters.unwrap_or(d.eval_iters),
-            seed: self.seed.unwrap_or(d.seed),
+            steps: self.steps.unwrap_or(base.steps),
+            batch: self.batch.unwrap_or(base.batch),
+            lr: self.lr.unwrap_or(base.lr),
+            min_lr: self.min_lr.unwrap_or(base.min_lr),
+            warmup: self.warmup.unwrap_or(base.warmup),
+            grad_clip: self.grad_clip.unwrap_or(base.grad_clip),
+            eval_every: self.eval_every.unwrap_or(base.eval_every),
+            eval_iters: self.eval_iters.unwrap_or(base.eval_iters),
+            seed: self.seed.unwrap_or(base.seed),
             adamw,
         }
     }
 
     /// Whether any option other than `--steps` was given (not allowed with `--resume`).
-    fn any_but_steps(&self) -> bool {
+    pub fn any_but_steps(&self) -> bool {
         let o = self;
         o.batch.is_some()
             || o.lr.is_some()
@@ -210,21 +231,42 @@ pub fn parse_attention(name: &str) -> anyhow::Result<AttentionKind> {
 impl ModelFlags {
     /// Whether any model flag was given.
     pub fn any(&self) -> bool {
-        self.preset.is_some() || self.config.is_some() || self.context.is_some()
+        self.preset.is_some()
+            || self.config.is_some()
+            || self.context.is_some()
+            || self.width.is_some()
+            || self.model_seed.is_some()
     }
 
     /// The configuration these flags ask for (vocabulary set later from the tokenizer).
     pub fn config(&self, attention: Option<AttentionKind>) -> anyhow::Result<GptConfig> {
+        let base = GptConfig {
+            context: DEFAULT_CONTEXT,
+            ..GptConfig::preset(DEFAULT_PRESET)?
+        };
+        self.config_over(base, attention)
+    }
+
+    /// `base` (a recipe's model) replaced by `--config` or `--preset` when given, then
+    /// `--context`, `--width` and `attention` applied.
+    pub fn config_over(
+        &self,
+        base: GptConfig,
+        attention: Option<AttentionKind>,
+    ) -> anyhow::Result<GptConfig> {
         let mut cfg = match (&self.config, &self.preset) {
             (Some(path), _) => GptConfig::from_file(path)?,
             (None, Some(p)) => GptConfig::preset(p)?,
-            (None, None) => GptConfig {
-                context: DEFAULT_CONTEXT,
-                ..GptConfig::preset(DEFAULT_PRESET)?
-            },
+            (None, None) => base,
         };
         if let Some(c) = self.context {
             cfg.context = c;
+        }
+        if let Some(w) = self.width {
+            let ff = w.checked_mul(4).ok_or_else(|| {
+                anyhow::anyhow!("--width {w} is too large: use at most {}", usize::MAX / 4)
+            })?;
+            (cfg.d_model, cfg.d_ff) = (w, ff);
         }
         if let Some(a) = attention {
             cfg.attention = a;
@@ -301,10 +343,11 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
         if args.optim.any_but_steps()
             || args.data.tokenizer.is_some()
             || args.data.vocab_size.is_some()
+            || args.recipe.is_some()
         {
             anyhow::bail!(
                 "--resume continues with the options stored in the checkpoint: drop the \
-                 optimisation and tokenizer flags (only --steps may change)"
+                 optimisation, recipe and tokenizer flags (only --steps may change)"
             );
         }
         // A full configuration is compared field by field; a lone --attention or --context
@@ -336,12 +379,24 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
         if let Some(c) = args.model.context.filter(|c| *c != have.context) {
             return Err(mismatch("context", have.context.to_string(), c.to_string()));
         }
+        if let Some(w) = args.model.width.filter(|w| *w != have.d_model) {
+            return Err(mismatch("width", have.d_model.to_string(), w.to_string()));
+        }
         session
     } else {
         let (tokenizer, bpe_vocab) = args.data.tokenizer()?;
-        let options = args.optim.options();
+        let (model, options) = match &args.recipe {
+            Some(name) => {
+                let (model, options) = recipe(name)?;
+                (
+                    args.model.config_over(model, attention)?,
+                    args.optim.over(options),
+                )
+            }
+            None => (args.model.config(attention)?, args.optim.options()),
+        };
         let spec = FreshSpec {
-            model: args.model.config(attention)?,
+            model,
             model_seed: args.model.model_seed.unwrap_or(options.seed),
             options,
         };

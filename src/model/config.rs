@@ -176,12 +176,24 @@ pub struct GptConfig {
     pub attn_bias: bool,
     /// Biases on the two feed-forward projections.
     pub ffn_bias: bool,
+    /// Biases (`β`) in the LayerNorms; `false` is nanoGPT's `bias=False` (`γ` only).
+    /// Configurations written before this field existed had them, hence the default.
+    #[serde(default = "norm_bias_default")]
+    pub norm_bias: bool,
+    /// The feed-forward activation: GPT-2's tanh GELU (the default, and the form of
+    /// configurations written before this field existed) or the exact erf GELU (nanoGPT's).
+    #[serde(default)]
+    pub gelu: crate::nn::gelu::Gelu,
     /// Dropout probability on the embedding output and on each residual branch; `0` disables.
     pub dropout: f32,
     /// How frozen orthogonal `W_Q, W_K` are generated.
     pub frozen_method: OrthoMethod,
     /// Base seed of the frozen weights (each head's seed is derived from it).
     pub frozen_seed: u64,
+}
+
+fn norm_bias_default() -> bool {
+    true
 }
 
 impl GptConfig {
@@ -213,6 +225,8 @@ impl GptConfig {
             norm: NormPlacement::Pre,
             attn_bias: false,
             ffn_bias: true,
+            norm_bias: true,
+            gelu: crate::nn::gelu::Gelu::Tanh,
             dropout: 0.0,
             frozen_method: OrthoMethod::Qr,
             frozen_seed: 0,

@@ -17,6 +17,9 @@ use rand::Rng as _;
 pub(crate) struct LayerIdx {
     pub ln1: usize,
     pub ln2: usize,
+    /// LayerNorm biases (`None` without `norm_bias`).
+    pub ln1_b: Option<usize>,
+    pub ln2_b: Option<usize>,
     /// Q, K, V, O weights (Q, K are `None` when not trained).
     pub w: [Option<usize>; 4],
     /// Index of the frozen Q, K tensors in the `FrozenStore`, when stored.
@@ -38,29 +41,48 @@ pub struct Gpt {
     pub(crate) wte: usize,
     pub(crate) wpe: usize,
     pub(crate) lnf: usize,
+    pub(crate) lnf_b: Option<usize>,
     pub(crate) acts: Option<Acts>,
 }
 
 impl Gpt {
     /// A model with GPT-2 initialisation from `seed`: weights `N(0, 0.02)`, residual output
-    /// projections (`W_O`, FFN out) `N(0, 0.02/sqrt(2L))`, biases 0, norm gains 1; drawn in
-    /// store order from `init::rng::seeded(seed)`. Frozen weights come from the config's
-    /// `frozen_method` and `frozen_seed`.
+    /// projections (`W_O`, FFN out) `N(0, 0.02/sqrt(2L))`, biases 0, norm gains 1. Frozen
+    /// weights come from the config's `frozen_method` and `frozen_seed`.
+    ///
+    /// The values are drawn from `init::rng::seeded(seed)` in the store order of the *softmax*
+    /// model of the same shape, and a variant keeps the draws of the tensors it has: trained
+    /// `W_Q, W_K` are drawn even where the variant freezes or drops them. So every variant
+    /// built from one seed starts with the same values in every tensor they share, which is
+    /// what makes a comparison across variants paired.
     pub fn new(cfg: GptConfig, seed: u64) -> crate::Result<Self> {
         let mut model = Self::zeroed(cfg)?;
         let mut rng = seeded(seed);
-        let specs = layout::trainable(&model.cfg);
-        for (spec, info) in specs.iter().zip(&model.params.tensors) {
-            let dst = &mut model.params.data[info.range()];
-            match spec.init {
-                InitRule::Zeros => dst.fill(0.0),
-                InitRule::Ones => dst.fill(1.0),
-                InitRule::Normal(std) => {
-                    for v in dst.iter_mut() {
+        let draw_order = layout::trainable(&GptConfig {
+            attention: super::config::AttentionKind::Softmax,
+            ..model.cfg.clone()
+        });
+        for spec in &draw_order {
+            let dst = model
+                .params
+                .info(&spec.name)
+                .map(|info| info.range())
+                .map(|r| &mut model.params.data[r]);
+            match (spec.init, dst) {
+                (InitRule::Zeros, Some(dst)) => dst.fill(0.0),
+                (InitRule::Ones, Some(dst)) => dst.fill(1.0),
+                (InitRule::Normal(std), dst) => {
+                    let values = (0..spec.numel()).map(|_| {
                         let z: f64 = rng.sample(rand_distr::StandardNormal);
-                        *v = (z * std as f64) as f32;
+                        (z * std as f64) as f32
+                    });
+                    match dst {
+                        Some(dst) => dst.iter_mut().zip(values).for_each(|(d, v)| *d = v),
+                        // Not in this variant: draw and drop, to keep the stream aligned.
+                        None => values.for_each(drop),
                     }
                 }
+                (_, None) => {}
             }
         }
         Ok(model)
@@ -86,6 +108,8 @@ impl Gpt {
             layers.push(LayerIdx {
                 ln1: need(format!("{p}.ln1.weight"))?,
                 ln2: need(format!("{p}.ln2.weight"))?,
+                ln1_b: off(format!("{p}.ln1.bias")),
+                ln2_b: off(format!("{p}.ln2.bias")),
                 w: names.map(|n| off(format!("{p}.attn.{n}.weight"))),
                 frozen: [0, 1].map(|w| {
                     let name = layout::frozen_name(l, w);
@@ -102,6 +126,7 @@ impl Gpt {
             wte: need("wte".into())?,
             wpe: need("wpe".into())?,
             lnf: need("ln_f.weight".into())?,
+            lnf_b: off("ln_f.bias".into()),
             cfg,
             params,
             frozen,

@@ -26,6 +26,7 @@ struct Ctx<'a> {
     seed: u64,
     linear_attn: bool,
     attention: AttentionKind,
+    gelu: crate::nn::gelu::Gelu,
 }
 
 impl Ctx<'_> {
@@ -85,7 +86,7 @@ impl Gpt {
                 None => &acts.x0[..n],
                 Some(a) => block_out(cfg.norm, a, n),
             };
-            let (dg, db) = pg[self.lnf..self.lnf + 2 * c].split_at_mut(c);
+            let (dg, db) = ln_grads(pg, self.lnf, self.lnf_b, c);
             let g = &pd[self.lnf..self.lnf + c];
             layernorm::backward(
                 &mut s1[..n],
@@ -121,6 +122,7 @@ impl Gpt {
                 seed: acts.dropout_seed.unwrap_or(0),
                 linear_attn: cfg.attention.is_linear(),
                 attention: cfg.attention,
+                gelu: cfg.gelu,
             };
             block_backward(
                 &ctx,
@@ -189,6 +191,23 @@ pub(crate) fn head_backward(
     );
 }
 
+/// The gradients of a LayerNorm's `γ` (at `g`) and `β` (at `b`, when it has one) in `pg`.
+fn ln_grads(
+    pg: &mut [f32],
+    g: usize,
+    b: Option<usize>,
+    c: usize,
+) -> (&mut [f32], Option<&mut [f32]>) {
+    match b {
+        Some(b) => {
+            debug_assert_eq!(b, g + c, "the store puts β right after γ");
+            let (dg, db) = pg[g..g + 2 * c].split_at_mut(c);
+            (dg, Some(db))
+        }
+        None => (&mut pg[g..g + c], None),
+    }
+}
+
 fn block_out(norm: NormPlacement, a: &LayerActs, n: usize) -> &[f32] {
     match norm {
         NormPlacement::Pre => &a.res2[..n],
@@ -220,16 +239,16 @@ fn block_backward(
         &mut s4[..n],
         &mut s5[..n],
     );
-    let (l1, l2) = (x.idx.ln1, x.idx.ln2);
+    let (l1, l2) = ((x.idx.ln1, x.idx.ln1_b), (x.idx.ln2, x.idx.ln2_b));
     let ln_back = |dx: &mut [f32],
                    pg: &mut [f32],
                    dy: &[f32],
                    xx: &[f32],
                    mean: &[f32],
                    rstd: &[f32],
-                   at: usize,
+                   (at, at_b): (usize, Option<usize>),
                    acc: bool| {
-        let (dg, db) = pg[at..at + 2 * c].split_at_mut(c);
+        let (dg, db) = ln_grads(pg, at, at_b, c);
         layernorm::backward(
             dx,
             dg,
@@ -314,7 +333,7 @@ fn mlp_backward(
     if let Some(o) = idx.proj_b {
         linear::bias_backward(&mut pg[o..o + c], dy);
     }
-    gelu::backward(d1, d0, &a.fch[..nf]);
+    gelu::backward_form(x.gelu, d1, d0, &a.fch[..nf]);
     let fw = &x.pd[idx.fc_w..idx.fc_w + f * c];
     linear::backward(
         Some(dm_in),

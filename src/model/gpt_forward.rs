@@ -153,13 +153,14 @@ impl Gpt {
             .last()
             .map(|pl| self.block_output(pl, n))
             .unwrap_or(&acts.x0[..n]);
-        let g = &p[self.lnf..self.lnf + 2 * c];
+        let g = &p[self.lnf..self.lnf + c];
+        let beta = self.lnf_b.map(|o| &p[o..o + c]);
         let (lnf, mean, rstd) = (
             &mut acts.lnf[..n],
             &mut acts.lnf_mean[..bt],
             &mut acts.lnf_rstd[..bt],
         );
-        layernorm::forward(lnf, mean, rstd, last, &g[..c], &g[c..], c);
+        layernorm::forward(lnf, mean, rstd, last, g, beta, c);
         acts.dropout_seed = dropout_seed;
         self.acts = Some(acts);
     }
@@ -191,17 +192,17 @@ impl Gpt {
         let p = &self.params.data;
         let idx: &LayerIdx = &self.layers[l];
         let pre = cfg.norm == NormPlacement::Pre;
-        let ln1 = &p[idx.ln1..idx.ln1 + 2 * c];
-        let ln2 = &p[idx.ln2..idx.ln2 + 2 * c];
         let bias = |o: Option<usize>, len: usize| o.map(|o| &p[o..o + len]);
+        let (ln1, ln1_b) = (&p[idx.ln1..idx.ln1 + c], bias(idx.ln1_b, c));
+        let (ln2, ln2_b) = (&p[idx.ln2..idx.ln2 + c], bias(idx.ln2_b, c));
         if pre {
             layernorm::forward(
                 &mut a.ln1[..n],
                 &mut a.ln1_mean[..bt],
                 &mut a.ln1_rstd[..bt],
                 x_in,
-                &ln1[..c],
-                &ln1[c..],
+                ln1,
+                ln1_b,
                 c,
             );
         }
@@ -292,8 +293,8 @@ impl Gpt {
                 &mut a.ln2_mean[..bt],
                 &mut a.ln2_rstd[..bt],
                 &a.res1[..n],
-                &ln2[..c],
-                &ln2[c..],
+                ln2,
+                ln2_b,
                 c,
             );
             &a.ln2[..n]
@@ -303,8 +304,8 @@ impl Gpt {
                 &mut a.ln1_mean[..bt],
                 &mut a.ln1_rstd[..bt],
                 &a.res1[..n],
-                &ln1[..c],
-                &ln1[c..],
+                ln1,
+                ln1_b,
                 c,
             );
             &a.ln1[..n]
@@ -319,7 +320,7 @@ impl Gpt {
             c,
             f,
         );
-        gelu::forward(&mut a.fch_gelu[..nf], &a.fch[..nf]);
+        gelu::forward_form(cfg.gelu, &mut a.fch_gelu[..nf], &a.fch[..nf]);
         linear::forward(
             &mut s0[..n],
             &a.fch_gelu[..nf],
@@ -346,8 +347,8 @@ impl Gpt {
                 &mut a.ln2_mean[..bt],
                 &mut a.ln2_rstd[..bt],
                 &a.res2[..n],
-                &ln2[..c],
-                &ln2[c..],
+                ln2,
+                ln2_b,
                 c,
             );
         }

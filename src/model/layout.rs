@@ -78,12 +78,14 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
             InitRule::Ones,
             "layer norm 1",
         );
-        push(
-            format!("{p}.ln1.bias"),
-            vec![c],
-            InitRule::Zeros,
-            "layer norm 1",
-        );
+        if cfg.norm_bias {
+            push(
+                format!("{p}.ln1.bias"),
+                vec![c],
+                InitRule::Zeros,
+                "layer norm 1",
+            );
+        }
         for (name, comp) in [
             ("q", "attention Q"),
             ("k", "attention K"),
@@ -120,12 +122,14 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
             InitRule::Ones,
             "layer norm 2",
         );
-        push(
-            format!("{p}.ln2.bias"),
-            vec![c],
-            InitRule::Zeros,
-            "layer norm 2",
-        );
+        if cfg.norm_bias {
+            push(
+                format!("{p}.ln2.bias"),
+                vec![c],
+                InitRule::Zeros,
+                "layer norm 2",
+            );
+        }
         push(
             format!("{p}.mlp.fc.weight"),
             vec![f, c],
@@ -156,7 +160,9 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
         }
     }
     push("ln_f.weight".into(), vec![c], InitRule::Ones, "final norm");
-    push("ln_f.bias".into(), vec![c], InitRule::Zeros, "final norm");
+    if cfg.norm_bias {
+        push("ln_f.bias".into(), vec![c], InitRule::Zeros, "final norm");
+    }
     out
 }
 

@@ -14,15 +14,18 @@ pub const EPS: f32 = 1e-5;
 const ROWS: usize = 64;
 
 /// Forward over `N` rows of width `C`; saves each row's mean and rstd for the backward.
+/// `b: None` is a LayerNorm without bias (`F.layer_norm(x, (C,), γ, None)`).
 pub fn forward(
     y: &mut [f32],
     mean: &mut [f32],
     rstd: &mut [f32],
     x: &[f32],
     g: &[f32],
-    b: &[f32],
+    b: Option<&[f32]>,
     c: usize,
 ) {
+    // An empty `b` tells the kernel there is no bias.
+    let b = b.unwrap_or(&[]);
     y.par_chunks_mut(ROWS * c)
         .zip(x.par_chunks(ROWS * c))
         .zip(mean.par_chunks_mut(ROWS).zip(rstd.par_chunks_mut(ROWS)))
@@ -44,8 +47,14 @@ dispatch! {
             let tail: f32 = chunks.remainder().iter().map(|v| (v - mu) * (v - mu)).sum();
             let var = (tail + acc.iter().sum::<f32>()) / c as f32;
             let rs = 1.0 / (var + EPS).sqrt();
-            for (((o, xv), gv), bv) in yr.iter_mut().zip(xr).zip(g).zip(b) {
-                *o = (xv - mu) * rs * gv + bv;
+            if b.is_empty() {
+                for ((o, xv), gv) in yr.iter_mut().zip(xr).zip(g) {
+                    *o = (xv - mu) * rs * gv;
+                }
+            } else {
+                for (((o, xv), gv), bv) in yr.iter_mut().zip(xr).zip(g).zip(b) {
+                    *o = (xv - mu) * rs * gv + bv;
+                }
             }
             *m = mu;
             *r = rs;
@@ -66,12 +75,13 @@ fn sum(x: &[f32]) -> f32 {
     chunks.remainder().iter().sum::<f32>() + acc.iter().sum::<f32>()
 }
 
-/// Backward: accumulates `dγ, dβ`; writes (or with `accumulate`, adds) `dx`.
+/// Backward: accumulates `dγ` and `dβ` (`db: None` for a LayerNorm without bias); writes
+/// (or with `accumulate`, adds) `dx`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward(
     dx: &mut [f32],
     dg: &mut [f32],
-    db: &mut [f32],
+    mut db: Option<&mut [f32]>,
     dy: &[f32],
     x: &[f32],
     mean: &[f32],
@@ -92,7 +102,9 @@ pub fn backward(
         .collect();
     for p in &partial {
         simd::add_assign(dg, &p[..c]);
-        simd::add_assign(db, &p[c..]);
+        if let Some(db) = db.as_deref_mut() {
+            simd::add_assign(db, &p[c..]);
+        }
     }
 }
 

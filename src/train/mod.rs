@@ -14,10 +14,12 @@ pub mod metrics;
 pub mod model_api;
 pub mod options;
 pub mod plot;
+pub mod recipe;
 pub mod rss;
 pub mod sample;
 pub mod schedule;
 pub mod session;
+pub mod stats;
 pub mod step_bench;
 pub mod trainer;
 

@@ -114,6 +114,8 @@ impl MqarPlan {
             norm: NormPlacement::Pre,
             attn_bias: false,
             ffn_bias: true,
+            norm_bias: true,
+            gelu: crate::nn::gelu::Gelu::Tanh,
             dropout: 0.0,
             frozen_method: OrthoMethod::Qr,
             frozen_seed: self.seed,

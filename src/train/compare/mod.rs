@@ -1,0 +1,238 @@
+//! The paired comparison of attention variants over seeds (the main job).
+//!
+//! Every variant trains once per seed on the same text, tokenizer, split, model shape,
+//! steps and schedule; only the attention differs. Seed `s` sets the batch order
+//! (`options.seed = s`), the initialisation (`model_seed = s`, and `Gpt::new` gives every
+//! variant the same values in the tensors they share) and the frozen draws
+//! (`frozen_seed = s`; each head's own seed is a SplitMix64 mix of it, see
+//! `model::store::head_seed`): so seed `s` of two variants is a pair, and differences are
+//! taken per seed ([`summary`]).
+//!
+//! Folder layout (`out`): `plan.json` (what the comparison is; written first, read by
+//! `resume`), `seed-<s>/<attention>/` (one training checkpoint per run, continued exactly by
+//! `Session::resume`), `finals.json` (each finished run's loss on the whole validation split),
+//! and at the end `summary.json`, `loss.png`, `loss.svg`. A stopped comparison (Ctrl-C,
+//! `stop_at`, a killed process) continues where it stopped: finished runs are kept, a run cut
+//! short resumes from its last checkpoint, the rest start fresh.
+
+pub mod plan;
+pub mod plot;
+pub mod summary;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use super::evaluate::evaluate_tokens;
+use super::session::{FreshSpec, Prepared, Progress, Session};
+use crate::Result;
+use crate::data::Corpus;
+use crate::model::{AttentionKind, Gpt};
+pub use plan::ComparePlan;
+pub use summary::{CompareSummary, FinalEval, SeedRun, VariantSummary};
+
+/// File of each finished run's whole-validation-split loss, keyed by `seed-<s>/<attention>`.
+pub const FINALS_FILE: &str = "finals.json";
+/// The summary written when every run is finished.
+pub const SUMMARY_FILE: &str = "summary.json";
+
+/// Reports progress of the comparison to the caller.
+pub trait CompareProgress {
+    /// A progress sink for run `i` of `n` (variant `name`, seed `seed`), which starts at
+    /// step `done`.
+    fn run(
+        &mut self,
+        name: &str,
+        seed: u64,
+        i: usize,
+        n: usize,
+        done: usize,
+    ) -> Box<dyn Progress + '_>;
+}
+
+/// How far to go this time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits<'a> {
+    /// Set by Ctrl-C: checkpoint the run in progress and stop.
+    pub stop: Option<&'a AtomicBool>,
+    /// Train every run to at most this step, then stop (a chunk of a long comparison).
+    pub stop_at: Option<usize>,
+}
+
+/// What a call to [`run`] ended with.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Every run finished; the summary, plots and `summary.json` are written.
+    Finished(Box<CompareSummary>),
+    /// Stopped at `stop_at`: `finished` of `total` runs are done, the others are at the
+    /// chunk's step (or were not started, where Ctrl-C came first).
+    Stopped {
+        /// Runs trained to the end.
+        finished: usize,
+        /// Runs in the plan.
+        total: usize,
+    },
+}
+
+/// The checkpoint folder of `attention` at `seed`.
+pub fn run_dir(out: &Path, seed: u64, attention: AttentionKind) -> std::path::PathBuf {
+    out.join(format!("seed-{seed}")).join(attention.name())
+}
+
+/// Runs (or continues) the comparison `plan` in `out` on `prepared` (the plan's text,
+/// tokenized; `corpus` is that text, for runs that resume), then summarises it.
+pub fn run(
+    plan: &ComparePlan,
+    corpus: &Corpus,
+    prepared: &Prepared,
+    out: &Path,
+    limits: Limits,
+    progress: &mut dyn CompareProgress,
+) -> Result<Outcome> {
+    plan.check_data(prepared)?;
+    let mut finals = read_finals(out)?;
+    let total = plan.seeds.len() * plan.attentions.len();
+    let mut i = 0;
+    // Seed-major, so a comparison stopped half-way holds whole pairs.
+    for &seed in &plan.seeds {
+        for &kind in &plan.attentions {
+            let key = plan::run_key(seed, kind);
+            let dir = run_dir(out, seed, kind);
+            let mut session = open_run(plan, seed, kind, corpus, prepared, &dir)?;
+            let end = limits
+                .stop_at
+                .map_or(plan.options.steps, |s| s.min(plan.options.steps));
+            if session.state.step < end {
+                let mut p = progress.run(kind.name(), seed, i, total, session.state.step);
+                session
+                    .run(limits.stop, limits.stop_at, p.as_mut())
+                    .map_err(|e| interrupted_hint(e, out))?;
+            }
+            i += 1;
+            if session.state.step == plan.options.steps && !finals.contains_key(&key) {
+                finals.insert(key, final_eval(&mut session)?);
+                write_finals(out, &finals)?;
+            }
+        }
+    }
+    let finished = finals.len();
+    if finished < total {
+        return Ok(Outcome::Stopped { finished, total });
+    }
+    let summary = summary::summarise(plan, prepared, out, &finals)?;
+    let json = serde_json::to_vec_pretty(&summary)
+        .map_err(|e| super::invalid(format!("serialising the summary: {e}")))?;
+    // The summary and its plots appear together or not at all (`io::file_set`).
+    let mut set = crate::io::file_set::FileSet::begin(out, "compare")?;
+    plot::stage(&summary, &mut set, "loss.png", "loss.svg")?;
+    set.write_bytes(SUMMARY_FILE, &json)?;
+    set.commit()?;
+    Ok(Outcome::Finished(Box::new(summary)))
+}
+
+/// The session of one run: resumed from its checkpoint, or fresh. A checkpoint made for
+/// another run (other options, model or seed) is an error, never silently continued.
+fn open_run(
+    plan: &ComparePlan,
+    seed: u64,
+    kind: AttentionKind,
+    corpus: &Corpus,
+    prepared: &Prepared,
+    dir: &Path,
+) -> Result<Session> {
+    let (model, options) = plan.run_spec(seed, kind, prepared.tokenizer.vocab_size());
+    if !super::checkpoint::exists(dir) {
+        let spec = FreshSpec {
+            model,
+            model_seed: seed,
+            options,
+        };
+        return Session::fresh_prepared(spec, prepared.clone(), dir);
+    }
+    let session = Session::resume(dir, Some(corpus.clone()), None, None)?;
+    if session.options != options || session.model.config() != &model || session.model_seed != seed
+    {
+        return Err(super::invalid(format!(
+            "{} holds a checkpoint of another run than the comparison's plan asks for \
+             ({} at seed {seed}); move it away, or compare into another --out",
+            dir.display(),
+            kind.name()
+        )));
+    }
+    Ok(session)
+}
+
+/// Turns Ctrl-C into an error that says how to continue the whole comparison.
+fn interrupted_hint(e: crate::Error, out: &Path) -> crate::Error {
+    match e {
+        crate::Error::Train(super::TrainError::Interrupted { step }) => super::invalid(format!(
+            "interrupted at step {step}; every run's checkpoint is kept: continue with \
+             `orthoformer compare --resume --out {}`",
+            out.display()
+        )),
+        other => other,
+    }
+}
+
+/// The mean loss of the finished model on every non-overlapping window of the validation
+/// split (`train::evaluate`, as `orthoformer eval`).
+fn final_eval(session: &mut Session) -> Result<FinalEval> {
+    let started = Instant::now();
+    let t = session.model.config().context;
+    let val = &session.prepared.split.val;
+    let report = evaluate_tokens(
+        &mut session.model,
+        val,
+        session.options.batch,
+        t,
+        None,
+        1.0,
+        "token",
+    )?;
+    Ok(FinalEval {
+        val_loss: report.loss,
+        val_tokens: report.tokens,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn read_finals(out: &Path) -> Result<BTreeMap<String, FinalEval>> {
+    let path = out.join(FINALS_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            super::invalid(format!(
+                "{} is unreadable ({e}); delete it and resume: the finished runs are \
+                 evaluated again",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(crate::Error::io(&path, e)),
+    }
+}
+
+fn write_finals(out: &Path, finals: &BTreeMap<String, FinalEval>) -> Result<()> {
+    let json = serde_json::to_vec_pretty(finals)
+        .map_err(|e| super::invalid(format!("serialising {FINALS_FILE}: {e}")))?;
+    crate::io::write_atomic_bytes(&out.join(FINALS_FILE), &json)
+}
+
+/// The command-line name of an attention kind.
+pub fn attention_name(kind: AttentionKind) -> String {
+    kind.name().to_string()
+}
+
+/// (trainable, frozen) parameter counts of `model`.
+pub fn param_counts(model: &Gpt) -> (usize, usize) {
+    (model.params().data.len(), model.frozen().len())
+}
+
+/// Training memory of `model` at batch `b` (weights, gradients, AdamW moments, activations),
+/// from the model's accounting.
+pub fn training_memory(model: &Gpt, b: usize) -> Result<usize> {
+    let cfg = model.config();
+    Ok(crate::model::accounting::account(cfg, b, cfg.context)?
+        .memory
+        .total)
+}
