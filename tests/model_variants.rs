@@ -185,7 +185,7 @@ fn layer_norm_without_bias_is_the_zero_bias() {
         let dir = std::env::temp_dir().join(format!("of-nobias-{}-{norm:?}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("m.safetensors");
-        save_model(&path, &a, false).unwrap();
+        save_model(&path, &a).unwrap();
         let mut back = load_model(&path).unwrap();
         assert!(!back.config().norm_bias);
         let x = batch(&without);

@@ -142,7 +142,7 @@ fn open_run(
     dir: &Path,
 ) -> Result<Session> {
     let (model, options) = plan.run_spec(seed, kind, prepared.tokenizer.vocab_size());
-    if !super::checkpoint::exists(dir) {
+    if !super::checkpoint::exists(dir)? {
         let spec = FreshSpec {
             model,
             model_seed: seed,

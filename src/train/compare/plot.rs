@@ -3,6 +3,7 @@
 //! the range over seeds (min to max) as a shaded band, with the baseline's final loss (the
 //! time-to-target target) as a dotted line. Written as PNG and SVG, atomically.
 
+use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;

@@ -170,7 +170,7 @@ pub fn summarise(
             params_total: layout::trainable_count(&cfg) + layout::frozen_count(&cfg),
             params_trainable: layout::trainable_count(&cfg),
             params_frozen: layout::frozen_count(&cfg),
-            memory_bytes: accounting::account(&cfg, opts.batch, cfg.context)
+            memory_bytes: accounting::account(&cfg, opts.batch, cfg.context)?
                 .memory
                 .total,
             ms_per_step: ms,
