@@ -17,6 +17,7 @@
 
 pub mod plan;
 pub mod plot;
+pub mod report;
 pub mod summary;
 
 use std::collections::BTreeMap;
