@@ -125,34 +125,28 @@ pub struct TrainArgs {
     pub json: bool,
 }
 
-/// The default model of `train` and `compare` (4 layers, 4 heads, width 128, char-level
-/// vocabulary) with [`DEFAULT_CONTEXT`]: trains in minutes on 2 cores.
-pub const DEFAULT_PRESET: &str = "shakespeare-char";
-
-/// Context of the default model (the preset's own 128 when a preset is named).
-pub const DEFAULT_CONTEXT: usize = 64;
-
-/// Default BPE vocabulary.
-pub const DEFAULT_BPE_VOCAB: usize = 512;
+// The defaults live in the library, so the Python package's trainer reads the same ones.
+pub use orthoformer::train::options::{DEFAULT_BPE_VOCAB, DEFAULT_CONTEXT, DEFAULT_PRESET};
 
 impl OptimFlags {
     /// The options these flags ask for, defaults filled in.
     pub fn options(&self) -> TrainOptions {
+        let d = TrainOptions::default();
         let adamw = AdamWConfig {
-            weight_decay: self.weight_decay.unwrap_or(0.1),
-            beta2: self.beta2.unwrap_or(0.95),
-            ..AdamWConfig::default()
+            weight_decay: self.weight_decay.unwrap_or(d.adamw.weight_decay),
+            beta2: self.beta2.unwrap_or(d.adamw.beta2),
+            ..d.adamw
         };
         TrainOptions {
-            steps: self.steps.unwrap_or(600),
-            batch: self.batch.unwrap_or(16),
-            lr: self.lr.unwrap_or(2e-3),
-            min_lr: self.min_lr.unwrap_or(2e-4),
-            warmup: self.warmup.unwrap_or(30),
-            grad_clip: self.grad_clip.unwrap_or(1.0),
-            eval_every: self.eval_every.unwrap_or(50),
-            eval_iters: self.eval_iters.unwrap_or(8),
-            seed: self.seed.unwrap_or(0),
+            steps: self.steps.unwrap_or(d.steps),
+            batch: self.batch.unwrap_or(d.batch),
+            lr: self.lr.unwrap_or(d.lr),
+            min_lr: self.min_lr.unwrap_or(d.min_lr),
+            warmup: self.warmup.unwrap_or(d.warmup),
+            grad_clip: self.grad_clip.unwrap_or(d.grad_clip),
+            eval_every: self.eval_every.unwrap_or(d.eval_every),
+            eval_iters: self.eval_iters.unwrap_or(d.eval_iters),
+            seed: self.seed.unwrap_or(d.seed),
             adamw,
         }
     }

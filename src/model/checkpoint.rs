@@ -45,6 +45,10 @@ pub fn save_model(path: &Path, model: &Gpt, full_frozen: bool) -> crate::Result<
             "frozen_generator".to_string(),
             serde_json::to_string(g).map_err(|e| bad(path, e))?,
         );
+    }
+    // The hash also covers imported (stored, generator-less) frozen weights: the loader
+    // checks every frozen set against it.
+    if !model.frozen().is_empty() {
         meta.insert("frozen_sha256".to_string(), model.frozen().hash());
         meta.insert("frozen_dtype".to_string(), "f32".to_string());
     }
