@@ -17,7 +17,7 @@ def params(
     attention: Optional[str] = None,
     batch: int = 8,
     seq: Optional[int] = None,
-    config_file: Union[str, "PathLike[str]", None] = None,
+    config_file: Union[str, PathLike[str], None] = None,
     seed_claims: bool = False,
 ) -> dict[str, Any]:
     """The account of a model as a dict: ``{"config", "account"[, "seed_claims"]}``.

@@ -33,9 +33,7 @@ class GPTConfig:
     frozen_seed: int = 0
 
     @classmethod
-    def preset(
-        cls, name: str, attention: Optional[str] = None, context: Optional[int] = None
-    ) -> "GPTConfig":
+    def preset(cls, name: str, attention: Optional[str] = None, context: Optional[int] = None) -> GPTConfig:
         """The library's preset ``name`` (one of :data:`PRESETS`), with ``attention`` and
         ``context`` overridden when given."""
         return cls.from_json(_native.config_resolve(name, None, attention, context))
@@ -44,22 +42,22 @@ class GPTConfig:
     def resolve(
         cls,
         preset: Optional[str] = None,
-        config: Union[str, "PathLike[str]", None] = None,
+        config: Union[str, PathLike[str], None] = None,
         attention: Optional[str] = None,
         context: Optional[int] = None,
-    ) -> "GPTConfig":
+    ) -> GPTConfig:
         """The model ``orthoformer train`` builds from ``--preset``/``--config``,
         ``--attention`` and ``--context`` (none given: its default model)."""
         path = None if config is None else str(config)
         return cls.from_json(_native.config_resolve(preset, path, attention, context))
 
     @classmethod
-    def from_json(cls, text: str) -> "GPTConfig":
+    def from_json(cls, text: str) -> GPTConfig:
         """Parses and validates the library's JSON form (unknown fields are an error)."""
         return cls(**json.loads(_native.config_check(text)))
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GPTConfig":
+    def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
         """From a dict of every field."""
         return cls.from_json(json.dumps(d))
 
@@ -67,7 +65,7 @@ class GPTConfig:
         """The library's canonical JSON form; raises ``ValueError`` when invalid."""
         return _native.config_check(json.dumps(dataclasses.asdict(self)))
 
-    def validate(self) -> "GPTConfig":
+    def validate(self) -> GPTConfig:
         """Checks every field (the library's rules) and returns ``self``."""
         self.to_json()
         return self

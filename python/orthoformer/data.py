@@ -39,7 +39,7 @@ class Data:
 
     def __init__(
         self,
-        path: Union[str, "PathLike[str]", None] = None,
+        path: Union[str, PathLike[str], None] = None,
         tokenizer: str = "char",
         vocab_size: Optional[int] = None,
         context: int = DEFAULTS["context"],

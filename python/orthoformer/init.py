@@ -11,7 +11,8 @@ arguments raise ``ValueError`` with the library's message.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -33,7 +34,9 @@ def _array(buf: bytearray, shape: ShapeArg, dtype: DType) -> np.ndarray:
     return values if np.dtype(dtype) == np.float64 else values.astype(dtype)
 
 
-def generate(method: str, shape: ShapeArg, seed: int = 0, dtype: DType = np.float32, **params: Any) -> np.ndarray:
+def generate(
+    method: str, shape: ShapeArg, seed: int = 0, dtype: DType = np.float32, **params: Any
+) -> np.ndarray:
     """``orthoformer init --method METHOD --shape SHAPE --seed SEED`` with ``params`` (any of
     ``gain, a, mode, nonlinearity, mean, std, lo, hi, val, sparsity, groups``; unset ones take
     the PyTorch default). Orthogonal methods view the shape as ``shape[0] x rest``."""
@@ -55,19 +58,28 @@ def orthogonal(
     return generate(method, (rows, cols), seed, dtype, gain=gain)
 
 
-def uniform(shape: ShapeArg, lo: float = 0.0, hi: float = 1.0, seed: int = 0, dtype: DType = np.float32) -> np.ndarray:
+def uniform(
+    shape: ShapeArg, lo: float = 0.0, hi: float = 1.0, seed: int = 0, dtype: DType = np.float32
+) -> np.ndarray:
     """``U(lo, hi)``."""
     return generate("uniform", shape, seed, dtype, lo=lo, hi=hi)
 
 
-def normal(shape: ShapeArg, mean: float = 0.0, std: float = 1.0, seed: int = 0, dtype: DType = np.float32) -> np.ndarray:
+def normal(
+    shape: ShapeArg, mean: float = 0.0, std: float = 1.0, seed: int = 0, dtype: DType = np.float32
+) -> np.ndarray:
     """``N(mean, std²)``."""
     return generate("normal", shape, seed, dtype, mean=mean, std=std)
 
 
 def trunc_normal(
-    shape: ShapeArg, mean: float = 0.0, std: float = 1.0, lo: float = -2.0, hi: float = 2.0,
-    seed: int = 0, dtype: DType = np.float32,
+    shape: ShapeArg,
+    mean: float = 0.0,
+    std: float = 1.0,
+    lo: float = -2.0,
+    hi: float = 2.0,
+    seed: int = 0,
+    dtype: DType = np.float32,
 ) -> np.ndarray:
     """``N(mean, std²)`` truncated to the absolute bounds ``[lo, hi]``."""
     return generate("trunc-normal", shape, seed, dtype, mean=mean, std=std, lo=lo, hi=hi)
@@ -98,7 +110,9 @@ def dirac(shape: ShapeArg, groups: int = 1, dtype: DType = np.float32) -> np.nda
     return generate("dirac", shape, 0, dtype, groups=groups)
 
 
-def xavier_uniform(shape: ShapeArg, gain: float = 1.0, seed: int = 0, dtype: DType = np.float32) -> np.ndarray:
+def xavier_uniform(
+    shape: ShapeArg, gain: float = 1.0, seed: int = 0, dtype: DType = np.float32
+) -> np.ndarray:
     """``U(−a, a)``, ``a = gain·√(6/(fan_in + fan_out))``."""
     return generate("xavier-uniform", shape, seed, dtype, gain=gain)
 
@@ -109,28 +123,40 @@ def xavier_normal(shape: ShapeArg, gain: float = 1.0, seed: int = 0, dtype: DTyp
 
 
 def kaiming_uniform(
-    shape: ShapeArg, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
-    seed: int = 0, dtype: DType = np.float32,
+    shape: ShapeArg,
+    a: float = 0.0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    seed: int = 0,
+    dtype: DType = np.float32,
 ) -> np.ndarray:
     """``U(−b, b)``, ``b = √3·gain(nonlinearity, a)/√fan``."""
     return generate("kaiming-uniform", shape, seed, dtype, a=a, mode=mode, nonlinearity=nonlinearity)
 
 
 def kaiming_normal(
-    shape: ShapeArg, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
-    seed: int = 0, dtype: DType = np.float32,
+    shape: ShapeArg,
+    a: float = 0.0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    seed: int = 0,
+    dtype: DType = np.float32,
 ) -> np.ndarray:
     """``N(0, std²)``, ``std = gain(nonlinearity, a)/√fan``."""
     return generate("kaiming-normal", shape, seed, dtype, a=a, mode=mode, nonlinearity=nonlinearity)
 
 
-def torch_orthogonal(shape: ShapeArg, gain: float = 1.0, seed: int = 0, dtype: DType = np.float32) -> np.ndarray:
+def torch_orthogonal(
+    shape: ShapeArg, gain: float = 1.0, seed: int = 0, dtype: DType = np.float32
+) -> np.ndarray:
     """``torch.nn.init.orthogonal_``'s law: the tensor viewed as ``size(0) x rest``, a Haar
     (sign-fixed QR) matrix times ``gain``."""
     return generate("orthogonal", shape, seed, dtype, gain=gain)
 
 
-def sparse(shape: ShapeArg, sparsity: float, std: float = 0.01, seed: int = 0, dtype: DType = np.float32) -> np.ndarray:
+def sparse(
+    shape: ShapeArg, sparsity: float, std: float = 0.01, seed: int = 0, dtype: DType = np.float32
+) -> np.ndarray:
     """A 2-D ``N(0, std²)`` matrix with ``ceil(sparsity·rows)`` zeros in every column."""
     return generate("sparse", shape, seed, dtype, sparsity=sparsity, std=std)
 
@@ -141,7 +167,10 @@ def zero_init(shape: ShapeArg, dtype: DType = np.float32) -> np.ndarray:
 
 
 def mimetic(
-    d: int, heads: int, seed: int = 0, params: Optional[tuple[float, float, float, float]] = None,
+    d: int,
+    heads: int,
+    seed: int = 0,
+    params: Optional[tuple[float, float, float, float]] = None,
     dtype: DType = np.float32,
 ) -> dict[str, Any]:
     """Mimetic attention initialisation for width ``d``: ``wq, wk, wv, wo`` (``d x d``, used as
@@ -170,4 +199,6 @@ def ortho_error(w: Any, gain: float = 1.0) -> float:
     a = np.asarray(w, dtype=np.float64)
     if a.ndim != 2:
         raise ValueError(f"ortho_error needs a 2-D matrix, got shape {a.shape}")
-    return _native.init_ortho_error(np.ascontiguousarray(a, dtype="<f8").tobytes(), a.shape[0], a.shape[1], gain)
+    return _native.init_ortho_error(
+        np.ascontiguousarray(a, dtype="<f8").tobytes(), a.shape[0], a.shape[1], gain
+    )

@@ -85,11 +85,11 @@ class RustGPT:
             self._m = _native.Gpt(cfg.to_json(), seed)
 
     @classmethod
-    def load(cls, path: Union[str, "PathLike[str]"]) -> "RustGPT":
+    def load(cls, path: Union[str, PathLike[str]]) -> RustGPT:
         """Reads a model file (``model.safetensors`` of a checkpoint folder)."""
         return cls(None, _native_model=_native.Gpt.load(os.fspath(path)))  # type: ignore[arg-type]
 
-    def save(self, path: Union[str, "PathLike[str]"], full_frozen: bool = False) -> None:
+    def save(self, path: Union[str, PathLike[str]], full_frozen: bool = False) -> None:
         """Writes the model file (atomically)."""
         self._m.save(os.fspath(path), full_frozen)
 

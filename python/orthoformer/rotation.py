@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import os
 from os import PathLike
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Union
+from collections.abc import Sequence
 
 from . import _native
 

@@ -20,7 +20,8 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
+from collections.abc import Sequence
 
 from . import _native
 from .data import DEFAULTS
@@ -52,21 +53,36 @@ def parser() -> argparse.ArgumentParser:
     """The argument parser: ``orthoformer train``'s flags plus ``--device``."""
     p = argparse.ArgumentParser(
         prog="python -m orthoformer.train",
-        description="Train a GPT in PyTorch (data parallel under torchrun) into an Orthoformer checkpoint folder.",
+        description="Train a GPT in PyTorch (data parallel under torchrun) into an Orthoformer "
+        "checkpoint folder.",
     )
     p.add_argument("--data", help="training text, a UTF-8 file [default: the embedded TinyShakespeare]")
-    p.add_argument("--tokenizer", choices=["char", "bpe"], help="one token per character, or byte-level BPE [default: char]")
-    p.add_argument("--vocab-size", type=int, help=f"BPE vocabulary (at least 256) [default: {DEFAULTS['bpe_vocab']}]")
+    p.add_argument(
+        "--tokenizer",
+        choices=["char", "bpe"],
+        help="one token per character, or byte-level BPE [default: char]",
+    )
+    p.add_argument(
+        "--vocab-size", type=int, help=f"BPE vocabulary (at least 256) [default: {DEFAULTS['bpe_vocab']}]"
+    )
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--preset", help=f"model preset [default: {DEFAULTS['preset']} with context {DEFAULTS['context']}]")
+    g.add_argument(
+        "--preset", help=f"model preset [default: {DEFAULTS['preset']} with context {DEFAULTS['context']}]"
+    )
     g.add_argument("--config", help="model configuration file (TOML or JSON with the fields of a preset)")
     p.add_argument("--context", type=int, help="context length, overriding the preset")
     p.add_argument("--model-seed", type=int, help="seed of the model's initialisation [default: --seed]")
-    p.add_argument("--attention", help="softmax, orthogonal, linear, orthogonal-linear, orthogonal-tied, identity-q, orthogonal-hadamard")
+    p.add_argument(
+        "--attention",
+        help="softmax, orthogonal, linear, orthogonal-linear, orthogonal-tied, identity-q, "
+        "orthogonal-hadamard [default: the preset's]",
+    )
     for flag, key, ty in OPTIM_FLAGS:
         p.add_argument(flag, type=ty, help=f"[default: {_default(key)}]")
     p.add_argument("--out", default="runs/train", help="checkpoint folder [default: runs/train]")
-    p.add_argument("--resume", action="store_true", help="continue the checkpoint in --out (--steps may extend it)")
+    p.add_argument(
+        "--resume", action="store_true", help="continue the checkpoint in --out (--steps may extend it)"
+    )
     p.add_argument("--stop-at", type=int, help="checkpoint and stop after this many steps")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda [default: auto]")
@@ -90,28 +106,39 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
 def open_session(args: argparse.Namespace) -> Any:
     """A fresh or resumed native ``Session``, checked as ``orthoformer train`` checks it."""
     if args.resume:
-        if any(getattr(args, key) is not None for _, key, _ in OPTIM_FLAGS if key != "steps") or args.tokenizer or args.vocab_size:
+        if (
+            any(getattr(args, key) is not None for _, key, _ in OPTIM_FLAGS if key != "steps")
+            or args.tokenizer
+            or args.vocab_size
+        ):
             raise ValueError(
                 "--resume continues with the options stored in the checkpoint: drop the optimisation and "
                 "tokenizer flags (only --steps may change)"
             )
         full = args.preset is not None or args.config is not None
-        requested = _native.config_resolve(args.preset, args.config, args.attention, args.context) if full else None
+        requested = (
+            _native.config_resolve(args.preset, args.config, args.attention, args.context) if full else None
+        )
         session = _native.Session.resume(args.out, args.data, args.steps, requested)
         have = json.loads(session.config_json())
         for what, asked in (("attention", args.attention), ("context", args.context)):
             if asked is not None and asked != have[what]:
                 raise ValueError(
-                    f"resuming {args.out}: checkpoint does not match the requested model: {what} is {have[what]} in the "
-                    f"checkpoint but {asked} was asked; drop the flag to continue it as trained"
+                    f"resuming {args.out}: checkpoint does not match the requested model: {what} is "
+                    f"{have[what]} in the checkpoint but {asked} was asked; drop the flag to continue it "
+                    "as trained"
                 )
         return session
     if args.tokenizer != "bpe" and args.vocab_size is not None:
-        raise ValueError("--vocab-size applies to --tokenizer bpe only (the character vocabulary is the text's characters)")
+        raise ValueError(
+            "--vocab-size applies to --tokenizer bpe only (the character vocabulary is the text's characters)"
+        )
     opts = options(args)
     config = _native.config_resolve(args.preset, args.config, args.attention, args.context)
     seed = args.model_seed if args.model_seed is not None else opts["seed"]
-    return _native.Session.fresh(args.out, config, json.dumps(opts), seed, args.data, args.tokenizer or "char", args.vocab_size)
+    return _native.Session.fresh(
+        args.out, config, json.dumps(opts), seed, args.data, args.tokenizer or "char", args.vocab_size
+    )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -158,17 +185,24 @@ def report(args: argparse.Namespace, trainer: Any, state: dict[str, Any]) -> Non
     steps = trainer.options["steps"]
     if args.json:
         summary = {
-            "out": os.fspath(args.out), "step": state["step"], "attention": trainer.config.attention,
-            "final": last, "metrics": state["metrics"], "peak_rss_bytes": _native.peak_rss_bytes(),
-            "world_size": trainer.world.size, "device": str(trainer.world.device),
+            "out": os.fspath(args.out),
+            "step": state["step"],
+            "attention": trainer.config.attention,
+            "final": last,
+            "metrics": state["metrics"],
+            "peak_rss_bytes": _native.peak_rss_bytes(),
+            "world_size": trainer.world.size,
+            "device": str(trainer.world.device),
         }
         print(json.dumps(summary, indent=2))
     elif state["step"] < steps:
-        print(f"stopped after step {state['step']} of {steps}; checkpoint in {args.out}: continue with --resume")
+        print(
+            f"stopped after step {state['step']} of {steps}; checkpoint in {args.out}: continue with --resume"
+        )
     elif last is not None:
         print(
-            f"trained {last['step']} steps: train loss {last['train_loss']:.4f}, val loss {last['val_loss']:.4f}; "
-            f"checkpoint in {args.out}"
+            f"trained {last['step']} steps: train loss {last['train_loss']:.4f}, "
+            f"val loss {last['val_loss']:.4f}; checkpoint in {args.out}"
         )
 
 

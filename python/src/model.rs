@@ -12,7 +12,7 @@ use orthoformer::model::checkpoint::{load_model, save_model};
 use orthoformer::model::{AttentionKind, FrozenStore, Gpt, GptConfig};
 use orthoformer::nn::hadamard::{Factor, dense_factor, factors};
 
-use crate::convert::{batch_len, f32_in, f32_out, f64_out, u32_in};
+use crate::convert::{batch_len, checked_numel, f32_in, f32_out, f64_out, u32_in};
 use crate::error::{OrPy, guard, value};
 
 /// Parses a `GptConfig` from JSON (every field required, unknown fields rejected) and
@@ -156,6 +156,17 @@ fn hadamard_factors<'py>(
         .collect()
 }
 
+/// Checks that a `b x t` batch's activations (what `Gpt` allocates for it) can be allocated,
+/// so an absurd batch is a `MemoryError`, not an abort inside the library.
+fn check_activations(model: &Gpt, b: usize, t: usize) -> PyResult<()> {
+    if t > model.config().context {
+        // The library's own check gives the message; nothing is allocated.
+        return Ok(());
+    }
+    let floats = orthoformer::model::accounting::activation_floats(model.config(), b, t);
+    checked_numel(&[floats], 4).map(|_| ())
+}
+
 /// The Rust GPT: its parameters, frozen weights, forward and backward.
 #[pyclass(name = "Gpt", module = "orthoformer._native")]
 pub(crate) struct PyGpt {
@@ -268,6 +279,7 @@ impl PyGpt {
         t: usize,
     ) -> PyResult<Bound<'py, PyByteArray>> {
         let ids = u32_in(tokens, "tokens", Some(batch_len(b, t)?))?;
+        check_activations(&self.inner, b, t)?;
         let inner = &mut self.inner;
         let logits =
             py.detach(|| guard(|| inner.logits(&ids, b, t).map(<[f32]>::to_vec).or_py()))?;
@@ -288,6 +300,7 @@ impl PyGpt {
             u32_in(inputs, "inputs", Some(n))?,
             u32_in(targets, "targets", Some(n))?,
         );
+        check_activations(&self.inner, b, t)?;
         let inner = &mut self.inner;
         py.detach(|| guard(|| inner.loss(&x, &y, b, t).or_py()))
     }
@@ -308,6 +321,7 @@ impl PyGpt {
             u32_in(inputs, "inputs", Some(n))?,
             u32_in(targets, "targets", Some(n))?,
         );
+        check_activations(&self.inner, b, t)?;
         let inner = &mut self.inner;
         py.detach(|| guard(|| inner.forward_backward(&x, &y, b, t, dropout_seed).or_py()))
     }

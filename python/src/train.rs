@@ -184,7 +184,7 @@ impl PyBatchSampler {
         t: usize,
     ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
         let tokens = data.split(split)?;
-        crate::convert::batch_len(b, t)?;
+        crate::convert::checked_numel(&[b, t, 2], 4)?;
         if b == 0 || t == 0 || tokens.len() <= t {
             return Err(value(format!(
                 "cannot draw a {b} x {t} batch from the {} {split} tokens",

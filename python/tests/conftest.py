@@ -50,10 +50,20 @@ def cli_json(cli: Callable[..., subprocess.CompletedProcess]) -> Callable[..., A
     return run
 
 
-def python_module(module: str, *args: Any, torchrun: int = 0, env: Any = None, timeout: int = 300) -> subprocess.CompletedProcess:
+def python_module(
+    module: str, *args: Any, torchrun: int = 0, env: Any = None, timeout: int = 300
+) -> subprocess.CompletedProcess:
     """Runs ``python -m MODULE ARGS`` (under ``torchrun`` with that many processes)."""
     if torchrun:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun}", "-m", module]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={torchrun}",
+            "-m",
+            module,
+        ]
     else:
         cmd = [sys.executable, "-m", module]
     # One thread per process: the test models are tiny, and OpenMP's spinning threads slow to
@@ -67,7 +77,9 @@ def python_module(module: str, *args: Any, torchrun: int = 0, env: Any = None, t
 def smollm2() -> pathlib.Path:
     """The SmolLM2 test model; skipped when absent outside CI, a failure under CI (as the
     Rust tests treat it)."""
-    path = pathlib.Path(os.environ.get("ORTHOFORMER_SMOLLM2", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    path = pathlib.Path(
+        os.environ.get("ORTHOFORMER_SMOLLM2", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    )
     if not path.is_file():
         if os.environ.get("CI"):
             pytest.fail(f"{path} is missing under CI: run scripts/fetch_smollm2.sh")

@@ -17,10 +17,16 @@ CASES = [
     ("qr_7x3_s5_g1.5", ["--method", "qr", "--rows", "7", "--cols", "3", "--seed", "5", "--gain", "1.5"]),
     ("qr_3x7_s1", ["--method", "qr", "--rows", "3", "--cols", "7", "--seed", "1"]),
     ("svd_6x6_s2", ["--method", "svd", "--rows", "6", "--cols", "6", "--seed", "2"]),
-    ("householder_9x4_s3_f64", ["--method", "householder", "--rows", "9", "--cols", "4", "--seed", "3", "--dtype", "f64"]),
+    (
+        "householder_9x4_s3_f64",
+        ["--method", "householder", "--rows", "9", "--cols", "4", "--seed", "3", "--dtype", "f64"],
+    ),
     ("cayley_5x2_s4", ["--method", "cayley", "--rows", "5", "--cols", "2", "--seed", "4"]),
     ("kaiming-uniform_4x3x3_s9", ["--method", "kaiming-uniform", "--shape", "4,3,3", "--seed", "9"]),
-    ("trunc-normal_20_s8", ["--method", "trunc-normal", "--shape", "4,5", "--seed", "8", "--lo", "-0.5", "--hi", "1.5"]),
+    (
+        "trunc-normal_20_s8",
+        ["--method", "trunc-normal", "--shape", "4,5", "--seed", "8", "--lo", "-0.5", "--hi", "1.5"],
+    ),
     ("sparse_6x4_s2", ["--method", "sparse", "--shape", "6,4", "--sparsity", "0.5", "--seed", "2"]),
     ("zer-o_8x3", ["--method", "zer-o", "--shape", "8,3"]),
 ]

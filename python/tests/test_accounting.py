@@ -7,7 +7,9 @@ import pytest
 import orthoformer
 
 
-@pytest.mark.parametrize("preset,attention", [("seed-003", "orthogonal"), ("config-b", "orthogonal-hadamard"), ("tiny", None)])
+@pytest.mark.parametrize(
+    "preset,attention", [("seed-003", "orthogonal"), ("config-b", "orthogonal-hadamard"), ("tiny", None)]
+)
 def test_params_is_the_cli_account(cli_json, preset, attention) -> None:
     args = ["params", "--preset", preset, "--batch", 4] + (["--attention", attention] if attention else [])
     want = cli_json(*args)

@@ -21,7 +21,7 @@ def test_reads_a_cli_checkpoint(cli, tmp_path) -> None:
     assert ckpt.step == 4 and ckpt.state["options"]["batch"] == 4
     assert ckpt.config.attention == "orthogonal"
     assert set(ckpt.params) == {row[0] for row in ckpt.model.table}
-    assert set(ckpt.frozen) == {f"h.{l}.attn.{w}.weight" for l in range(2) for w in "qk"}
+    assert set(ckpt.frozen) == {f"h.{layer}.attn.{w}.weight" for layer in range(2) for w in "qk"}
     assert ckpt.state["adam_t"] == 4 and np.abs(ckpt.adam_v["wte"]).max() > 0
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert ckpt.state["tokenizer"]["kind"] == "char" and len(metrics) == 2
@@ -32,8 +32,14 @@ def test_python_written_checkpoint_evaluates_like_the_original(cli_json, cli, tm
     ckpt = load_checkpoint(run)
     copy = tmp_path / "copy"
     save_checkpoint(
-        copy, ckpt.config, ckpt.params, frozen=ckpt.frozen, data=Data(context=16), options=ckpt.state["options"],
-        step=ckpt.step, adam=(ckpt.adam_m, ckpt.adam_v, ckpt.state["adam_t"]),
+        copy,
+        ckpt.config,
+        ckpt.params,
+        frozen=ckpt.frozen,
+        data=Data(context=16),
+        options=ckpt.state["options"],
+        step=ckpt.step,
+        adam=(ckpt.adam_m, ckpt.adam_v, ckpt.state["adam_t"]),
     )
     a = cli_json("eval", "--checkpoint", run, "--eval-iters", 3)["report"]
     b = cli_json("eval", "--checkpoint", copy, "--eval-iters", 3)["report"]
@@ -80,4 +86,6 @@ def test_save_rejects_mismatched_inputs(tmp_path) -> None:
     with pytest.raises(ValueError, match="vocabulary"):
         save_checkpoint(tmp_path / "c", small_config(vocab_size=70), {**params, "wte": np.zeros((70, 16))})
     with pytest.raises(ValueError, match="batch"):
-        save_checkpoint(tmp_path / "d", cfg, params, options={**orthoformer.data.DEFAULTS["options"], "batch": 0})
+        save_checkpoint(
+            tmp_path / "d", cfg, params, options={**orthoformer.data.DEFAULTS["options"], "batch": 0}
+        )

@@ -20,7 +20,11 @@ def torch_checkpoint(tmp_path_factory):
     data = Data(context=16)
     model = GPT(small_config("orthogonal", "post"), seed=7)
     decay, rest = model.decay_groups()
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}], lr=1e-2, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+        lr=1e-2,
+        betas=(0.9, 0.95),
+    )
     train = data.tokens("train")
     rng = np.random.default_rng(0)
     for _ in range(5):

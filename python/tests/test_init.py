@@ -39,7 +39,21 @@ def test_matches_pinned_cli_output(key: str, args: list[str]) -> None:
 @pytest.mark.parametrize("rows,cols,seed,gain", [(768, 64, 0, 1.0), (5, 11, 3, 0.5), (17, 17, 42, 2.0)])
 def test_orthogonal_is_the_cli_bit_for_bit(cli, tmp_path, method, rows, cols, seed, gain) -> None:
     out = tmp_path / "x.npy"
-    cli("init", "--method", method, "--rows", rows, "--cols", cols, "--seed", seed, "--gain", gain, "--out", out)
+    cli(
+        "init",
+        "--method",
+        method,
+        "--rows",
+        rows,
+        "--cols",
+        cols,
+        "--seed",
+        seed,
+        "--gain",
+        gain,
+        "--out",
+        out,
+    )
     want = np.load(out)
     got = oi.orthogonal(rows, cols, method=method, seed=seed, gain=gain)
     assert got.dtype == np.float32 and got.shape == (rows, cols)

@@ -69,7 +69,9 @@ def test_frozen_weights_never_train_and_never_reach_the_optimizer() -> None:
     model = GPT(small_config("orthogonal"), seed=1)
     before = {n: b.clone() for n, b in model.frozen_buffers().items()}
     decay, rest = model.decay_groups()
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}], lr=0.1)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}], lr=0.1
+    )
     x = torch.from_numpy(tokens(2, 16, 3))
     for _ in range(3):
         opt.zero_grad()
@@ -86,7 +88,9 @@ def test_fast_hadamard_equals_its_dense_matrix(c) -> None:
     rust = orthoformer.RustGPT(cfg)
     for ft in rust.frozen().values():
         assert ft.signs is not None
-        err = check_dense(torch.from_numpy(ft.value.copy()), torch.from_numpy(ft.signs.copy()), torch.from_numpy(ft.perm))
+        err = check_dense(
+            torch.from_numpy(ft.value.copy()), torch.from_numpy(ft.signs.copy()), torch.from_numpy(ft.perm)
+        )
         assert err < 1e-5, f"C={c}: {err}"
 
 
@@ -121,3 +125,15 @@ def test_bad_inputs_are_errors() -> None:
         small_config("orthogonal-hadamard", d_model=10)
     with pytest.raises(ValueError):
         orthoformer.GPTConfig.preset("gpt5")
+
+
+def test_absurd_batches_are_memory_errors_not_aborts() -> None:
+    # A huge vocabulary makes the logits of 2M tokens 8 TB: refused before the library
+    # allocates anything.
+    rust = orthoformer.RustGPT(small_config(vocab_size=1_000_000, d_model=8, d_ff=8), seed=0)
+    with pytest.raises(MemoryError):
+        rust.logits(np.zeros((125_000, 16), dtype=np.int64))
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        rust.logits(np.full((1, 4), 1_000_000))
+    with pytest.raises(ValueError, match="token ids must be integers"):
+        rust.logits(np.full((1, 4), -1))

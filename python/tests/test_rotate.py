@@ -12,14 +12,24 @@ from conftest import ROOT, smollm2
 def test_rotation_keeps_the_logits_and_writes_a_loadable_gguf(tmp_path) -> None:
     model = smollm2()
     out = tmp_path / "rotated.gguf"
-    r = orthoformer.rotate(model, out, rotation="hadamard", seed=1, gguf_type="f16",
-                           check=ROOT / "data" / "tinyshakespeare.txt", check_tokens=48, context=48)
+    r = orthoformer.rotate(
+        model,
+        out,
+        rotation="hadamard",
+        seed=1,
+        gguf_type="f16",
+        check=ROOT / "data" / "tinyshakespeare.txt",
+        check_tokens=48,
+        context=48,
+    )
     assert r["width"] == 576 and r["outputs"] == [str(out)] and out.stat().st_size > 100_000_000
     c = r["check"]
     assert c["max_abs_logit_diff"] < 1e-2 and c["top1_agreement"] > 0.99
     assert abs(c["ppl_a"] - c["ppl_b"]) < 1e-3 * c["ppl_a"]
     # The written file is itself a model the library reads (rotating it again checks it).
-    again = orthoformer.rotate(out, rotation="random", check=ROOT / "data" / "tinyshakespeare.txt", check_tokens=16, context=16)
+    again = orthoformer.rotate(
+        out, rotation="random", check=ROOT / "data" / "tinyshakespeare.txt", check_tokens=16, context=16
+    )
     assert again["check"]["max_abs_logit_diff"] < 1e-2
 
 

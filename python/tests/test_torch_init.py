@@ -32,13 +32,31 @@ def test_orthogonal_flattens_trailing_dims_and_handles_wide() -> None:
 @pytest.mark.parametrize(
     "fill,np_call",
     [
-        (lambda t: ti.uniform_(t, -1.0, 3.0, seed=5), lambda s: oi.uniform(s, -1.0, 3.0, seed=5, dtype=np.float64)),
-        (lambda t: ti.normal_(t, 2.0, 0.5, seed=5), lambda s: oi.normal(s, 2.0, 0.5, seed=5, dtype=np.float64)),
-        (lambda t: ti.trunc_normal_(t, 0.0, 1.0, -1.0, 1.0, seed=5), lambda s: oi.trunc_normal(s, 0.0, 1.0, -1.0, 1.0, seed=5, dtype=np.float64)),
-        (lambda t: ti.xavier_uniform_(t, gain=1.5, seed=5), lambda s: oi.xavier_uniform(s, 1.5, seed=5, dtype=np.float64)),
+        (
+            lambda t: ti.uniform_(t, -1.0, 3.0, seed=5),
+            lambda s: oi.uniform(s, -1.0, 3.0, seed=5, dtype=np.float64),
+        ),
+        (
+            lambda t: ti.normal_(t, 2.0, 0.5, seed=5),
+            lambda s: oi.normal(s, 2.0, 0.5, seed=5, dtype=np.float64),
+        ),
+        (
+            lambda t: ti.trunc_normal_(t, 0.0, 1.0, -1.0, 1.0, seed=5),
+            lambda s: oi.trunc_normal(s, 0.0, 1.0, -1.0, 1.0, seed=5, dtype=np.float64),
+        ),
+        (
+            lambda t: ti.xavier_uniform_(t, gain=1.5, seed=5),
+            lambda s: oi.xavier_uniform(s, 1.5, seed=5, dtype=np.float64),
+        ),
         (lambda t: ti.xavier_normal_(t, seed=5), lambda s: oi.xavier_normal(s, seed=5, dtype=np.float64)),
-        (lambda t: ti.kaiming_uniform_(t, a=0.1, mode="fan_out", seed=5), lambda s: oi.kaiming_uniform(s, 0.1, "fan_out", seed=5, dtype=np.float64)),
-        (lambda t: ti.kaiming_normal_(t, nonlinearity="relu", seed=5), lambda s: oi.kaiming_normal(s, nonlinearity="relu", seed=5, dtype=np.float64)),
+        (
+            lambda t: ti.kaiming_uniform_(t, a=0.1, mode="fan_out", seed=5),
+            lambda s: oi.kaiming_uniform(s, 0.1, "fan_out", seed=5, dtype=np.float64),
+        ),
+        (
+            lambda t: ti.kaiming_normal_(t, nonlinearity="relu", seed=5),
+            lambda s: oi.kaiming_normal(s, nonlinearity="relu", seed=5, dtype=np.float64),
+        ),
         (lambda t: ti.sparse_(t, 0.25, seed=5), lambda s: oi.sparse(s, 0.25, seed=5, dtype=np.float64)),
         (lambda t: ti.constant_(t, 0.3), lambda s: oi.constant(s, 0.3, dtype=np.float64)),
         (lambda t: ti.ones_(t), lambda s: oi.ones(s, dtype=np.float64)),
@@ -70,7 +88,9 @@ def test_laws_follow_torch_nn_init_fan_rules() -> None:
     a = (6 / 500) ** 0.5
     assert float(x.abs().max()) <= a and float(x.std()) == pytest.approx(a / 3**0.5, rel=0.02)
     assert ti.calculate_gain("relu") == torch.nn.init.calculate_gain("relu")
-    assert ti.calculate_gain("leaky_relu", 0.3) == pytest.approx(torch.nn.init.calculate_gain("leaky_relu", 0.3))
+    assert ti.calculate_gain("leaky_relu", 0.3) == pytest.approx(
+        torch.nn.init.calculate_gain("leaky_relu", 0.3)
+    )
 
 
 def test_dirac_is_torch_nn_init_dirac() -> None:

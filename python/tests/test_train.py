@@ -13,7 +13,22 @@ import pytest
 import orthoformer
 from conftest import python_module
 
-COMMON = ["--context", "16", "--steps", 20, "--lr", 1e-2, "--warmup", 2, "--eval-every", 10, "--eval-iters", 2, "--seed", 3]
+COMMON = [
+    "--context",
+    "16",
+    "--steps",
+    20,
+    "--lr",
+    1e-2,
+    "--warmup",
+    2,
+    "--eval-every",
+    10,
+    "--eval-iters",
+    2,
+    "--seed",
+    3,
+]
 
 
 @pytest.fixture
@@ -50,7 +65,9 @@ def max_diff(a: dict, b: dict) -> float:
 def test_two_gloo_processes_equal_one_with_the_whole_batch(cli_json, tmp_path, tiny) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     train(*tiny, *COMMON, "--attention", "orthogonal", "--batch", 8, "--out", one, "--device", "cpu")
-    train(*tiny, *COMMON, "--attention", "orthogonal", "--batch", 8, "--out", two, "--device", "cpu", torchrun=2)
+    train(
+        *tiny, *COMMON, "--attention", "orthogonal", "--batch", 8, "--out", two, "--device", "cpu", torchrun=2
+    )
     a, b = weights(one), weights(two)
     assert max_diff(a, b) < 1e-5
     sa, sb = (orthoformer.load_checkpoint(r).state for r in (one, two))

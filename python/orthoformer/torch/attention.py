@@ -58,7 +58,9 @@ def _exclusive_cumsum(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((torch.zeros_like(x[:, :, :1]), torch.cumsum(x, dim=2)[:, :, :-1]), dim=2)
 
 
-def causal_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = LINEAR_CHUNK) -> torch.Tensor:
+def causal_linear_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = LINEAR_CHUNK
+) -> torch.Tensor:
     """``o_t = φq_tᵀ S_t / (φq_t·z_t + ε)`` with ``S_t = Σ_{s≤t} φk_s v_sᵀ``, ``z_t = Σ_{s≤t}
     φk_s``, for feature-mapped ``q, k`` and ``v`` ``(B, H, T, D)``. Within a chunk the
     masked quadratic form, across chunks the running state (exclusive prefix sums)."""
@@ -82,7 +84,9 @@ def causal_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c
     return o.reshape(b, h, n * c, d)[:, :, :t]
 
 
-def _projection(kind: str, name: str, cfg: GPTConfig, frozen: dict[str, FrozenTensor], layer: int) -> Optional[nn.Module]:
+def _projection(
+    kind: str, name: str, cfg: GPTConfig, frozen: dict[str, FrozenTensor], layer: int
+) -> Optional[nn.Module]:
     """The module making queries (``name`` ``q``) or keys (``k``): ``None`` for identity
     queries and tied keys, which have no tensor of their own."""
     c = cfg.d_model
@@ -93,7 +97,9 @@ def _projection(kind: str, name: str, cfg: GPTConfig, frozen: dict[str, FrozenTe
     ft = frozen[f"h.{layer}.attn.{name}.weight"]
     weight = torch.from_numpy(ft.value.copy())
     if kind == "hadamard" and ft.signs is not None and ft.perm is not None:
-        return HadamardProjection(weight, torch.from_numpy(ft.signs.copy()), torch.from_numpy(ft.perm), cfg.attn_bias)
+        return HadamardProjection(
+            weight, torch.from_numpy(ft.signs.copy()), torch.from_numpy(ft.perm), cfg.attn_bias
+        )
     # Frozen dense, or Hadamard values imported without their transform: a dense product.
     return FrozenLinear(weight, cfg.attn_bias)
 
@@ -126,5 +132,7 @@ class CausalSelfAttention(nn.Module):
             y = causal_linear_attention(feature_map(q), feature_map(k), v)
         else:
             p = self.dropout if self.training else 0.0
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True, scale=1.0 / math.sqrt(self.d_head))
+            y = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=p, is_causal=True, scale=1.0 / math.sqrt(self.d_head)
+            )
         return self.o(y.transpose(1, 2).reshape(b, t, c))

@@ -33,6 +33,21 @@ class World:
             dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return t
 
+    def same_everywhere(self, values: list[int]) -> bool:
+        """Whether every process holds the same ``values`` (true in a world of one)."""
+        if self.size == 1:
+            return True
+        t = torch.tensor(values, dtype=torch.int64, device=self.device)
+        hi, lo = t.clone(), t.clone()
+        dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+        dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+        return bool(torch.equal(hi, lo))
+
+    def synchronize(self) -> None:
+        """Waits for this process's device work (for timing); nothing on the CPU."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
     def close(self) -> None:
         """Leaves the process group."""
         if self.backend is not None and dist.is_initialized():

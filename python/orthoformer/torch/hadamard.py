@@ -27,7 +27,11 @@ def _factors(c: int) -> list[tuple[int, Optional[torch.Tensor]]]:
     ``(m, F)`` for a dense ``m x m`` factor."""
     out = []
     for m, dense in _native.hadamard_factors(c):
-        f = None if dense is None else torch.from_numpy(np.frombuffer(dense, dtype="<f8").reshape(m, m).astype(np.float32))
+        f = (
+            None
+            if dense is None
+            else torch.from_numpy(np.frombuffer(dense, dtype="<f8").reshape(m, m).astype(np.float32))
+        )
         out.append((m, f))
     return out
 
@@ -72,7 +76,9 @@ class HadamardProjection(nn.Module):
         self.bias = nn.Parameter(torch.zeros(c)) if bias else None
 
     def _device_factors(self) -> list[tuple[int, Optional[torch.Tensor]]]:
-        return [(m, None if f is None else getattr(self, f"factor{i}")) for i, (m, f) in enumerate(self.factors)]
+        return [
+            (m, None if f is None else getattr(self, f"factor{i}")) for i, (m, f) in enumerate(self.factors)
+        ]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         c = x.shape[-1]

@@ -23,7 +23,7 @@ def _fill(tensor: torch.Tensor, method: str, seed: int = 0, **params: Any) -> to
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
     if tensor.numel() == 0:
-        warnings.warn("Initializing zero-element tensors is a no-op")
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
         return tensor
     shape = tuple(tensor.shape) if tensor.dim() > 0 else (1,)
     values = _init.generate(method, shape, seed, np.float64, **params)
@@ -86,14 +86,22 @@ def xavier_normal_(tensor: torch.Tensor, gain: float = 1.0, seed: int = 0) -> to
 
 
 def kaiming_uniform_(
-    tensor: torch.Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", seed: int = 0
+    tensor: torch.Tensor,
+    a: float = 0.0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    seed: int = 0,
 ) -> torch.Tensor:
     """``U(−b, b)``, ``b = √3·gain(nonlinearity, a)/√fan``."""
     return _fill(tensor, "kaiming-uniform", seed, a=a, mode=mode, nonlinearity=nonlinearity)
 
 
 def kaiming_normal_(
-    tensor: torch.Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", seed: int = 0
+    tensor: torch.Tensor,
+    a: float = 0.0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    seed: int = 0,
 ) -> torch.Tensor:
     """``N(0, std²)``, ``std = gain(nonlinearity, a)/√fan``."""
     return _fill(tensor, "kaiming-normal", seed, a=a, mode=mode, nonlinearity=nonlinearity)
@@ -119,8 +127,12 @@ def zero_init_(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def mimetic_(
-    q_weight: torch.Tensor, k_weight: torch.Tensor, v_weight: torch.Tensor, o_weight: torch.Tensor,
-    heads: int, seed: int = 0,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    v_weight: torch.Tensor,
+    o_weight: torch.Tensor,
+    heads: int,
+    seed: int = 0,
 ) -> None:
     """Mimetic initialisation of four ``nn.Linear`` weights (``out x in``, ``d x d``) of one
     attention layer with ``heads`` heads: ``W_Q W_Kᵀ ≈ α₁Z₁ + β₁I`` per head,

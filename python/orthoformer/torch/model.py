@@ -71,7 +71,9 @@ class GPT(nn.Module):
     """The GPT language model. ``GPT(config, seed)`` builds ``config`` (a :class:`GPTConfig`
     or a preset name) with the library's initialisation from ``seed``."""
 
-    def __init__(self, config: Union[GPTConfig, str], seed: int = 0, *, _rust: Optional[RustGPT] = None) -> None:
+    def __init__(
+        self, config: Union[GPTConfig, str], seed: int = 0, *, _rust: Optional[RustGPT] = None
+    ) -> None:
         super().__init__()
         cfg = GPTConfig.preset(config) if isinstance(config, str) else config.validate()
         rust = _rust if _rust is not None else RustGPT(cfg, seed)
@@ -80,7 +82,9 @@ class GPT(nn.Module):
         self.load_flat(f32(rust._m.params()), rust.table)
 
     @classmethod
-    def from_parts(cls, config: GPTConfig, frozen_rows: list, table: list, flat: Union[bytes, bytearray]) -> "GPT":
+    def from_parts(
+        cls, config: GPTConfig, frozen_rows: list, table: list, flat: Union[bytes, bytearray]
+    ) -> GPT:
         """A model from the native module's pieces: frozen rows, tensor table and flat
         parameters (what a training ``Session`` hands over)."""
         model = cls.__new__(cls)
@@ -121,7 +125,9 @@ class GPT(nn.Module):
         """The frozen projections by the library's name (``h.{l}.attn.{q,k}.weight``)."""
         return {n: b for n, b in self.named_buffers() if n.endswith(".weight")}
 
-    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def forward(
+        self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Logits ``(B, T, V)`` of token ids ``idx`` ``(B, T)`` and, with ``targets``, the mean
         cross-entropy."""
         b, t = idx.shape
@@ -144,7 +150,9 @@ class GPT(nn.Module):
         return decay, rest
 
     @classmethod
-    def from_checkpoint(cls, path: Union[str, "PathLike[str]"], device: Union[str, torch.device, None] = None) -> "GPT":
+    def from_checkpoint(
+        cls, path: Union[str, PathLike[str]], device: Union[str, torch.device, None] = None
+    ) -> GPT:
         """The model of a checkpoint folder written by ``orthoformer train`` (or by
         :meth:`save_checkpoint`), verified by the library."""
         ckpt = load_checkpoint(path)
@@ -157,7 +165,7 @@ class GPT(nn.Module):
 
     def save_checkpoint(
         self,
-        path: Union[str, "PathLike[str]"],
+        path: Union[str, PathLike[str]],
         *,
         data: Optional[Data] = None,
         options: Optional[dict[str, Any]] = None,
@@ -174,12 +182,22 @@ class GPT(nn.Module):
         adam = None if optimizer is None else adam_moments(self, optimizer)
         frozen = {n: b.detach().to("cpu", torch.float32).numpy() for n, b in self.frozen_buffers().items()}
         save_checkpoint(
-            os.fspath(path), self.config, self.state_numpy(), frozen=frozen, data=data, options=options,
-            step=step, model_seed=model_seed, metrics=metrics, adam=adam,
+            os.fspath(path),
+            self.config,
+            self.state_numpy(),
+            frozen=frozen,
+            data=data,
+            options=options,
+            step=step,
+            model_seed=model_seed,
+            metrics=metrics,
+            adam=adam,
         )
 
 
-def adam_moments(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
+def adam_moments(
+    model: nn.Module, optimizer: torch.optim.Optimizer
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """An AdamW's ``(m, v, t)`` by parameter name (zeros for parameters it has not stepped)."""
     m, v, t = {}, {}, 0
     for name, p in model.named_parameters():

@@ -47,7 +47,9 @@ class Trainer:
                 f"split evenly by rank; use a multiple of {world.size}"
             )
         self.local_b = b // world.size
-        self.model = GPT.from_parts(self.config, session.frozen(), self.table, session.params()).to(world.device)
+        self.model = GPT.from_parts(self.config, session.frozen(), self.table, session.params()).to(
+            world.device
+        )
         self.params = dict(self.model.named_parameters())
         self.ddp = self.model
         if world.size > 1:
@@ -56,14 +58,28 @@ class Trainer:
             self.ddp = DistributedDataParallel(self.model, device_ids=ids, broadcast_buffers=False)
         self.opt = self._optimizer()
         self.data = session.data()
+        self._check_same_data()
         self.stop_requested = False
+        self.stop_agreed = False
+
+    def _check_same_data(self) -> None:
+        """Every rank tokenized the text itself: check they agree (vocabulary, token counts,
+        a checksum of the ids) before a single batch is drawn."""
+        train, val = (np.frombuffer(self.data.tokens(s), dtype="<u4") for s in ("train", "val"))
+        checksum = int((train.astype(np.uint64) * np.uint64(2654435761)).sum() % np.uint64(2**61 - 1))
+        if not self.world.same_everywhere([self.data.vocab_size(), len(train), len(val), checksum]):
+            raise ValueError(
+                "the processes tokenized the training text differently: pass the same --data to every rank"
+            )
 
     def _optimizer(self) -> torch.optim.AdamW:
         a = self.options["adamw"]
         decay, rest = self.model.decay_groups()
         opt = torch.optim.AdamW(
             [{"params": decay, "weight_decay": a["weight_decay"]}, {"params": rest, "weight_decay": 0.0}],
-            lr=self.options["lr"], betas=(a["beta1"], a["beta2"]), eps=a["eps"],
+            lr=self.options["lr"],
+            betas=(a["beta1"], a["beta2"]),
+            eps=a["eps"],
         )
         t = int(self.state["adam_t"])
         if t > 0:
@@ -111,8 +127,13 @@ class Trainer:
             tokens_per_s = steps * self.options["batch"] * self.t / secs
             ms_per_step = secs * 1e3 / steps
         rec = {
-            "step": step, "train_loss": self.estimate_loss("train"), "val_loss": self.estimate_loss("val"),
-            "step_loss": None, "lr": lr, "tokens_per_s": tokens_per_s, "ms_per_step": ms_per_step,
+            "step": step,
+            "train_loss": self.estimate_loss("train"),
+            "val_loss": self.estimate_loss("val"),
+            "step_loss": None,
+            "lr": lr,
+            "tokens_per_s": tokens_per_s,
+            "ms_per_step": ms_per_step,
         }
         rss = _native.peak_rss_bytes()
         if rss is not None:
@@ -148,7 +169,9 @@ class Trainer:
         _, loss = self.ddp(x, y)
         loss.backward()
         # The global batch's mean loss, and whether any rank was asked to stop, in one reduction.
-        flags = torch.stack((loss.detach().float(), torch.tensor(float(self.stop_requested), device=loss.device)))
+        flags = torch.stack(
+            (loss.detach().float(), torch.tensor(float(self.stop_requested), device=loss.device))
+        )
         flags = self.world.all_reduce_sum(flags)
         loss_value = float(flags[0].item()) / self.world.size
         self.stop_agreed = bool(flags[1].item() > 0)
@@ -156,7 +179,11 @@ class Trainer:
         if not math.isfinite(loss_value) or not math.isfinite(norm):
             what, value = ("loss", loss_value) if not math.isfinite(loss_value) else ("gradient norm", norm)
             last = self.state.get("last_checkpoint")
-            kept = f"the last good checkpoint (step {last}) is kept" if last is not None else "no checkpoint had been written yet"
+            kept = (
+                f"the last good checkpoint (step {last}) is kept"
+                if last is not None
+                else "no checkpoint had been written yet"
+            )
             raise TrainingStopped(
                 f"the {what} became {value} at step {s + 1}, so training stopped; {kept}; lower --lr, "
                 "raise --warmup or set --grad-clip"
@@ -184,7 +211,9 @@ class Trainer:
             st = self.opt.state.get(p, {})
             if "exp_avg" in st:
                 m[offset : offset + k] = st["exp_avg"].detach().to("cpu", torch.float32).reshape(-1).numpy()
-                v[offset : offset + k] = st["exp_avg_sq"].detach().to("cpu", torch.float32).reshape(-1).numpy()
+                v[offset : offset + k] = (
+                    st["exp_avg_sq"].detach().to("cpu", torch.float32).reshape(-1).numpy()
+                )
                 t = int(float(st["step"]))
         self.state["adam_t"] = t
         self.session.save(flat.tobytes(), json.dumps(self.state), m.tobytes(), v.tobytes())
@@ -199,7 +228,6 @@ class Trainer:
         end = o["steps"] if stop_at is None else min(stop_at, o["steps"])
         sampler = _native.BatchSampler(o["seed"], st["sampler_word_pos"])
         previous = signal.signal(signal.SIGINT, self._interrupt)
-        self.stop_agreed = False
         try:
             if not st["metrics"]:
                 st["metrics"].append(self.evaluate(0, o["lr"], None))
@@ -207,10 +235,13 @@ class Trainer:
             while st["step"] < end:
                 if self.stop_agreed or (self.world.size == 1 and self.stop_requested):
                     self.save(sampler)
-                    raise TrainingStopped(f"interrupted at step {st['step']}; a checkpoint was written: continue with --resume")
+                    raise TrainingStopped(
+                        f"interrupted at step {st['step']}; a checkpoint was written: continue with --resume"
+                    )
                 s = st["step"]
                 started = time.perf_counter()
                 loss, _ = self.step(s, sampler)
+                self.world.synchronize()
                 secs += time.perf_counter() - started
                 timed += 1
                 st["window_loss"] += loss
@@ -226,7 +257,9 @@ class Trainer:
                     st["last_checkpoint"] = st["step"]
                     timed, secs = 0, 0.0
                     if self.world.main:
-                        self.log(f"step {rec['step']:>6}  train {rec['train_loss']:.4f}  val {rec['val_loss']:.4f}")
+                        self.log(
+                            f"step {rec['step']:>6}  train {rec['train_loss']:.4f}  val {rec['val_loss']:.4f}"
+                        )
             if st.get("last_checkpoint") != st["step"]:
                 self.save(sampler)
                 st["last_checkpoint"] = st["step"]
