@@ -25,7 +25,7 @@ def tokens(b: int, t: int, seed: int) -> np.ndarray:
 @pytest.mark.parametrize("attention,norm", CASES)
 def test_cli_checkpoint_gives_the_cli_logits_and_gradients(cli, tmp_path, attention, norm) -> None:
     cfg = small_config(attention, norm)
-    run = cli_train(cli, tmp_path, cfg)
+    run = cli_train(cli, tmp_path, cfg, steps=12)
     model = GPT.from_checkpoint(run)
     rust = orthoformer.load_checkpoint(run).model
     x, y = tokens(3, 16, 1), tokens(3, 16, 2)

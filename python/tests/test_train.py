@@ -127,3 +127,27 @@ def test_resume_refuses_new_options(tmp_path, tiny) -> None:
     train(*tiny, *COMMON, "--batch", 4, "--out", run, "--stop-at", 2)
     p = python_module("orthoformer.train", "--out", run, "--resume", "--lr", 1e-3)
     assert p.returncode == 2 and "only --steps may change" in p.stderr
+
+
+def test_defaults_are_the_cli_defaults(cli, tmp_path) -> None:
+    rust, py = tmp_path / "rust", tmp_path / "py"
+    cli("train", "--steps", 1, "--eval-iters", 1, "--out", rust)
+    train("--steps", 1, "--eval-iters", 1, "--out", py)
+    a, b = (orthoformer.load_checkpoint(r).state for r in (rust, py))
+    assert a["options"] == b["options"] and a["model"] == b["model"] and a["model_seed"] == b["model_seed"]
+    assert a["options"]["batch"] == 16 and a["model"]["context"] == 64
+
+
+def test_cuda_selects_nccl_and_the_gpu(monkeypatch) -> None:
+    import torch
+
+    from orthoformer.torch import distributed
+
+    assert distributed.backend_for(torch.device("cpu")) == "gloo"
+    assert distributed.backend_for(torch.device("cuda", 0)) == "nccl"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert distributed.pick_device("auto") == torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert distributed.pick_device("auto") == torch.device("cpu")
+    with pytest.raises(ValueError, match="no CUDA device"):
+        distributed.pick_device("cuda")

@@ -65,6 +65,11 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+def backend_for(device: torch.device) -> str:
+    """The collective backend of a device: NCCL on CUDA, gloo on the CPU."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
 def setup(device: str = "auto") -> World:
     """Joins the job ``torchrun`` started (NCCL on CUDA, gloo on the CPU), or makes a world of
     one. On CUDA each process uses the device of its ``LOCAL_RANK``."""
@@ -78,6 +83,6 @@ def setup(device: str = "auto") -> World:
         torch.cuda.set_device(dev)
     backend = None
     if size > 1:
-        backend = "nccl" if dev.type == "cuda" else "gloo"
+        backend = backend_for(dev)
         dist.init_process_group(backend=backend)
     return World(rank=rank, size=size, local_rank=local, device=dev, backend=backend)
