@@ -16,7 +16,7 @@ import numpy as np
 from . import _native
 from .config import GPTConfig
 from .data import DEFAULTS, Data
-from .model import FrozenTensor, RustGPT, f32, f32_bytes, unflatten
+from .model import FrozenTensor, RustGPT, f32, f32_bytes, flatten, unflatten
 
 PathArg = Union[str, "PathLike[str]"]
 
@@ -87,8 +87,6 @@ def save_checkpoint(
     training options (default: ``orthoformer train``'s), ``adam`` the AdamW moments ``(m, v,
     t)`` by name (default: zeros, no step taken), ``metrics`` the evaluation records.
     """
-    from .model import flatten
-
     model = _native.Gpt.zeroed(config.to_json())
     table = model.tensors()
     model.set_params(flatten(params, table))

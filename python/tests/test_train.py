@@ -151,3 +151,26 @@ def test_cuda_selects_nccl_and_the_gpu(monkeypatch) -> None:
     assert distributed.pick_device("auto") == torch.device("cpu")
     with pytest.raises(ValueError, match="no CUDA device"):
         distributed.pick_device("cuda")
+
+
+def test_ctrl_c_checkpoints_and_resumes(tmp_path, tiny) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    run = tmp_path / "r"
+    cmd = [sys.executable, "-m", "orthoformer.train", *map(str, tiny), *map(str, COMMON)]
+    cmd += ["--steps", "100000", "--batch", "4", "--eval-every", "5", "--out", str(run)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert p.stdout is not None
+    first = p.stdout.readline()  # the first evaluation line: training is under way
+    assert first.startswith("step"), first
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "interrupted at step" in err, err
+    step = int(err.split("interrupted at step ")[1].split(";")[0])
+    assert orthoformer.load_checkpoint(run).step == step
+    train("--out", run, "--resume", "--steps", step + 3)
+    assert orthoformer.load_checkpoint(run).step == step + 3

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import signal
+import sys
 import time
 from typing import Any, Callable, Optional
 
@@ -32,8 +33,9 @@ from .model import GPT
 class Trainer:
     """A run of a native ``Session`` (fresh or resumed) on the devices of ``world``."""
 
-    def __init__(self, session: Any, world: World, log: Callable[[str], None] = print) -> None:
-        self.session, self.world, self.log = session, world, log
+    def __init__(self, session: Any, world: World, log: Optional[Callable[[str], None]] = None) -> None:
+        self.session, self.world = session, world
+        self.log = log if log is not None else (lambda line: print(line, flush=True))
         self.options: dict[str, Any] = json.loads(session.options_json())
         self.options_json = session.options_json()
         self.config = GPTConfig.from_json(session.config_json())
@@ -272,4 +274,8 @@ class Trainer:
             raise KeyboardInterrupt
         self.stop_requested = True
         if self.world.main:
-            self.log("interrupt: writing a checkpoint at the end of this step (Ctrl-C again to quit now)")
+            print(
+                "interrupt: writing a checkpoint at the end of this step (Ctrl-C again to quit now)",
+                file=sys.stderr,
+                flush=True,
+            )
