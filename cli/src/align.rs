@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::Outcome;
 use super::common::print_json;
-use super::eval_llama::{DEFAULT_DATA, read_tokens};
+use super::eval_llama::read_tokens;
 use super::rotate::RotationKind;
 use orthoformer::model::llama::{Llama, load_model};
 use orthoformer::rotate::Rotation;
@@ -24,9 +24,9 @@ pub struct AlignArgs {
     /// Model B, of the same width and tokenizer.
     #[arg(long)]
     pub model_b: PathBuf,
-    /// Text whose hidden states are aligned.
-    #[arg(long, default_value = DEFAULT_DATA)]
-    pub data: PathBuf,
+    /// Text whose hidden states are aligned [default: the embedded TinyShakespeare].
+    #[arg(long)]
+    pub data: Option<PathBuf>,
     /// Layer: the residual stream after this many decoder layers (0 = embeddings).
     #[arg(long)]
     pub layer: usize,
@@ -63,7 +63,7 @@ struct Report {
 
 fn hidden(
     path: &std::path::Path,
-    data: &std::path::Path,
+    data: Option<&std::path::Path>,
     args: &AlignArgs,
 ) -> anyhow::Result<(Vec<f32>, usize)> {
     let loaded = load_model(path).context("loading the model")?;
@@ -74,10 +74,18 @@ fn hidden(
             loaded.weights.cfg.n_layer
         );
     }
+    let max = loaded.weights.cfg.max_context;
+    if args.context == 0 || args.context > max {
+        anyhow::bail!(
+            "--context {} must be between 1 and the model's {max}",
+            args.context
+        );
+    }
+    super::eval_llama::check_cache_fits(&loaded.weights.cfg, args.context)?;
     let ids = read_tokens(&loaded.tokenizer, data, args.max_tokens)?;
     let c = loaded.weights.cfg.d_model;
     let mut m = Llama::new(loaded.weights);
-    let ctx = args.context.max(1);
+    let ctx = args.context;
     let mut cache = m.new_cache(ctx);
     let mut out = Vec::with_capacity(ids.len() * c);
     for chunk in ids.chunks(ctx) {
@@ -89,8 +97,8 @@ fn hidden(
 
 /// Runs `orthoformer align`.
 pub fn run(args: &AlignArgs) -> anyhow::Result<Outcome> {
-    let (a, c) = hidden(&args.model, &args.data, args)?;
-    let (b, cb) = hidden(&args.model_b, &args.data, args)?;
+    let (a, c) = hidden(&args.model, args.data.as_deref(), args)?;
+    let (b, cb) = hidden(&args.model_b, args.data.as_deref(), args)?;
     if c != cb || a.len() != b.len() {
         anyhow::bail!(
             "the models disagree in width ({c} vs {cb}) or tokenization; align needs the same tokenizer and width"

@@ -43,3 +43,15 @@ pub fn bench_shape(name: &str, allow_tiny: bool) -> anyhow::Result<(String, &'st
         }
     }
 }
+
+/// Prints a report: JSON with `--json`, otherwise its text form (tables and paragraphs).
+pub fn emit<R: orthoformer::io::table::Report>(report: &R, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(report);
+    }
+    let mut out = std::io::stdout().lock();
+    // Surface write failures as io::Error so `main` recognises a broken pipe.
+    out.write_all(report.render().as_bytes())?;
+    out.flush()?;
+    Ok(())
+}

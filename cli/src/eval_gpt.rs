@@ -81,8 +81,9 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
         println!("tokens       {}", report.tokens);
         println!("loss         {:.4} nats/token", report.loss);
         println!("perplexity   {:.3}", report.perplexity);
+        // At least one space after the label: "bits/character" is longer than the column.
         let label = format!("bits/{}", report.unit);
-        println!("{label:<13}{:.4}", report.bits_per_unit);
+        println!("{label:<12} {:.4}", report.bits_per_unit);
     }
     Ok(Outcome::Success)
 }

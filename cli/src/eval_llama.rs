@@ -14,30 +14,58 @@ use orthoformer::model::llama::perplexity::perplexity;
 use orthoformer::model::llama::tokenizer::encode;
 use orthoformer::model::llama::{Llama, load_model};
 
-/// Default text: TinyShakespeare in the repository.
-pub const DEFAULT_DATA: &str = "data/tinyshakespeare.txt";
 /// Default number of tokens scored.
 pub const DEFAULT_MAX_TOKENS: usize = 2048;
 /// Default window.
 pub const DEFAULT_CONTEXT: usize = 256;
 
-/// Reads a UTF-8 text and tokenizes its first `max_tokens + 1` tokens.
+/// The name of a text source in reports: the file, or the embedded TinyShakespeare.
+pub fn data_name(data: Option<&Path>) -> String {
+    data.map_or_else(
+        || orthoformer::data::corpus::TINY_SHAKESPEARE_NAME.to_string(),
+        |p| p.display().to_string(),
+    )
+}
+
+/// Checks that a KV cache of `cap` positions for `cfg` fits this machine (K and V, f32, every
+/// layer), before the model allocates it.
+pub fn check_cache_fits(
+    cfg: &orthoformer::model::llama::LlamaConfig,
+    cap: usize,
+) -> anyhow::Result<()> {
+    use orthoformer::io::memory::{bytes, check_fits};
+    check_fits(
+        bytes(&[cap, cfg.n_kv_head, cfg.head_dim(), cfg.n_layer, 2, 4]),
+        format_args!("a KV cache of {cap} positions"),
+    )?;
+    Ok(())
+}
+
+/// Tokenizes the first `max_tokens + 1` tokens of a UTF-8 text: the file `data`, or the
+/// embedded TinyShakespeare when `None` (wherever a command's help says so).
 pub fn read_tokens(
     tok: &orthoformer::model::llama::Tokenizer,
-    path: &Path,
+    data: Option<&Path>,
     max_tokens: usize,
 ) -> anyhow::Result<Vec<u32>> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("reading --data {}", path.display()))?;
+    let file;
+    let bytes: &[u8] = match data {
+        Some(path) => {
+            file = std::fs::read(path)
+                .with_context(|| format!("reading --data {}", path.display()))?;
+            &file
+        }
+        None => orthoformer::data::corpus::TINY_SHAKESPEARE.as_bytes(),
+    };
     // Tokenize a prefix only: about 4 bytes per token is plenty, with a margin.
     let cut = bytes
         .len()
         .min(max_tokens.saturating_mul(8).saturating_add(64));
     let text = String::from_utf8_lossy(&bytes[..cut]);
     let mut ids = encode(tok, &text)?;
-    ids.truncate(max_tokens + 1);
+    ids.truncate(max_tokens.saturating_add(1));
     if ids.len() < 2 {
-        anyhow::bail!("{} has fewer than 2 tokens of text", path.display());
+        anyhow::bail!("{} has fewer than 2 tokens of text", data_name(data));
     }
     Ok(ids)
 }
@@ -58,7 +86,7 @@ struct Report {
 /// Runs this mode of `orthoformer eval`.
 pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
     let path = args.model.as_deref().context("--model is required")?;
-    let data = args.data.clone().unwrap_or_else(|| DEFAULT_DATA.into());
+    let data = args.data.as_deref();
     let context = args.context.unwrap_or(DEFAULT_CONTEXT);
     let max_tokens = args.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
     if context < 2 {
@@ -74,7 +102,8 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
             loaded.weights.cfg.max_context
         );
     }
-    let ids = read_tokens(&loaded.tokenizer, &data, max_tokens)?;
+    check_cache_fits(&loaded.weights.cfg, context)?;
+    let ids = read_tokens(&loaded.tokenizer, data, max_tokens)?;
     let mut model = Llama::new(loaded.weights);
     let stride = (context / 2).max(1);
     let bar = progress_bar((ids.len() - 1) as u64, "eval", args.json);
@@ -91,7 +120,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
     let secs = start.elapsed().as_secs_f64();
     let r = Report {
         model: path.display().to_string(),
-        data: data.display().to_string(),
+        data: data_name(data),
         tokens: p.tokens,
         context,
         stride,

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use super::Outcome;
+use orthoformer::train::generate::SampleOptions;
 
 /// Flags of `orthoformer generate`.
 #[derive(Debug, clap::Args)]
@@ -33,8 +34,21 @@ pub struct GenerateArgs {
     pub seed: u64,
 }
 
+impl GenerateArgs {
+    /// The sampling settings, validated the same way for both modes.
+    pub fn sample_options(&self) -> SampleOptions {
+        SampleOptions {
+            max_new_tokens: self.max_new_tokens,
+            temperature: self.temperature,
+            top_k: self.top_k,
+            seed: self.seed,
+        }
+    }
+}
+
 /// Runs `orthoformer generate`.
 pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
+    args.sample_options().validate()?;
     if args.model.is_some() {
         super::generate_llama::run(args)
     } else {

@@ -9,25 +9,17 @@ use super::Outcome;
 use super::generate::GenerateArgs;
 use orthoformer::model::checkpoint::load_model;
 use orthoformer::train::checkpoint::{self, MODEL_FILE};
-use orthoformer::train::generate::{SampleOptions, generate};
+use orthoformer::train::generate::generate;
 
 /// Runs this mode of `orthoformer generate`.
 pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
     let Some(dir) = args.checkpoint.as_deref() else {
         anyhow::bail!("pass --checkpoint DIR (a folder written by `orthoformer train`)");
     };
-    if !(args.temperature.is_finite() && args.temperature >= 0.0) {
-        anyhow::bail!("--temperature must be 0 (greedy) or positive");
-    }
     let loaded = checkpoint::load(dir)?;
     let mut model = load_model(&dir.join(MODEL_FILE))
         .with_context(|| format!("loading {}", dir.join(MODEL_FILE).display()))?;
-    let opts = SampleOptions {
-        max_new_tokens: args.max_new_tokens,
-        temperature: args.temperature,
-        top_k: args.top_k,
-        seed: args.seed,
-    };
+    let opts = args.sample_options();
     let mut out = std::io::stdout().lock();
     out.write_all(args.prompt.as_bytes())?;
     generate(

@@ -22,14 +22,16 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
         anyhow::bail!("the prompt is empty: pass --prompt TEXT");
     }
     let max = model.w.cfg.max_context;
-    if prompt.len() + args.max_new_tokens > max {
+    if prompt.len().saturating_add(args.max_new_tokens) > max {
         anyhow::bail!(
             "prompt ({} tokens) + --max-new-tokens {} exceed the model's context of {max}",
             prompt.len(),
             args.max_new_tokens
         );
     }
-    let mut cache = model.new_cache(prompt.len() + args.max_new_tokens);
+    let cap = prompt.len() + args.max_new_tokens;
+    super::eval_llama::check_cache_fits(&model.w.cfg, cap)?;
+    let mut cache = model.new_cache(cap);
     let mut rng = orthoformer::init::rng::seeded(args.seed);
     let v = model.w.cfg.vocab_size;
     let mut logits = model.forward(&prompt, &mut cache, prompt.len() - 1)?;

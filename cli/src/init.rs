@@ -210,14 +210,20 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
         .map(MatrixFormat::from_path)
         .transpose()?;
     let p = params(args);
-    let one: usize = if is_mimetic {
-        4 * shape[0] * shape[0]
+    let one = if is_mimetic {
+        orthoformer::io::memory::bytes(&[4, shape[0], shape[0]])
     } else {
-        shape.iter().product()
+        orthoformer::io::memory::bytes(&shape)
     };
-    let total = one
-        .checked_mul(args.count)
-        .context("the requested output is too large to address")?;
+    // Held at once: every value in f64, their f32-rounded copy (also f64) for the moments
+    // and the file's bytes; each matrix's own working memory is checked where it is drawn.
+    let total = one.and_then(|n| n.checked_mul(args.count));
+    orthoformer::io::memory::check_fits(
+        total.and_then(|n| n.checked_mul(8 + 8 + 8)),
+        format_args!("{} matrices of shape {shape:?}", args.count),
+    )?;
+    let total = total.unwrap_or(0);
+    let one = one.unwrap_or(0);
     let (rows, cols) = if is_mimetic {
         (shape[0], shape[0])
     } else {

@@ -61,8 +61,6 @@ pub fn run(args: &InitProbeArgs) -> anyhow::Result<Outcome> {
             bail!("{name} 0: it must be at least 1");
         }
     }
-    std::fs::create_dir_all(&args.out_dir)
-        .map_err(|e| anyhow::anyhow!("cannot create --out-dir {}: {e}", args.out_dir.display()))?;
     let inits = default_inits();
     let bar = progress_bar((inits.len() * 3) as u64, "init-probe", args.json);
     let mut curves = Vec::new();
@@ -76,6 +74,9 @@ pub fn run(args: &InitProbeArgs) -> anyhow::Result<Outcome> {
         }
     }
     bar.finish_and_clear();
+    // Created only now, so a refused or failed probe leaves no folder behind.
+    std::fs::create_dir_all(&args.out_dir)
+        .map_err(|e| anyhow::anyhow!("cannot create --out-dir {}: {e}", args.out_dir.display()))?;
     let png = args.out_dir.join("init_probe.png");
     let svg = args.out_dir.join("init_probe.svg");
     let figure = ProbeFigure {

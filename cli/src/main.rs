@@ -120,9 +120,10 @@ fn main() -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            // The whole cause chain on one line: "error: reading x.gguf: truncated header".
-            let chain: Vec<String> = err.chain().map(|c| c.to_string()).collect();
-            eprintln!("error: {}", chain.join(": "));
+            // The whole cause chain on one line: "error: reading x.gguf: truncated header",
+            // a multi-line cause (a parser's excerpt) folded onto it.
+            let err: &(dyn std::error::Error + 'static) = err.as_ref();
+            eprintln!("error: {}", orthoformer::error::one_line(err));
             ExitCode::from(2)
         }
     }

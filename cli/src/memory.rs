@@ -20,8 +20,8 @@ use anyhow::Context;
 use super::Outcome;
 use orthoformer::data::{Corpus, TokenizerKind};
 use orthoformer::model::{AttentionKind, GptConfig};
-use orthoformer::train::memory::{DataMemory, RunMemory, predict};
-use orthoformer::train::rss::mib;
+use orthoformer::train::memory::{DataMemory, predict};
+use orthoformer::train::memory_report::{MemoryBaseline, MemoryReport, MemoryRow};
 use orthoformer::train::session::prepare;
 
 /// Flags of `orthoformer memory`.
@@ -50,32 +50,6 @@ pub struct MemoryArgs {
 
 /// Bytes of text the baseline run trains on.
 pub const BASELINE_TEXT_BYTES: usize = 16 * 1024;
-
-/// The measured baselines, in bytes (`None`: not reported on this system).
-#[derive(Debug, serde::Serialize)]
-struct Baseline {
-    /// Peak of the idle binary (`orthoformer params --preset tiny`).
-    idle: Option<u64>,
-    /// Peak of the baseline training run.
-    tiny_run: Option<u64>,
-    /// `tiny_run` less its predicted model and data: the baseline of the predictions.
-    training: Option<u64>,
-}
-
-/// One measured run beside its prediction.
-#[derive(Debug, serde::Serialize)]
-struct Row {
-    config: String,
-    attention: String,
-    batch: usize,
-    context: usize,
-    predicted: RunMemory,
-    /// The child's peak resident memory (`None`: not reported on this system).
-    measured_bytes: Option<u64>,
-    /// measured / predicted.
-    ratio: Option<f64>,
-    within_tolerance: Option<bool>,
-}
 
 /// Runs `orthoformer memory`.
 pub fn run(args: &MemoryArgs) -> anyhow::Result<Outcome> {
@@ -117,18 +91,14 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<Outcome> {
         let _ = std::fs::remove_dir_all(&work);
     }
     let (baseline, rows) = result?;
-    let ok = rows.iter().all(|r| r.within_tolerance != Some(false));
-    if args.json {
-        super::common::print_json(&serde_json::json!({
-            "baseline": baseline,
-            "tolerance": args.tolerance,
-            "steps": args.steps,
-            "rows": rows,
-        }))?;
-    } else {
-        print_table(&baseline, &rows, args.tolerance);
-    }
-    Ok(if ok {
+    let report = MemoryReport {
+        baseline,
+        tolerance: args.tolerance,
+        steps: args.steps,
+        rows,
+    };
+    super::common::emit(&report, args.json)?;
+    Ok(if report.all_within_tolerance() {
         Outcome::Success
     } else {
         Outcome::CheckFailed
@@ -144,7 +114,7 @@ fn measure_all(
     work: &Path,
     configs: &Plan,
     kinds: &[AttentionKind],
-) -> anyhow::Result<(Baseline, Vec<Row>)> {
+) -> anyhow::Result<(MemoryBaseline, Vec<MemoryRow>)> {
     let bar = super::common::progress_bar(
         (2 + configs.len() * kinds.len()) as u64,
         "memory",
@@ -194,11 +164,11 @@ fn measure_all(
             )?;
             let training = baseline.training;
             let base = training.unwrap_or(0) as usize;
-            let predicted = predict(&cfg, *batch, cfg.context, data, base);
+            let predicted = predict(&cfg, *batch, cfg.context, data, base)?;
             let ratio = measured
                 .filter(|_| training.is_some())
                 .map(|m| m as f64 / predicted.total as f64);
-            rows.push(Row {
+            rows.push(MemoryRow {
                 config: label.clone(),
                 attention: kind.name().to_string(),
                 batch: *batch,
@@ -222,7 +192,7 @@ fn measure_baseline(
     work: &Path,
     corpus: &Corpus,
     idle: Option<u64>,
-) -> anyhow::Result<Baseline> {
+) -> anyhow::Result<MemoryBaseline> {
     let mut end = BASELINE_TEXT_BYTES.min(corpus.text.len());
     while !corpus.text.is_char_boundary(end) {
         end -= 1;
@@ -261,9 +231,9 @@ fn measure_baseline(
         cfg.context,
         DataMemory::new(tokens, end, false),
         0,
-    )
+    )?
     .total;
-    Ok(Baseline {
+    Ok(MemoryBaseline {
         idle,
         tiny_run,
         training: tiny_run.map(|p| p.saturating_sub(own as u64)),
@@ -307,64 +277,4 @@ fn child_json(exe: &Path, args: &[&str]) -> anyhow::Result<serde_json::Value> {
     }
     serde_json::from_slice(&out.stdout)
         .with_context(|| format!("`orthoformer {}` printed no JSON summary", args.join(" ")))
-}
-
-fn print_table(baseline: &Baseline, rows: &[Row], tolerance: f64) {
-    match (baseline.idle, baseline.tiny_run, baseline.training) {
-        (Some(i), Some(t), Some(b)) => println!(
-            "process baseline {:.1} MiB: peak of a tiny training run ({:.1} MiB) less its own \
-             model and data; the idle binary (`orthoformer params`) peaks at {:.1} MiB",
-            mib(b),
-            mib(t),
-            mib(i)
-        ),
-        _ => println!("peak resident memory is not reported on this system: nothing measured"),
-    }
-    println!(
-        "{:<4} {:<20} {:>6} {:>6} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9} {:>9} {:>6}  ok",
-        "cfg",
-        "attention",
-        "base",
-        "data",
-        "weights",
-        "grads",
-        "adamw",
-        "acts",
-        "ckpt",
-        "predicted",
-        "measured",
-        "ratio"
-    );
-    for r in rows {
-        let p = &r.predicted;
-        let m = |x: usize| format!("{:.1}", mib(x as u64));
-        println!(
-            "{:<4} {:<20} {:>6} {:>6} {:>6} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9} {:>9} {:>6}  {}",
-            r.config,
-            r.attention,
-            m(p.baseline),
-            m(p.data),
-            m(p.data_transient),
-            m(p.weights),
-            m(p.gradients),
-            m(p.adamw),
-            m(p.activations),
-            m(p.checkpoint_write),
-            m(p.total),
-            r.measured_bytes
-                .map_or("-".into(), |x| format!("{:.1}", mib(x))),
-            r.ratio.map_or("-".into(), |x| format!("{x:.3}")),
-            match r.within_tolerance {
-                Some(true) => "yes",
-                Some(false) => "NO",
-                None => "-",
-            }
-        );
-    }
-    println!(
-        "MiB; predicted = base + data + max(tok, weights + grads + adamw + acts + ckpt): tok is \
-         the text and token list while tokenizing, ckpt the checkpoint write buffer; ok: \
-         within {:.0}%",
-        100.0 * tolerance
-    );
 }

@@ -77,23 +77,30 @@ pub fn run(args: &ParamsArgs) -> anyhow::Result<Outcome> {
     if args.batch == 0 {
         anyhow::bail!("--batch must be at least 1");
     }
-    let acc = account(&cfg, args.batch, seq);
-    let savings = cfg.attention.frozen_qk().then(|| {
-        let twin = account(&unfrozen_twin(&cfg), args.batch, seq);
-        Savings {
-            trainable_params: twin.trainable - acc.trainable,
-            gradient_bytes: twin.memory.gradients - acc.memory.gradients,
-            adamw_bytes: twin.memory.adamw - acc.memory.adamw,
-            checkpoint_bytes: 4 * acc.frozen,
-            backward_flops_per_token: twin.flops_per_token.backward - acc.flops_per_token.backward,
-            not_saved: vec![
-                "forward FLOPs (Q and K are still projected)",
-                "activations (Q and K are still needed for the backward)",
-                "weight memory while training (frozen W_Q, W_K are held in memory)",
-            ],
-        }
+    let acc = account(&cfg, args.batch, seq)?;
+    let twin = if cfg.attention.frozen_qk() {
+        Some(account(&unfrozen_twin(&cfg), args.batch, seq)?)
+    } else {
+        None
+    };
+    let savings = twin.map(|twin| Savings {
+        trainable_params: twin.trainable - acc.trainable,
+        gradient_bytes: twin.memory.gradients - acc.memory.gradients,
+        adamw_bytes: twin.memory.adamw - acc.memory.adamw,
+        // Frozen weights are stored in the model file; their AdamW moments are not.
+        checkpoint_bytes: 8 * acc.frozen,
+        backward_flops_per_token: twin.flops_per_token.backward - acc.flops_per_token.backward,
+        not_saved: vec![
+            "forward FLOPs (Q and K are still projected)",
+            "activations (Q and K are still needed for the backward)",
+            "weight memory while training (frozen W_Q, W_K are held in memory)",
+        ],
     });
-    let claims = args.seed_claims.then(|| seed_claims(&cfg, args.batch, seq));
+    let claims = if args.seed_claims {
+        Some(seed_claims(&cfg, args.batch, seq)?)
+    } else {
+        None
+    };
     let report = Report {
         config: &cfg,
         account: &acc,

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::Outcome;
 use super::common::{print_json, progress_bar};
-use super::eval_llama::{DEFAULT_DATA, read_tokens};
+use super::eval_llama::{data_name, read_tokens};
 use orthoformer::model::llama::RowTransform;
 use orthoformer::model::llama::perplexity::perplexity;
 use orthoformer::model::llama::quant::ActStats;
@@ -54,7 +54,8 @@ pub struct QuantizeArgs {
     /// Weight group size along the input dimension (0: one scale per output channel).
     #[arg(long, default_value_t = 0)]
     pub group: usize,
-    /// Text(s) to measure perplexity on; repeat for several.
+    /// Text(s) to measure perplexity on; repeat for several [default: the embedded
+    /// TinyShakespeare].
     #[arg(long)]
     pub data: Vec<PathBuf>,
     /// Tokens scored per text.
@@ -157,15 +158,15 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
     if args.context < 2 {
         anyhow::bail!("--context must be at least 2");
     }
-    let data: Vec<PathBuf> = if args.data.is_empty() {
-        vec![DEFAULT_DATA.into()]
+    let data: Vec<Option<&std::path::Path>> = if args.data.is_empty() {
+        vec![None]
     } else {
-        args.data.clone()
+        args.data.iter().map(|p| Some(p.as_path())).collect()
     };
     let loaded = load_model(&args.model).context("loading the model")?;
     let texts: Vec<Vec<u32>> = data
         .iter()
-        .map(|p| read_tokens(&loaded.tokenizer, p, args.max_tokens))
+        .map(|p| read_tokens(&loaded.tokenizer, *p, args.max_tokens))
         .collect::<anyhow::Result<_>>()?;
     let h = RotateChoice::Hadamard;
     let mut configs: Vec<(String, u32, u32, RotateChoice, bool)> = Vec::new();
@@ -215,7 +216,7 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
                 stats_rows.push(StatsRow {
                     rotate: *rot,
                     online_hadamard: *online,
-                    data: path.display().to_string(),
+                    data: data_name(*path),
                     stats: s,
                 });
             }
@@ -233,7 +234,7 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
     let report = Report {
         model: args.model.display().to_string(),
         note: NOTE,
-        data: data.iter().map(|p| p.display().to_string()).collect(),
+        data: data.iter().map(|p| data_name(*p)).collect(),
         tokens_per_text: args.max_tokens,
         context: args.context,
         group: args.group,

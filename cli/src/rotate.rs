@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::Outcome;
 use super::common::{print_json, progress_bar};
-use super::eval_llama::{DEFAULT_DATA, read_tokens};
+use super::eval_llama::{data_name, read_tokens};
 use orthoformer::io::gguf::GgmlType;
 use orthoformer::model::llama::export::{save_gguf, save_hf_folder};
 use orthoformer::model::llama::{Llama, load_model};
@@ -60,9 +60,9 @@ pub struct RotateArgs {
     /// the file's weights further).
     #[arg(long)]
     pub check: bool,
-    /// Text for --check.
-    #[arg(long, default_value = DEFAULT_DATA)]
-    pub data: PathBuf,
+    /// Text for --check [default: the embedded TinyShakespeare].
+    #[arg(long)]
+    pub data: Option<PathBuf>,
     /// Tokens scored by --check.
     #[arg(long, default_value_t = 256)]
     pub check_tokens: usize,
@@ -97,9 +97,44 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
     if args.out.is_empty() && !args.check {
         anyhow::bail!("nothing to do: pass --out PATH (folder or .gguf) and/or --check");
     }
+    // Every input is checked before anything is written.
+    if args.check {
+        if !(args.tolerance.is_finite() && args.tolerance >= 0.0) {
+            anyhow::bail!(
+                "--tolerance {} must be a finite number >= 0 (max |Δlogit| allowed)",
+                args.tolerance
+            );
+        }
+        if args.check_tokens == 0 {
+            anyhow::bail!("--check-tokens must be at least 1");
+        }
+        if args.context < 2 {
+            anyhow::bail!("--context must be at least 2 (got {})", args.context);
+        }
+    }
     let t0 = Instant::now();
     let loaded = load_model(&args.model).context("loading the model")?;
     let t_load = t0.elapsed().as_secs_f64();
+    let check_ids = if args.check {
+        let max = loaded.weights.cfg.max_context;
+        if args.context > max {
+            anyhow::bail!("--context {} exceeds the model's {max}", args.context);
+        }
+        super::eval_llama::check_cache_fits(&loaded.weights.cfg, args.context)?;
+        let ids = read_tokens(&loaded.tokenizer, args.data.as_deref(), args.check_tokens)?;
+        // The comparison keeps the original model's logits for every scored token.
+        let v = loaded.weights.cfg.vocab_size;
+        orthoformer::io::memory::check_fits(
+            orthoformer::io::memory::bytes(&[ids.len(), v, 4]),
+            format_args!(
+                "--check on {} tokens (their logits over {v} tokens)",
+                ids.len()
+            ),
+        )?;
+        Some(ids)
+    } else {
+        None
+    };
     let t1 = Instant::now();
     let mut w = loaded.weights.clone();
     let was_tied = w.lm_head.is_none();
@@ -127,12 +162,11 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
     }
     let t_write = t2.elapsed().as_secs_f64();
     let mut check = None;
-    if args.check {
-        let ids = read_tokens(&loaded.tokenizer, &args.data, args.check_tokens)?;
+    if let Some(ids) = check_ids {
         let bar = progress_bar(2 * (ids.len() as u64 - 1), "check", args.json);
         let mut a = Llama::new(loaded.weights);
         let mut b = Llama::new(w);
-        let cmp = compare_models(&mut a, &mut b, &ids, args.context.max(2), &mut |n| {
+        let cmp = compare_models(&mut a, &mut b, &ids, args.context, &mut |n| {
             bar.set_position(n as u64)
         })?;
         bar.finish_and_clear();
@@ -170,7 +204,11 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
         }
         println!("time: load {t_load:.2} s, fold+rotate {t_rot:.2} s, write {t_write:.2} s");
         if let Some(c) = &report.check {
-            println!("check on {} tokens of {}:", c.tokens, args.data.display());
+            println!(
+                "check on {} tokens of {}:",
+                c.tokens,
+                data_name(args.data.as_deref())
+            );
             println!(
                 "  max |Δlogit|      {:.3e} (tolerance {:.1e})",
                 c.max_abs_logit_diff, args.tolerance

@@ -131,6 +131,7 @@ pub use orthoformer::train::options::{DEFAULT_BPE_VOCAB, DEFAULT_CONTEXT, DEFAUL
 impl OptimFlags {
     /// The options these flags ask for, defaults filled in.
     pub fn options(&self) -> TrainOptions {
+        // The defaults live in the library (`TrainOptions::default`), nowhere else.
         let d = TrainOptions::default();
         let adamw = AdamWConfig {
             weight_decay: self.weight_decay.unwrap_or(d.adamw.weight_decay),

@@ -109,7 +109,8 @@ fn params_reports_its_own_peak_as_the_baseline() {
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let m = &v["account"]["memory"];
-    assert_eq!(m["checkpoint_write"], m["adamw"]);
+    // Checkpoints stream through one write buffer (io::file_set::WRITE_BUFFER, 64 KiB).
+    assert_eq!(m["checkpoint_write"], 1 << 16);
     if cfg!(target_os = "linux") {
         assert!(v["process_peak_rss_bytes"].as_u64().unwrap() > 0);
     }

@@ -7,90 +7,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use common::tiny_llama::{meta, write_tiny, write_tiny_with};
 use orthoformer::io::gguf::{GgmlType, GgufFile, TensorOut, Value, write_gguf};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("orthoformer-gguf-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
-}
-
-/// Byte-level tokens for "a", "b", "c", " " and one merge "a b".
-fn meta(d: u32, layers: u32) -> Vec<(String, Value)> {
-    let s = |x: &str| Value::Str(x.into());
-    let toks = ["a", "b", "c", "Ġ", "ab", "<|endoftext|>"];
-    vec![
-        ("general.architecture".into(), s("llama")),
-        ("llama.block_count".into(), Value::U32(layers)),
-        ("llama.embedding_length".into(), Value::U32(d)),
-        ("llama.feed_forward_length".into(), Value::U32(16)),
-        ("llama.attention.head_count".into(), Value::U32(2)),
-        ("llama.attention.head_count_kv".into(), Value::U32(1)),
-        ("llama.rope.freq_base".into(), Value::F32(10000.0)),
-        (
-            "llama.attention.layer_norm_rms_epsilon".into(),
-            Value::F32(1e-5),
-        ),
-        ("llama.context_length".into(), Value::U32(64)),
-        ("tokenizer.ggml.model".into(), s("gpt2")),
-        (
-            "tokenizer.ggml.tokens".into(),
-            Value::Array(8, toks.iter().map(|t| s(t)).collect()),
-        ),
-        (
-            "tokenizer.ggml.token_type".into(),
-            Value::Array(
-                5,
-                vec![Value::I32(1); 5]
-                    .into_iter()
-                    .chain([Value::I32(3)])
-                    .collect(),
-            ),
-        ),
-        (
-            "tokenizer.ggml.merges".into(),
-            Value::Array(8, vec![s("a b")]),
-        ),
-    ]
-}
-
-/// A valid tiny model: width 8, 2 heads of 4, 1 KV head, FFN 16, vocab 6, one layer.
-fn write_tiny(path: &Path, skip: Option<&str>) {
-    let (d, f, kv, v) = (8u64, 16u64, 4u64, 6u64);
-    let fill = |n: u64, k: f32| -> Vec<f32> {
-        (0..n)
-            .map(|i| ((i as f32 * 0.37 + k).sin()) * 0.5)
-            .collect()
-    };
-    let shapes: Vec<(String, Vec<u64>)> = vec![
-        ("token_embd.weight".into(), vec![d, v]),
-        ("blk.0.attn_norm.weight".into(), vec![d]),
-        ("blk.0.attn_q.weight".into(), vec![d, d]),
-        ("blk.0.attn_k.weight".into(), vec![d, kv]),
-        ("blk.0.attn_v.weight".into(), vec![d, kv]),
-        ("blk.0.attn_output.weight".into(), vec![d, d]),
-        ("blk.0.ffn_norm.weight".into(), vec![d]),
-        ("blk.0.ffn_gate.weight".into(), vec![d, f]),
-        ("blk.0.ffn_up.weight".into(), vec![d, f]),
-        ("blk.0.ffn_down.weight".into(), vec![f, d]),
-        ("output_norm.weight".into(), vec![d]),
-    ];
-    let data: Vec<Vec<f32>> = shapes
-        .iter()
-        .enumerate()
-        .map(|(i, (_, s))| fill(s.iter().product(), i as f32))
-        .collect();
-    let ts: Vec<TensorOut> = shapes
-        .iter()
-        .zip(&data)
-        .filter(|((n, _), _)| Some(n.as_str()) != skip)
-        .map(|((n, s), x)| TensorOut {
-            name: n.clone(),
-            dims: s.clone(),
-            data: x,
-        })
-        .collect();
-    write_gguf(path, &meta(8, 1), &ts, GgmlType::F32).unwrap();
 }
 
 /// Runs `generate --model path` and returns (exit code, stderr).
@@ -124,7 +50,9 @@ fn expect_error(path: &Path, needle: &str) {
 }
 
 fn patched(name: &str, f: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
-    let good = tmp("good.gguf");
+    // One source file per case: tests run in parallel threads of one process, and two
+    // atomic writes of one path from one process share their temporary file.
+    let good = tmp(&format!("good-for-{name}"));
     write_tiny(&good, None);
     let mut b = std::fs::read(&good).unwrap();
     f(&mut b);
@@ -264,4 +192,43 @@ fn missing_tensor_and_disagreeing_config_are_errors() {
     std::fs::write(dir.join("config.json"), cfg).unwrap();
     expect_error(&dir, "model.safetensors");
     expect_error(&tmp("does-not-exist.gguf"), "does-not-exist.gguf");
+}
+
+/// Issue 16: the checks llama.cpp makes beyond bounds. A key or tensor name twice, a tensor
+/// offset that is not a multiple of the alignment, two tensors sharing bytes: each a
+/// one-line error naming what is wrong.
+#[test]
+fn duplicates_misalignment_and_overlap_are_errors() {
+    let mut m = meta(8, 1);
+    m.push(("llama.block_count".into(), Value::U32(1)));
+    let dup_key = tmp("dup-key.gguf");
+    write_tiny_with(&dup_key, None, &m);
+    expect_error(&dup_key, "metadata key llama.block_count appears twice");
+
+    // attn_v renamed attn_k in the tensor directory (same length, so the layout holds).
+    expect_error(
+        &patched("dup-tensor.gguf", |b| {
+            let v = b"blk.0.attn_v.weight";
+            let at = b.windows(v.len()).position(|w| w == v).unwrap();
+            b[at..at + v.len()].copy_from_slice(b"blk.0.attn_k.weight");
+        }),
+        "tensor blk.0.attn_k.weight appears twice",
+    );
+    // The first tensor's offset moved by 4 bytes, off the 32-byte grid.
+    expect_error(
+        &patched("misaligned.gguf", |b| {
+            let o = first_tensor_type_offset(b) + 4;
+            b[o..o + 8].copy_from_slice(&4u64.to_le_bytes());
+        }),
+        "data offset 4 is not a multiple of the alignment 32",
+    );
+    // The first tensor moved onto the second one's bytes.
+    expect_error(
+        &patched("overlap.gguf", |b| {
+            let second = GgufFile::parse(Path::new("x"), b.to_vec()).unwrap().tensors[1].offset;
+            let o = first_tensor_type_offset(b) + 4;
+            b[o..o + 8].copy_from_slice(&second.to_le_bytes());
+        }),
+        "overlap in the data section",
+    );
 }

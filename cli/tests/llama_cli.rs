@@ -22,9 +22,7 @@ fn json(o: &Output) -> serde_json::Value {
 
 #[test]
 fn generate_eval_rotate_quantize_align() {
-    let Some(model) = common::smollm2() else {
-        return;
-    };
+    let model = common::smollm2();
     let m = model.to_str().unwrap();
     let o = run(&[
         "generate",

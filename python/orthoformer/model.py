@@ -89,9 +89,9 @@ class RustGPT:
         """Reads a model file (``model.safetensors`` of a checkpoint folder)."""
         return cls(None, _native_model=_native.Gpt.load(os.fspath(path)))  # type: ignore[arg-type]
 
-    def save(self, path: Union[str, PathLike[str]], full_frozen: bool = False) -> None:
-        """Writes the model file (atomically)."""
-        self._m.save(os.fspath(path), full_frozen)
+    def save(self, path: Union[str, PathLike[str]]) -> None:
+        """Writes the model file (atomically; frozen weights are stored too)."""
+        self._m.save(os.fspath(path))
 
     @property
     def config(self) -> GPTConfig:

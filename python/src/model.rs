@@ -202,12 +202,11 @@ impl PyGpt {
         Ok(PyGpt { inner })
     }
 
-    /// Writes the model file atomically (frozen weights as generator + hash, and in full
-    /// with `full_frozen`).
-    #[pyo3(signature = (path, full_frozen=false))]
-    fn save(&self, py: Python<'_>, path: PathBuf, full_frozen: bool) -> PyResult<()> {
+    /// Writes the model file atomically (every weight, frozen ones included, with the frozen
+    /// weights' generator and hash in the metadata).
+    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
         let inner = &self.inner;
-        py.detach(|| guard(|| save_model(&path, inner, full_frozen).or_py()))
+        py.detach(|| guard(|| save_model(&path, inner).or_py()))
     }
 
     /// The configuration as JSON.

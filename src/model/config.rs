@@ -333,6 +333,21 @@ impl GptConfig {
         if !(0.0..1.0).contains(&self.dropout) {
             return bad(format!("dropout {} must be in [0, 1)", self.dropout));
         }
+        // Every size derived from the config (tensor shapes, counts, the bytes of weights,
+        // gradients, AdamW moments and a checkpoint write: at most 32 per parameter) must be
+        // computable in 64 bits; whether it fits the machine is checked where it is allocated.
+        let counts = super::layout::param_counts(self);
+        let bytes = counts.and_then(|c| {
+            let params = c.trainable.checked_add(c.frozen)?;
+            params.checked_mul(32)
+        });
+        if bytes.is_none() {
+            return bad(format!(
+                "the model's size overflows 64-bit arithmetic (vocab_size {}, context {}, \
+                 n_layer {}, d_model {}, d_ff {}): use smaller dimensions",
+                self.vocab_size, self.context, self.n_layer, self.d_model, self.d_ff
+            ));
+        }
         Ok(())
     }
 }

@@ -135,6 +135,18 @@ pub fn probe(
     batch: usize,
     seed: u64,
 ) -> Result<ProbeCurve, InitError> {
+    // Held at once: `depth` f32 weights (width²) and pre-activations (batch x width), the
+    // f64 input and a few f32 activations (batch x width), one f64 weight being drawn.
+    use crate::io::memory::{bytes, check_fits, sum};
+    check_fits(
+        sum(&[
+            bytes(&[depth, width, width, 4]),
+            bytes(&[depth, batch, width, 4]),
+            bytes(&[batch, width, 8 + 4 * 4]),
+            bytes(&[width, width, 8]),
+        ]),
+        format_args!("a signal probe of depth {depth}, width {width} and batch {batch}"),
+    )?;
     let weights: Vec<Vec<f32>> = (0..depth)
         .map(|l| {
             generate(
