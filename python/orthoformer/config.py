@@ -28,6 +28,8 @@ class GPTConfig:
     norm: str = "pre"
     attn_bias: bool = False
     ffn_bias: bool = True
+    norm_bias: bool = True
+    gelu: str = "tanh"
     dropout: float = 0.0
     frozen_method: str = "qr"
     frozen_seed: int = 0

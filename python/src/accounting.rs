@@ -3,14 +3,14 @@
 
 use pyo3::prelude::*;
 
-use orthoformer::model::accounting::account;
-use orthoformer::model::seed_claims::seed_claims;
+use orthoformer::model::params_report::ParamsReport;
 
-use crate::error::value;
+use crate::error::{OrPy, value};
 use crate::model::parse_config;
 
 /// The account of `config_json` (a `GptConfig`) with activations for a `batch x seq` batch
-/// (`seq` defaults to the context), as JSON `{"config", "account"[, "seed_claims"]}`.
+/// (`seq` defaults to the context), as JSON: `orthoformer params --json`'s report (`config`, `account`, `frozen_savings`,
+/// `seed_claims`).
 #[pyfunction]
 #[pyo3(signature = (config_json, batch=8, seq=None, with_seed_claims=false))]
 fn params_report(
@@ -30,11 +30,8 @@ fn params_report(
     if batch == 0 {
         return Err(value("batch must be at least 1"));
     }
-    let mut report = serde_json::json!({ "config": &cfg, "account": account(&cfg, batch, seq) });
-    if with_seed_claims {
-        report["seed_claims"] = serde_json::json!(seed_claims(&cfg, batch, seq));
-    }
-    Ok(report.to_string())
+    let report = ParamsReport::new(&cfg, batch, seq, with_seed_claims).or_py()?;
+    serde_json::to_string(&report).map_err(|e| value(e.to_string()))
 }
 
 /// Adds this file's functions to the module.

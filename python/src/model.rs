@@ -163,8 +163,12 @@ fn check_activations(model: &Gpt, b: usize, t: usize) -> PyResult<()> {
         // The library's own check gives the message; nothing is allocated.
         return Ok(());
     }
-    let floats = orthoformer::model::accounting::activation_floats(model.config(), b, t);
-    checked_numel(&[floats], 4).map(|_| ())
+    match orthoformer::model::accounting::activation_floats(model.config(), b, t) {
+        Some(floats) => checked_numel(&[floats], 4).map(|_| ()),
+        None => Err(value(format!(
+            "a {b} x {t} batch has more activations than memory can address"
+        ))),
+    }
 }
 
 /// The Rust GPT: its parameters, frozen weights, forward and backward.

@@ -94,6 +94,24 @@ def test_fast_hadamard_equals_its_dense_matrix(c) -> None:
         assert err < 1e-5, f"C={c}: {err}"
 
 
+@pytest.mark.parametrize("attention", ["softmax", "orthogonal"])
+def test_nanogpt_recipe_forms_match_rust(attention) -> None:
+    """LayerNorm without β and the exact (erf) GELU, as the nanogpt-cpu recipe trains."""
+    cfg = small_config(attention, norm_bias=False, gelu="erf")
+    model, rust = GPT(cfg, seed=5), orthoformer.RustGPT(cfg, seed=5)
+    assert not any(n.endswith("ln1.bias") for n, _ in model.named_parameters())
+    # Weights large enough that the two GELU forms differ in the logits (at init they agree
+    # to 1e-7), loaded into both.
+    rng = np.random.default_rng(7)
+    params = {n: rng.normal(0.0, 0.5, p.shape).astype(np.float32) for n, p in rust.params().items()}
+    rust.set_params(params)
+    model.load_named(params)
+    x = tokens(2, 16, 6)
+    with torch.no_grad():
+        got = model.eval()(torch.from_numpy(x))[0].numpy()
+    assert np.abs(got - rust.logits(x)).max() <= 1e-5
+
+
 def test_paley_width_hadamard_model_matches_rust() -> None:
     cfg = small_config("orthogonal-hadamard", d_model=24, n_head=2)
     model, rust = GPT(cfg, seed=2), orthoformer.RustGPT(cfg, seed=2)

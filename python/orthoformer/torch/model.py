@@ -6,7 +6,7 @@
     post-LN block: x = ln1(x + drop(attn(x)));  x = ln2(x + drop(mlp(x)))
     logits = ln_f(x) @ wteᵀ                      (head tied to the token embedding)
 
-with LayerNorm ε = 1e-5, GELU in GPT-2's tanh form, ``mlp = proj(gelu(fc(x)))``, dropout on
+with LayerNorm ε = 1e-5 (β only with ``norm_bias``), GELU in GPT-2's tanh form or exact (``gelu``), ``mlp = proj(gelu(fc(x)))``, dropout on
 the embedding output, each residual branch and the softmax probabilities, biases as the config
 says. Parameter names are the library's tensor names (``wte``, ``h.0.attn.q.weight``, ...),
 so checkpoints map one to one; frozen ``W_Q, W_K`` are buffers holding the values the
@@ -42,9 +42,11 @@ class MLP(nn.Module):
         super().__init__()
         self.fc = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.ffn_bias)
         self.proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.ffn_bias)
+        # The library's `gelu`: GPT-2's tanh form or the exact erf form (nanoGPT's).
+        self.approximate = "tanh" if cfg.gelu == "tanh" else "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+        return self.proj(F.gelu(self.fc(x), approximate=self.approximate))
 
 
 class Block(nn.Module):
@@ -53,9 +55,9 @@ class Block(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int, frozen: dict[str, FrozenTensor]) -> None:
         super().__init__()
         self.pre = cfg.norm == "pre"
-        self.ln1 = nn.LayerNorm(cfg.d_model, eps=LN_EPS)
+        self.ln1 = nn.LayerNorm(cfg.d_model, eps=LN_EPS, bias=cfg.norm_bias)
         self.attn = CausalSelfAttention(cfg, layer, frozen)
-        self.ln2 = nn.LayerNorm(cfg.d_model, eps=LN_EPS)
+        self.ln2 = nn.LayerNorm(cfg.d_model, eps=LN_EPS, bias=cfg.norm_bias)
         self.mlp = MLP(cfg)
         self.drop = nn.Dropout(cfg.dropout)
 
@@ -100,7 +102,7 @@ class GPT(nn.Module):
         self.wpe = nn.Parameter(torch.empty(cfg.context, c))
         self.drop = nn.Dropout(cfg.dropout)
         self.h = nn.ModuleList(Block(cfg, layer, frozen) for layer in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(c, eps=LN_EPS)
+        self.ln_f = nn.LayerNorm(c, eps=LN_EPS, bias=cfg.norm_bias)
 
     def load_flat(self, flat: np.ndarray, table: list) -> None:
         """Loads every trainable tensor from a flat buffer laid out by ``table`` (the
