@@ -159,12 +159,17 @@ pub fn run(args: &MqarArgs) -> anyhow::Result<Outcome> {
         threads: orthoformer::nn::threads::current_threads(),
     };
     let json = serde_json::to_vec_pretty(&report)?;
-    orthoformer::io::write_atomic_bytes(&args.out.join("mqar.json"), &json)?;
+    // The report and its heatmap appear together or not at all (`io::file_set`).
+    let mut set = orthoformer::io::file_set::FileSet::begin(&args.out, "mqar")?;
+    set.write_bytes("mqar.json", &json)?;
+    report
+        .heatmap()
+        .stage(&mut set, "mqar_heatmap.png", "mqar_heatmap.svg")?;
+    set.commit()?;
     let (png, svg) = (
         args.out.join("mqar_heatmap.png"),
         args.out.join("mqar_heatmap.svg"),
     );
-    report.heatmap().write(&png, &svg)?;
     if args.json {
         super::common::print_json(&report)?;
     } else {
