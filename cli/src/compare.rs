@@ -11,9 +11,7 @@ use super::train::{
     BarProgress, DataFlags, ModelFlags, OptimFlags, interrupt_flag, parse_attention,
 };
 use orthoformer::data::Corpus;
-use orthoformer::train::compare::{
-    self, ComparePlan, CompareProgress, CompareSummary, Limits, plan::PLAN_FILE,
-};
+use orthoformer::train::compare::{self, ComparePlan, CompareSummary, Limits, plan::PLAN_FILE};
 use orthoformer::train::recipe::recipe;
 use orthoformer::train::session::{Progress, data_record, prepare};
 
@@ -66,24 +64,30 @@ pub struct CompareArgs {
     pub json: bool,
 }
 
+/// One bar per run: a run's start replaces the bar of the run before.
 struct Bars {
     quiet: bool,
-    steps: usize,
     tokens_per_step: usize,
+    run: Option<BarProgress>,
 }
 
-impl CompareProgress for Bars {
-    fn run(
-        &mut self,
-        name: &str,
-        seed: u64,
-        i: usize,
-        n: usize,
-        done: usize,
-    ) -> Box<dyn Progress + '_> {
-        let label = format!("{name} seed {seed} ({}/{n})", i + 1);
-        let bar = super::common::progress_bar(self.steps as u64, &label, self.quiet);
-        Box::new(BarProgress::new(bar, self.tokens_per_step, done))
+impl Progress for Bars {
+    fn start(&mut self, label: &str, steps: usize, done: usize) {
+        if let Some(old) = self.run.take() {
+            old.bar.finish();
+        }
+        let bar = super::common::progress_bar(steps as u64, label, self.quiet);
+        self.run = Some(BarProgress::new(bar, self.tokens_per_step, done));
+    }
+    fn step(&mut self, step: usize, loss: f32, lr: f64) {
+        if let Some(r) = &mut self.run {
+            r.step(step, loss, lr);
+        }
+    }
+    fn eval(&mut self, state: &orthoformer::train::RunState) {
+        if let Some(r) = &mut self.run {
+            r.eval(state);
+        }
     }
 }
 
@@ -103,15 +107,19 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     }
     let mut bars = Bars {
         quiet: args.json,
-        steps: plan.options.steps,
         tokens_per_step: plan.options.batch * plan.model.context,
+        run: None,
     };
     let stop = interrupt_flag();
     let limits = Limits {
         stop: Some(&stop),
         stop_at: args.stop_at,
     };
-    let outcome = compare::run(&plan, &corpus, &prepared, &out, limits, &mut bars)
+    let outcome = compare::run(&plan, &corpus, &prepared, &out, limits, &mut bars);
+    if let Some(r) = bars.run.take() {
+        r.bar.finish();
+    }
+    let outcome = outcome
         .map_err(|e| anyhow::anyhow!(e))
         .map_err(|e| e.context(format!("comparing into {}", out.display())))?;
     match outcome {

@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use super::Outcome;
 use orthoformer::analysis::mqar::report::MqarReport;
-use orthoformer::analysis::mqar::run::{MqarPlan, MqarProgress};
+use orthoformer::analysis::mqar::run::{MqarPlan, Progress};
 use orthoformer::model::AttentionKind;
 
 /// Flags of `orthoformer mqar`.
@@ -63,11 +63,12 @@ pub struct MqarArgs {
 
 struct Bar(indicatif::ProgressBar);
 
-impl MqarProgress for Bar {
-    fn start(&mut self, label: &str) {
+impl Progress for Bar {
+    // One bar over every run of the grid: a run's start names it, each step advances it.
+    fn start(&mut self, label: &str, _steps: usize, _done: usize) {
         self.0.set_prefix(label.to_string());
     }
-    fn step(&mut self) {
+    fn step(&mut self, _step: usize, _loss: f32, _lr: f64) {
         self.0.inc(1);
     }
 }

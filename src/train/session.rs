@@ -88,13 +88,7 @@ pub struct Session {
     pub out: PathBuf,
 }
 
-/// Called after each step with (step, loss, lr) and after each evaluation.
-pub trait Progress {
-    /// After a training step.
-    fn step(&mut self, step: usize, loss: f32, lr: f64);
-    /// After an evaluation (its record is the last of `state.metrics`).
-    fn eval(&mut self, state: &RunState);
-}
+pub use super::progress::Progress;
 
 impl Session {
     /// Checks everything about a fresh run on `corpus`, then creates `out` (which must not
