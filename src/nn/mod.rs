@@ -13,6 +13,7 @@ pub mod layernorm;
 pub mod linear;
 pub mod linear_attention;
 pub mod matmul;
+pub mod matmul_f64;
 pub mod simd;
 pub mod srht;
 pub mod threads;

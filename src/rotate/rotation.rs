@@ -68,7 +68,7 @@ impl Rotation {
             Rotation::Dense { q, .. } => {
                 let rows = x.len() / n;
                 let src = x.to_vec();
-                gemm_f64(x, &src, q, rows, n, n);
+                crate::nn::matmul_f64::matmul_f64(x, &src, q, rows, n, n);
             }
             Rotation::Hadamard { signs, factors } => {
                 // Blocks of R rows are transposed to `C x R`, so every Kronecker factor works on
@@ -104,37 +104,5 @@ impl Rotation {
         }
         self.apply_rows(&mut q);
         q
-    }
-}
-
-/// `out (m x n) = a (m x k) · b (k x n)`, f64, row-major, both cores.
-pub fn gemm_f64(out: &mut [f64], a: &[f64], b: &[f64], m: usize, k: usize, n: usize) {
-    assert!(out.len() == m * n && a.len() == m * k && b.len() == k * n);
-    if m == 0 || n == 0 {
-        return;
-    }
-    // SAFETY: the lengths asserted above cover every index the row-major strides reach.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            out.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            a.as_ptr(),
-            1,
-            k as isize,
-            b.as_ptr(),
-            1,
-            n as isize,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::Rayon(2),
-        );
     }
 }

@@ -106,13 +106,7 @@ impl Matrix {
         }
         let (n, k) = (self.rows, other.cols);
         let mut out = vec![0.0; n * k];
-        for i in 0..n {
-            let o = &mut out[i * k..(i + 1) * k];
-            for (p, &a) in self.row(i).iter().enumerate() {
-                let b = &other.data[p * k..(p + 1) * k];
-                o.iter_mut().zip(b).for_each(|(o, &b)| *o += a * b);
-            }
-        }
+        crate::nn::matmul_f64::matmul_f64(&mut out, &self.data, &other.data, n, self.cols, k);
         Self::new(n, k, out)
     }
 }
