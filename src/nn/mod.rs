@@ -4,6 +4,7 @@
 //! functions *accumulate* (`+=`) into gradient buffers, which the caller zeroes once per step.
 
 pub mod attention;
+pub mod attention_cached;
 pub mod cross_entropy;
 pub mod dropout;
 pub mod embedding;
@@ -13,5 +14,10 @@ pub mod layernorm;
 pub mod linear;
 pub mod linear_attention;
 pub mod matmul;
+pub mod qmatmul;
+pub mod qmatvec;
+pub mod rmsnorm;
+pub mod rope;
 pub mod simd;
 pub mod srht;
+pub mod swiglu;

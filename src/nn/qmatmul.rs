@@ -1,0 +1,88 @@
+//! `Y = X·Wᵀ` for a block of activation rows (prefill, perplexity windows) and a weight in
+//! any GGUF storage type, without an f32 copy of the whole weight.
+//!
+//! `W` (`out x in`) is cut into panels of [`PANEL`] rows. Each rayon task dequantises one panel
+//! into its thread's reused buffer (the same values as [`dequantize`](super::qmatvec::dequantize))
+//! and multiplies it with `gemm` single-threaded into its own columns of `Y`; an F32 weight is
+//! read in place. The panel split depends only on the shape, so results do not depend on the
+//! thread count. One or two rows go through [`matvec`](super::qmatvec::matvec) instead, which
+//! reads each weight once per row without dequantising a panel.
+
+use std::cell::RefCell;
+
+use rayon::prelude::*;
+
+use super::matmul::{Operand, Trans, matmul_raw};
+use super::qmatvec::{QMatrix, dequantize_rows, matvec};
+
+/// Weight rows per task: a 64 x 1536 f32 panel is 384 KiB, within a core's L2.
+const PANEL: usize = 64;
+
+/// Rows of `X` up to which each row is a matrix-vector product.
+const MATVEC_ROWS: usize = 2;
+
+thread_local! {
+    /// Each thread's panel buffer, grown to the largest panel seen and then reused.
+    static PANEL_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `Y` as a pointer shared by panel tasks, which write disjoint columns.
+#[derive(Clone, Copy)]
+struct Out(*mut f32);
+// SAFETY: each task writes only the columns of its own panel (see `matmul_xwt`).
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
+/// `y (N x out) = x (N x in) · Wᵀ`, with `W` the `out x in` matrix `w`.
+pub fn matmul_xwt(y: &mut [f32], x: &[f32], n: usize, w: QMatrix) {
+    let (rows, cols) = (w.rows(), w.cols());
+    assert!(
+        y.len() == n * rows && x.len() == n * cols,
+        "matmul_xwt: y {} x {} for N = {n} and a {rows}x{cols} weight",
+        y.len(),
+        x.len()
+    );
+    if n == 0 || rows == 0 {
+        return;
+    }
+    if n <= MATVEC_ROWS {
+        for (yr, xr) in y.chunks_exact_mut(rows).zip(x.chunks_exact(cols)) {
+            matvec(yr, w, xr);
+        }
+        return;
+    }
+    let out = Out(y.as_mut_ptr());
+    let a = Operand {
+        x,
+        ld: cols,
+        t: Trans::No,
+    };
+    (0..rows.div_ceil(PANEL)).into_par_iter().for_each(|p| {
+        let r0 = p * PANEL;
+        let panel = w.slice_rows(r0..(r0 + PANEL).min(rows));
+        let pr = panel.rows();
+        let product = |b: &[f32]| {
+            let b = Operand {
+                x: b,
+                ld: cols,
+                t: Trans::Yes,
+            };
+            let o = out;
+            // SAFETY: columns r0..r0+pr of every row of `y` (row stride `rows`) are in bounds
+            // (length asserted above) and written by this task only.
+            unsafe { matmul_raw(o.0.add(r0), rows, a, b, (n, cols, pr), false, 1.0, 1) };
+        };
+        match panel.as_f32() {
+            Some(wf) => product(wf),
+            None => PANEL_BUF.with(|buf| {
+                let mut buf = buf.borrow_mut();
+                if buf.len() < pr * cols {
+                    buf.resize(pr * cols, 0.0);
+                }
+                let b = &mut buf[..pr * cols];
+                dequantize_rows(b, panel);
+                product(b);
+            }),
+        }
+    });
+}
