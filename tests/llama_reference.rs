@@ -1,12 +1,14 @@
 //! The Rust Llama forward against the NumPy float64 reference
 //! (`scripts/numpy_llama_reference.py`, fixture `tests/fixtures/llama/reference_logits.json`),
-//! the KV cache against a full prefill, and greedy generation.
+//! the KV cache against a full prefill, and greedy generation; each for both engines: owned
+//! f32 weights (Hugging Face order, half-split RoPE) and the GGUF's weights read in place
+//! (Q4_1/Q8_0 blocks, interleaved RoPE).
 
 mod common;
 
 use orthoformer::model::llama::perplexity::sample;
 use orthoformer::model::llama::tokenizer::{decode, encode};
-use orthoformer::model::llama::{Llama, load_model};
+use orthoformer::model::llama::{Llama, load_engine, load_model};
 
 /// f32 forward vs f64 reference over 30 layers: measured 5e-5 on logits of magnitude ~30.
 const TOL: f64 = 2e-3;
@@ -22,9 +24,21 @@ fn logits_match_numpy_reference_and_cache_matches_prefill() {
     ))
     .unwrap();
     let fx: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let loaded = load_model(&path).unwrap();
-    let mut model = Llama::new(loaded.weights);
-    let v = model.w.cfg.vocab_size;
+    for (name, mut model) in engines(&path) {
+        check_against_reference(name, &mut model, &fx);
+    }
+}
+
+/// The model as owned f32 weights and as mapped GGUF weights.
+fn engines(path: &std::path::Path) -> [(&'static str, Llama); 2] {
+    [
+        ("owned f32", Llama::new(load_model(path).unwrap().weights)),
+        ("mapped GGUF", load_engine(path).unwrap().model),
+    ]
+}
+
+fn check_against_reference(name: &str, model: &mut Llama, fx: &serde_json::Value) {
+    let v = model.vocab_size();
     let mut worst = 0.0f64;
     for case in fx["cases"].as_array().unwrap() {
         let ids: Vec<u32> = case["ids"]
@@ -33,7 +47,7 @@ fn logits_match_numpy_reference_and_cache_matches_prefill() {
             .iter()
             .map(|x| x.as_u64().unwrap() as u32)
             .collect();
-        let mut cache = model.new_cache(ids.len());
+        let mut cache = model.new_cache(ids.len()).unwrap();
         let logits = model.forward(&ids, &mut cache, 0).unwrap();
         for p in case["positions"].as_array().unwrap() {
             let pos = p["pos"].as_u64().unwrap() as usize;
@@ -48,26 +62,26 @@ fn logits_match_numpy_reference_and_cache_matches_prefill() {
                 let got = row[id.as_u64().unwrap() as usize] as f64;
                 let d = (got - want.as_f64().unwrap()).abs();
                 worst = worst.max(d);
-                assert!(d < TOL, "prompt {ids:?} pos {pos} id {id}: {got} vs {want}");
+                assert!(d < TOL, "{name}: prompt {ids:?} pos {pos} id {id}: {got} vs {want}");
             }
             let mx = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
             let lse = mx + row.iter().map(|&x| (x as f64 - mx).exp()).sum::<f64>().ln();
             assert!((lse - p["logsumexp"].as_f64().unwrap()).abs() < TOL);
         }
         // One token at a time through the cache gives the same logits as the prefill.
-        let mut cache = model.new_cache(ids.len());
+        let mut cache = model.new_cache(ids.len()).unwrap();
         for (t, &id) in ids.iter().enumerate() {
-            let step = model.forward(&[id], &mut cache, 0).unwrap();
+            let step = model.decode_one(id, &mut cache).unwrap();
             let full = &logits[t * v..(t + 1) * v];
             let d = step
                 .iter()
                 .zip(full)
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0f32, f32::max);
-            assert!(d < 1e-3, "cached step {t} differs by {d}");
+            assert!(d < 1e-3, "{name}: cached step {t} differs by {d}");
         }
     }
-    eprintln!("max |logit - reference| = {worst:.2e}");
+    eprintln!("{name}: max |logit - reference| = {worst:.2e}");
 }
 
 #[test]
@@ -75,12 +89,12 @@ fn greedy_continues_capital_of_france_with_paris() {
     let Some(path) = common::smollm2() else {
         return;
     };
-    let loaded = load_model(&path).unwrap();
-    let tok = loaded.tokenizer;
-    let mut model = Llama::new(loaded.weights);
-    let ids = encode(&tok, "The capital of France is").unwrap();
-    let mut cache = model.new_cache(ids.len() + 1);
-    let logits = model.forward(&ids, &mut cache, ids.len() - 1).unwrap();
-    let next = sample(&logits, 0.0, 0, &mut orthoformer::init::rng::seeded(0));
-    assert_eq!(decode(&tok, &[next]).unwrap(), " Paris");
+    let tok = load_engine(&path).unwrap().tokenizer;
+    for (name, mut model) in engines(&path) {
+        let ids = encode(&tok, "The capital of France is").unwrap();
+        let mut cache = model.new_cache(ids.len() + 1).unwrap();
+        let logits = model.forward(&ids, &mut cache, ids.len() - 1).unwrap();
+        let next = sample(&logits, 0.0, 0, &mut orthoformer::init::rng::seeded(0));
+        assert_eq!(decode(&tok, &[next]).unwrap(), " Paris", "{name}");
+    }
 }

@@ -12,7 +12,7 @@ use super::common::{print_json, progress_bar};
 use super::eval::EvalArgs;
 use crate::model::llama::perplexity::perplexity;
 use crate::model::llama::tokenizer::encode;
-use crate::model::llama::{Llama, load_model};
+use crate::model::llama::load_engine;
 
 /// Default text: TinyShakespeare in the repository.
 pub const DEFAULT_DATA: &str = "data/tinyshakespeare.txt";
@@ -67,15 +67,15 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
     if max_tokens == 0 {
         anyhow::bail!("--max-tokens must be at least 1");
     }
-    let loaded = load_model(path).context("loading the model")?;
-    if context > loaded.weights.cfg.max_context {
+    let loaded = load_engine(path).context("loading the model")?;
+    if context > loaded.model.context() {
         anyhow::bail!(
             "--context {context} exceeds the model's {}",
-            loaded.weights.cfg.max_context
+            loaded.model.context()
         );
     }
     let ids = read_tokens(&loaded.tokenizer, &data, max_tokens)?;
-    let mut model = Llama::new(loaded.weights);
+    let mut model = loaded.model;
     let stride = (context / 2).max(1);
     let bar = progress_bar((ids.len() - 1) as u64, "eval", args.json);
     let start = Instant::now();

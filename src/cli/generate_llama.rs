@@ -9,19 +9,19 @@ use super::Outcome;
 use super::generate::GenerateArgs;
 use crate::model::llama::perplexity::sample;
 use crate::model::llama::tokenizer::{decode, encode};
-use crate::model::llama::{Llama, load_model};
+use crate::model::llama::load_engine;
 
 /// Runs this mode of `orthoformer generate`.
 pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
     let path = args.model.as_deref().context("--model is required")?;
-    let loaded = load_model(path).context("loading the model")?;
+    let loaded = load_engine(path).context("loading the model")?;
     let tok = loaded.tokenizer;
-    let mut model = Llama::new(loaded.weights);
+    let mut model = loaded.model;
     let prompt = encode(&tok, &args.prompt)?;
     if prompt.is_empty() {
         anyhow::bail!("the prompt is empty: pass --prompt TEXT");
     }
-    let max = model.w.cfg.max_context;
+    let max = model.context();
     if prompt.len() + args.max_new_tokens > max {
         anyhow::bail!(
             "prompt ({} tokens) + --max-new-tokens {} exceed the model's context of {max}",
@@ -29,16 +29,15 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
             args.max_new_tokens
         );
     }
-    let mut cache = model.new_cache(prompt.len() + args.max_new_tokens);
+    let mut cache = model.new_cache(prompt.len() + args.max_new_tokens)?;
     let mut rng = crate::init::rng::seeded(args.seed);
-    let v = model.w.cfg.vocab_size;
-    let mut logits = model.forward(&prompt, &mut cache, prompt.len() - 1)?;
+    let mut logits = model.prefill(&prompt, &mut cache, prompt.len() - 1)?.to_vec();
     let mut out: Vec<u32> = Vec::new();
     let mut printed = 0usize;
     let mut stdout = std::io::stdout().lock();
     write!(stdout, "{}", args.prompt)?;
     for _ in 0..args.max_new_tokens {
-        let next = sample(&logits[..v], args.temperature, args.top_k, &mut rng);
+        let next = sample(&logits, args.temperature, args.top_k, &mut rng);
         out.push(next);
         // Decode the whole continuation and print what is new, so multi-byte characters that
         // span tokens come out whole.
@@ -54,7 +53,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
         {
             break;
         }
-        logits = model.forward(&[next], &mut cache, 0)?;
+        logits.copy_from_slice(model.decode_one(next, &mut cache)?);
     }
     writeln!(stdout)?;
     Ok(Outcome::Success)

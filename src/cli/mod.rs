@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 pub mod align;
 pub mod bench;
+pub mod bench_llama;
 pub mod common;
 pub mod compare;
 pub mod eval;

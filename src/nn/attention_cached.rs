@@ -12,7 +12,7 @@
 use rayon::prelude::*;
 
 use super::attention::{Dims, HeadAt, Heads, HeadsMut, Out, head_forward};
-use super::simd::{self, LANES, dispatch};
+use super::{attention_decode, simd};
 
 /// Shape of a cached attention call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,44 +113,12 @@ fn decode_head(
     let qrow = &q.x[q.layout.at(at.b, at.h)..][..d];
     let (k0, v0) = (k.layout.at(at.b, at.kv), v.layout.at(at.b, at.kv));
     let s = &mut p[..n];
-    scores_row(s, qrow, &k.x[k0..], k.layout.row, scale);
+    attention_decode::scores(s, qrow, &k.x[k0..], k.layout.row, scale);
     let mx = simd::max(s);
     let sum = simd::exp_shifted_sum(s, mx);
     simd::scale(s, 1.0 / sum);
     // SAFETY: the caller's task owns head (at.b, at.h) of `o`, whose first row holds `d`
     // floats (the extent check of `Out::new`).
     let out = unsafe { std::slice::from_raw_parts_mut(o.head_ptr(at.b, at.h), d) };
-    weighted_rows(out, s, &v.x[v0..], v.layout.row);
-}
-
-dispatch! {
-    /// `s[j] = scale · q·k_j` with key row `j` at `k[j·ld..][..q.len()]`.
-    fn scores_row(s: &mut [f32], q: &[f32], k: &[f32], ld: usize, scale: f32) {
-        let d = q.len();
-        for (j, sj) in s.iter_mut().enumerate() {
-            let kr = &k[j * ld..j * ld + d];
-            let mut acc = [0.0f32; LANES];
-            let (cq, ck) = (q.chunks_exact(LANES), kr.chunks_exact(LANES));
-            let tail: f32 = cq.remainder().iter().zip(ck.remainder()).map(|(a, b)| a * b).sum();
-            for (a, b) in cq.zip(ck) {
-                for ((s, a), b) in acc.iter_mut().zip(a).zip(b) {
-                    *s += a * b;
-                }
-            }
-            *sj = (tail + acc.iter().sum::<f32>()) * scale;
-        }
-    }
-}
-
-dispatch! {
-    /// `out = Σ_j p[j]·v_j` with value row `j` at `v[j·ld..][..out.len()]`.
-    fn weighted_rows(out: &mut [f32], p: &[f32], v: &[f32], ld: usize) {
-        let d = out.len();
-        out.fill(0.0);
-        for (j, &pj) in p.iter().enumerate() {
-            for (o, &x) in out.iter_mut().zip(&v[j * ld..j * ld + d]) {
-                *o += pj * x;
-            }
-        }
-    }
+    attention_decode::weighted_sum(out, s, &v.x[v0..], v.layout.row);
 }

@@ -5,6 +5,7 @@
 
 pub mod attention;
 pub mod attention_cached;
+pub mod attention_decode;
 pub mod cross_entropy;
 pub mod dropout;
 pub mod embedding;

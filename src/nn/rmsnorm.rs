@@ -1,10 +1,10 @@
 //! RMSNorm over the last dimension (inference): `y = x / sqrt(mean(x²) + ε) ⊙ γ`, as Hugging
 //! Face's `LlamaRMSNorm` and llama.cpp's `ggml_rms_norm` followed by the weight multiply.
 //!
-//! The mean of squares is summed in f32 with [`LANES`] partial sums (the row is a few hundred
-//! to a few thousand wide, so the f32 sum is accurate to about 1e-7 relative; the test checks
-//! it against f64). Rows are split over rayon in fixed blocks of [`ROWS`], so results do not
-//! depend on the thread count.
+//! The mean of squares and `1/sqrt(· + ε)` are computed in f64 (with [`LANES`] partial sums,
+//! which vectorise) and the scale rounded once to f32, so the result does not depend on how
+//! the row's sum is associated. Rows are split over rayon in fixed blocks of [`ROWS`], so
+//! results do not depend on the thread count.
 
 use super::simd::{LANES, dispatch};
 use rayon::prelude::*;
@@ -14,7 +14,7 @@ const ROWS: usize = 32;
 
 /// `y[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ gamma` for every row `r` of width `C = gamma.len()`
 /// (`y`, `x`: `N x C`).
-pub fn forward(y: &mut [f32], x: &[f32], gamma: &[f32], eps: f32) {
+pub fn forward(y: &mut [f32], x: &[f32], gamma: &[f32], eps: f64) {
     let c = gamma.len();
     assert!(
         c > 0 && y.len() == x.len() && x.len().is_multiple_of(c),
@@ -31,19 +31,19 @@ pub fn forward(y: &mut [f32], x: &[f32], gamma: &[f32], eps: f32) {
 
 dispatch! {
     /// [`forward`] on the calling thread.
-    pub fn forward_rows(y: &mut [f32], x: &[f32], gamma: &[f32], eps: f32) {
+    pub fn forward_rows(y: &mut [f32], x: &[f32], gamma: &[f32], eps: f64) {
         let c = gamma.len();
         for (yr, xr) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
-            let mut acc = [0.0f32; LANES];
+            let mut acc = [0.0f64; LANES];
             let mut chunks = xr.chunks_exact(LANES);
             for ch in &mut chunks {
-                for (a, v) in acc.iter_mut().zip(ch) {
-                    *a += v * v;
+                for (a, &v) in acc.iter_mut().zip(ch) {
+                    *a += f64::from(v) * f64::from(v);
                 }
             }
-            let tail: f32 = chunks.remainder().iter().map(|v| v * v).sum();
-            let ms = (tail + acc.iter().sum::<f32>()) / c as f32;
-            let inv = 1.0 / (ms + eps).sqrt();
+            let tail: f64 = chunks.remainder().iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+            let ms = (tail + acc.iter().sum::<f64>()) / c as f64;
+            let inv = (1.0 / (ms + eps).sqrt()) as f32;
             for ((o, &v), &g) in yr.iter_mut().zip(xr).zip(gamma) {
                 *o = v * inv * g;
             }

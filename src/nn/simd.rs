@@ -207,6 +207,20 @@ dispatch! {
 }
 
 dispatch! {
+    /// `Σ x[i]` with [`LANES`] partial sums.
+    pub fn sum(x: &[f32]) -> f32 {
+        let mut acc = [0.0f32; LANES];
+        let mut chunks = x.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (a, v) in acc.iter_mut().zip(c) {
+                *a += v;
+            }
+        }
+        chunks.remainder().iter().sum::<f32>() + acc.iter().sum::<f32>()
+    }
+}
+
+dispatch! {
     /// `x[i] *= s`.
     pub fn scale(x: &mut [f32], s: f32) {
         for v in x.iter_mut() {

@@ -8,23 +8,23 @@ use rayon::prelude::*;
 /// Elements per rayon task.
 const CHUNK: usize = 1 << 13;
 
-/// `y = silu(g) ⊙ u`, element-wise (all three the same length).
-pub fn forward(y: &mut [f32], g: &[f32], u: &[f32]) {
-    assert!(y.len() == g.len() && g.len() == u.len(), "swiglu: shapes");
-    if y.len() <= CHUNK {
-        forward_kernel(y, g, u);
+/// `g ← silu(g) ⊙ u`, element-wise, in place (the gate's buffer becomes the output).
+pub fn forward(g: &mut [f32], u: &[f32]) {
+    assert_eq!(g.len(), u.len(), "swiglu: shapes");
+    if g.len() <= CHUNK {
+        forward_kernel(g, u);
         return;
     }
-    y.par_chunks_mut(CHUNK)
-        .zip(g.par_chunks(CHUNK).zip(u.par_chunks(CHUNK)))
-        .for_each(|(y, (g, u))| forward_kernel(y, g, u));
+    g.par_chunks_mut(CHUNK)
+        .zip(u.par_chunks(CHUNK))
+        .for_each(|(g, u)| forward_kernel(g, u));
 }
 
 dispatch! {
     /// [`forward`] on the calling thread.
-    pub fn forward_kernel(y: &mut [f32], g: &[f32], u: &[f32]) {
-        for ((o, &gv), &uv) in y.iter_mut().zip(g).zip(u) {
-            *o = gv / (1.0 + simd::exp(-gv)) * uv;
+    pub fn forward_kernel(g: &mut [f32], u: &[f32]) {
+        for (x, &uv) in g.iter_mut().zip(u) {
+            *x = *x / (1.0 + simd::exp(-*x)) * uv;
         }
     }
 }
@@ -39,8 +39,8 @@ mod tests {
         let g: Vec<f32> = (0..4001).map(|i| (i as f32 - 2000.0) * 0.01).collect();
         let u: Vec<f32> = (0..4001).map(|i| ((i % 13) as f32 - 6.0) * 0.3).collect();
         for isa in available() {
-            let mut y = vec![0.0; g.len()];
-            with_isa(isa, || forward_kernel(&mut y, &g, &u));
+            let mut y = g.clone();
+            with_isa(isa, || forward_kernel(&mut y, &u));
             for ((&o, &gv), &uv) in y.iter().zip(&g).zip(&u) {
                 let (gd, ud) = (gv as f64, uv as f64);
                 let want = gd / (1.0 + (-gd).exp()) * ud;

@@ -5,6 +5,7 @@
 //! the first is predicted once, with up to `context − stride` tokens of history.
 
 use rand::Rng as _;
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::forward::Llama;
@@ -49,8 +50,8 @@ pub fn perplexity(
     if tokens.len() < 2 {
         return Err(ModelError::Config("the text has fewer than 2 tokens".into()).into());
     }
-    let v = model.w.cfg.vocab_size;
-    let mut cache = model.new_cache(context);
+    let v = model.vocab_size();
+    let mut cache = model.new_cache(context)?;
     let (mut nll, mut scored, mut prev_end) = (0.0f64, 0usize, 1usize);
     let mut begin = 0;
     loop {
@@ -58,10 +59,18 @@ pub fn perplexity(
         // Targets prev_end..end; the logits predicting target j sit at window row j-1-begin.
         let from = prev_end - 1 - begin;
         cache.clear();
-        let logits = model.forward(&tokens[begin..end], &mut cache, from)?;
+        let logits = model.prefill(&tokens[begin..end], &mut cache, from)?;
         let rows = end - prev_end;
-        for (r, j) in (prev_end..end).enumerate() {
-            nll -= log_prob(&logits[r * v..(r + 1) * v], tokens[j] as usize);
+        // Rows in parallel (a 49,152-wide f64 log-softmax each), summed in order as before.
+        let lp: Vec<f64> = (prev_end..end)
+            .into_par_iter()
+            .map(|j| {
+                let r = j - prev_end;
+                log_prob(&logits[r * v..(r + 1) * v], tokens[j] as usize)
+            })
+            .collect();
+        for x in lp {
+            nll -= x;
         }
         per_window(&logits[..rows * v], prev_end..end);
         scored += rows;
