@@ -66,7 +66,7 @@ fn main() {
             )
         });
         // Two products forward, four backward, each 2·pairs·D per head.
-        let pairs = attention::causal_pairs(t) as f64;
+        let pairs = attention::causal_pairs(t).map_or(f64::NAN, |p| p as f64);
         let f1 = 2.0 * 2.0 * pairs * d as f64 * (b * h) as f64 / 1e9;
         println!(
             "{name}: forward {:.2} ms ({:.1} GFLOP/s), backward {:.2} ms ({:.1} GFLOP/s)",

@@ -4,11 +4,14 @@
 use std::path::PathBuf;
 
 /// Any error the library returns.
-#[derive(Debug, thiserror::Error)]
+///
+/// Its `Display` is one line: control characters that a message quotes from its input (a
+/// path, a token, a key read from a hostile file) are written as escapes (`\n`), so a
+/// message never breaks the one-line rule of the command line.
+#[derive(Debug)]
 pub enum Error {
-    /// Reading or writing a file failed.
-    // The cause is printed by the error chain, so the message names only the path.
-    #[error("{}", path.display())]
+    /// Reading or writing a file failed. The message names the path; the operating system's
+    /// reason is the cause (`source`), printed by the error chain.
     Io {
         /// The file involved.
         path: PathBuf,
@@ -16,29 +19,103 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Bad arguments to an initialiser (shape, gain, method).
-    #[error(transparent)]
-    Init(#[from] crate::init::InitError),
+    Init(crate::init::InitError),
     /// A file format problem (npy, safetensors, GGUF).
-    #[error(transparent)]
-    Format(#[from] crate::io::FormatError),
+    Format(crate::io::FormatError),
     /// A model configuration or checkpoint does not make sense.
-    #[error(transparent)]
-    Model(#[from] crate::model::ModelError),
+    Model(crate::model::ModelError),
     /// A dataset or tokenizer problem.
-    #[error(transparent)]
-    Data(#[from] crate::data::DataError),
+    Data(crate::data::DataError),
     /// Training stopped (non-finite loss, interrupted, bad options).
-    #[error(transparent)]
-    Train(#[from] crate::train::TrainError),
+    Train(crate::train::TrainError),
     /// Rotation, quantisation or alignment of a pretrained model failed.
-    #[error(transparent)]
-    Rotate(#[from] crate::rotate::RotateError),
+    Rotate(crate::rotate::RotateError),
     /// The MQAR benchmark harness (bad task shape, plot failure).
-    #[error(transparent)]
-    Mqar(#[from] crate::analysis::mqar::MqarError),
+    Mqar(crate::analysis::mqar::MqarError),
     /// A theory measurement (shape mismatch, plot failure).
-    #[error(transparent)]
-    Theory(#[from] crate::analysis::theory::TheoryError),
+    Theory(crate::analysis::theory::TheoryError),
+    /// A request too large for this machine's memory, or whose size overflows.
+    Memory(crate::io::memory::MemoryError),
+}
+
+impl Error {
+    /// The wrapped subsystem error (`None` for [`Error::Io`]).
+    fn inner(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(match self {
+            Error::Io { .. } => return None,
+            Error::Init(e) => e,
+            Error::Format(e) => e,
+            Error::Model(e) => e,
+            Error::Data(e) => e,
+            Error::Train(e) => e,
+            Error::Rotate(e) => e,
+            Error::Mqar(e) => e,
+            Error::Theory(e) => e,
+            Error::Memory(e) => e,
+        })
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = match (self, self.inner()) {
+            (Error::Io { path, .. }, _) => path.display().to_string(),
+            (_, Some(e)) => e.to_string(),
+            (_, None) => String::new(),
+        };
+        f.write_str(&printable(&text))
+    }
+}
+
+impl std::error::Error for Error {
+    // As `#[error(transparent)]`: the subsystem error's own message is this one's, so the
+    // chain goes on with its cause.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => self.inner().and_then(|e| e.source()),
+        }
+    }
+}
+
+macro_rules! from_subsystem {
+    ($($variant:ident($ty:ty)),* $(,)?) => {
+        $(impl From<$ty> for Error {
+            fn from(e: $ty) -> Self {
+                Error::$variant(e)
+            }
+        })*
+    };
+}
+
+from_subsystem!(
+    Init(crate::init::InitError),
+    Format(crate::io::FormatError),
+    Model(crate::model::ModelError),
+    Data(crate::data::DataError),
+    Train(crate::train::TrainError),
+    Rotate(crate::rotate::RotateError),
+    Mqar(crate::analysis::mqar::MqarError),
+    Theory(crate::analysis::theory::TheoryError),
+    Memory(crate::io::memory::MemoryError),
+);
+
+/// `text` with every control character (newline, carriage return, NUL, ...) written as its
+/// escape, so quoted input cannot break a message's line.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 impl Error {
@@ -53,3 +130,45 @@ impl Error {
 
 /// `Result` with the library's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `err` and its causes on one line, `"a: b: c"`, for messages that keep only text (an I/O
+/// error's message names the path and leaves the operating system's reason to its cause).
+/// Whitespace runs, newlines included, become one space.
+pub fn one_line(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = String::new();
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        let text = e
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !text.is_empty() && !line.ends_with(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+        cause = e.source();
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_quote_input_on_one_line() {
+        let e = Error::io("a\nb\0.txt", std::io::Error::other("x"));
+        assert_eq!(e.to_string(), "a\\nb\\u{0}.txt");
+        let m: Error = crate::model::ModelError::Config("token \"\n\"".into()).into();
+        assert_eq!(m.to_string(), "invalid model configuration: token \"\\n\"");
+    }
+
+    #[test]
+    fn one_line_keeps_the_cause() {
+        let e = Error::io("x.svg", std::io::Error::other("No space left\non device"));
+        assert_eq!(one_line(&e), "x.svg: No space left on device");
+    }
+}

@@ -3,7 +3,8 @@
 //! orthogonal rotation of pretrained Llama-style models).
 //!
 //! Dependencies between modules point one way:
-//! `init -> nn -> model -> {train, rotate, analysis} -> cli`. `io` (file formats, atomic
+//! `init -> nn -> model -> {train, rotate, analysis}`; the command line is its own crate
+//! (`cli/`), built on this library. `io` (file formats, atomic
 //! writes) sits below everything.
 //!
 //! Dimension letters, used in shape comments everywhere: `B` batch, `T` sequence length,
@@ -11,7 +12,6 @@
 //! `L` layers, `F` feed-forward width.
 
 pub mod analysis;
-pub mod cli;
 pub mod data;
 pub mod error;
 pub mod init;

@@ -15,9 +15,7 @@ const TOL: f64 = 2e-3;
 
 #[test]
 fn logits_match_numpy_reference_and_cache_matches_prefill() {
-    let Some(path) = common::smollm2() else {
-        return;
-    };
+    let path = common::smollm2();
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/llama/reference_logits.json"
@@ -86,9 +84,7 @@ fn check_against_reference(name: &str, model: &mut Llama, fx: &serde_json::Value
 
 #[test]
 fn greedy_continues_capital_of_france_with_paris() {
-    let Some(path) = common::smollm2() else {
-        return;
-    };
+    let path = common::smollm2();
     let tok = load_engine(&path).unwrap().tokenizer;
     for (name, mut model) in engines(&path) {
         let ids = encode(&tok, "The capital of France is").unwrap();

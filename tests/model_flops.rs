@@ -25,7 +25,7 @@ fn counted_flops_equal_accounting() {
             let before = flops_counted();
             m.forward_backward(&x, &x, b, t, 0).unwrap();
             let ran = flops_counted() - before;
-            let f = flops_per_token(&cfg, t);
+            let f = flops_per_token(&cfg, t).unwrap();
             assert_eq!(
                 ran,
                 (f.forward + f.backward) * (b * t) as u64,
@@ -42,4 +42,23 @@ fn counted_flops_equal_accounting() {
         4 * 2 * 2 * c * c * 32,
         "4 layers x 2 weights x 2C² x 32 tokens"
     );
+}
+
+/// `causal_pairs` in closed form equals the sum over the kernel's 64-row blocks, and huge
+/// lengths overflow to `None` instead of looping (issue 16).
+#[test]
+fn causal_pairs_closed_form() {
+    use orthoformer::nn::attention::causal_pairs;
+    for t in (0..400usize).chain([1000, 4095, 4096, 4097]) {
+        let blocks = t.div_ceil(64);
+        let by_block: usize = (0..blocks)
+            .map(|i| {
+                let (r0, r1) = (i * 64, ((i + 1) * 64).min(t));
+                (r1 - r0) * r1
+            })
+            .sum();
+        assert_eq!(causal_pairs(t), Some(by_block), "t = {t}");
+    }
+    assert_eq!(causal_pairs(usize::MAX), None);
+    assert!(causal_pairs(1 << 31).is_some());
 }

@@ -58,7 +58,7 @@ fn tampered_frozen_weights_fail_to_load() {
     std::fs::create_dir_all(&dir).unwrap();
     let m = Gpt::new(cfg(AttentionKind::OrthogonalLinear, 0.0), 2).unwrap();
     let p = dir.join("full.safetensors");
-    save_model(&p, &m, true).unwrap();
+    save_model(&p, &m).unwrap();
     let mut bytes = std::fs::read(&p).unwrap();
     // Flip a bit inside a stored frozen tensor.
     let (n, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
@@ -122,5 +122,132 @@ fn broken_checkpoints_are_clear_errors() {
     assert!(err.contains("not a safetensors file"), "{err}");
     let missing = dir.join("missing.safetensors");
     assert!(load_model(&missing).is_err());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Rewrites the safetensors file `p` with `edit` applied to its tensors `(name, shape, f32s)`
+/// and its metadata (the `safetensors` crate's own writer, as another tool would).
+fn rewrite(
+    p: &std::path::Path,
+    edit: impl FnOnce(
+        &mut Vec<(String, Vec<usize>, Vec<f32>)>,
+        &mut std::collections::HashMap<String, String>,
+    ),
+) {
+    let bytes = std::fs::read(p).unwrap();
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let mut meta = header.metadata().clone().unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = st
+        .tensors()
+        .into_iter()
+        .map(|(n, v)| {
+            let data = v
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            (n, v.shape().to_vec(), data)
+        })
+        .collect();
+    edit(&mut tensors, &mut meta);
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, s, d)| {
+            let v = safetensors::tensor::TensorView::new(
+                safetensors::Dtype::F32,
+                s.clone(),
+                bytemuck::cast_slice(d),
+            )
+            .unwrap();
+            (n.clone(), v)
+        })
+        .collect();
+    std::fs::write(p, safetensors::serialize(views, Some(meta)).unwrap()).unwrap();
+}
+
+/// Issue 18, item 2: every frozen variant's checkpoint holds its frozen `W_Q`, `W_K` in full
+/// (any safetensors reader gets the whole model), and loading checks them against the
+/// generator bit for bit, beyond the hash.
+#[test]
+fn frozen_weights_are_stored_in_full_and_must_be_the_generators() {
+    let dir = std::env::temp_dir().join(format!("ortho-frozen-gen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for kind in [
+        AttentionKind::Orthogonal,
+        AttentionKind::OrthogonalTied,
+        AttentionKind::OrthogonalLinear,
+        AttentionKind::OrthogonalHadamard,
+    ] {
+        let m = Gpt::new(cfg(kind, 0.0), 3).unwrap();
+        let p = dir.join(format!("{}.safetensors", kind.name()));
+        save_model(&p, &m).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        assert!(!m.frozen().tensors.is_empty(), "{kind:?}");
+        for t in &m.frozen().tensors {
+            let v = st.tensor(&t.name).unwrap();
+            assert_eq!(v.shape(), &[8, 8]);
+            assert_eq!(
+                v.data(),
+                bytemuck::cast_slice::<f32, u8>(&t.data),
+                "{kind:?} {}",
+                t.name
+            );
+        }
+        // A different orthonormal matrix with a matching hash: only the generator check sees it.
+        let mut other = m.frozen().clone();
+        // Row 0 negated: still orthonormal rows, just not the generator's.
+        for v in &mut other.tensors[0].data[..8] {
+            *v = -*v;
+        }
+        let name = other.tensors[0].name.clone();
+        let values = other.tensors[0].data.clone();
+        let hash = other.hash();
+        rewrite(&p, |tensors, meta| {
+            for (n, _, d) in tensors.iter_mut() {
+                if *n == name {
+                    *d = values.clone();
+                }
+            }
+            meta.insert("frozen_sha256".into(), hash);
+        });
+        let err = load_model(&p)
+            .err()
+            .expect("an edited frozen tensor must not load")
+            .to_string();
+        assert!(
+            err.contains("is not the matrix its generator"),
+            "{kind:?}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Checkpoints written before frozen tensors were stored (generator and hash only) still load:
+/// the frozen weights are regenerated and checked against the hash.
+#[test]
+fn checkpoints_without_frozen_tensors_still_load() {
+    let dir = std::env::temp_dir().join(format!("ortho-frozen-old-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let m = Gpt::new(cfg(AttentionKind::Orthogonal, 0.0), 5).unwrap();
+    let p = dir.join("old.safetensors");
+    save_model(&p, &m).unwrap();
+    let frozen: Vec<String> = m.frozen().tensors.iter().map(|t| t.name.clone()).collect();
+    rewrite(&p, |tensors, _| {
+        tensors.retain(|(n, _, _)| !frozen.contains(n))
+    });
+    let back = load_model(&p).unwrap();
+    assert_eq!(back.frozen().hash(), m.frozen().hash());
+    assert_eq!(back.params().data, m.params().data);
+    // Some frozen tensors but not all: an error naming the missing one.
+    save_model(&p, &m).unwrap();
+    let first = frozen[0].clone();
+    rewrite(&p, |tensors, _| tensors.retain(|(n, _, _)| *n != first));
+    let err = load_model(&p).err().unwrap().to_string();
+    assert!(
+        err.contains(&format!("frozen tensor {first} is missing")),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -139,7 +139,7 @@ fn new_variants_round_trip_through_checkpoints() {
         let c = cfg(kind, 8);
         let mut m = Gpt::new(c.clone(), 6).unwrap();
         let path = dir.join(format!("{}.safetensors", kind.name()));
-        save_model(&path, &m, false).unwrap();
+        save_model(&path, &m).unwrap();
         let mut back = load_model(&path).unwrap();
         let x = batch(&c);
         let want = m.logits(&x, B, c.context).unwrap().to_vec();

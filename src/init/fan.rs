@@ -10,6 +10,11 @@ pub fn check_shape(shape: &[usize]) -> Result<(), InitError> {
             shape: shape.to_vec(),
         });
     }
+    // The initialisers compute in f64: the tensor itself must fit before it is allocated.
+    crate::io::memory::check_fits(
+        crate::io::memory::bytes(shape).and_then(|n| n.checked_mul(8)),
+        format_args!("a tensor of shape {shape:?} in f64"),
+    )?;
     Ok(())
 }
 

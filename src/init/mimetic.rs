@@ -75,6 +75,11 @@ pub fn mimetic(d: usize, heads: usize, p: MimeticParams, seed: u64) -> Result<Mi
             "mimetic needs heads ({heads}) >= 1 dividing the width ({d})"
         )));
     }
+    // About a dozen d x d f64 matrices are alive at once (Z, the SVD's factors, W_Q..W_O).
+    crate::io::memory::check_fits(
+        crate::io::memory::bytes(&[d, d, 8, 12]),
+        format_args!("mimetic initialisation of width {d}"),
+    )?;
     let k = d / heads;
     let mut rng = seeded(seed);
     let mut z = vec![0.0; d * d];

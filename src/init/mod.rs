@@ -78,4 +78,7 @@ pub enum InitError {
     /// Any other bad parameter, in words.
     #[error("{0}")]
     BadParam(String),
+    /// The matrices asked for do not fit this machine's memory.
+    #[error(transparent)]
+    Memory(#[from] crate::io::memory::MemoryError),
 }

@@ -19,3 +19,14 @@ pub fn fill_standard_normal(rng: &mut Rng, out: &mut [f64]) {
         *v = rng.sample(rand_distr::StandardNormal);
     }
 }
+
+/// SplitMix64's finaliser (Steele, Lea and Flood 2014): a bijective 64-bit mix. The one seed
+/// mixer of the crate: frozen heads' seeds, dropout masks and MQAR's data streams derive
+/// independent-looking seeds from small integers with it.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

@@ -1,4 +1,4 @@
-//! Plots written as PNG and SVG, each atomically, in the font compiled into the binary.
+//! Plots written as PNG and SVG, the pair as one file set, in the font compiled into the binary.
 //!
 //! Every plot of the project (loss curves, the MQAR heatmap, the theory scatter, the
 //! initialisation probe) implements [`Figure`] once and is drawn twice, on a bitmap and on an
@@ -9,6 +9,8 @@ use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+use super::file_set::FileSet;
 
 /// DejaVu Sans, so plots need no system font library.
 static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
@@ -56,35 +58,85 @@ fn ensure_font(path: &Path) -> Result<(), FigureError> {
     }
 }
 
-/// Writes `fig` as PNG to `png` and as SVG to `svg`. Each file is drawn into a
-/// temporary file in its own folder and renamed into place when complete, so an interrupted
-/// or failed write leaves no partial plot.
+/// Writes `fig` as PNG to `png` and as SVG to `svg`, both in one folder, as one file set
+/// (`io::file_set`, tagged with the PNG's file stem): an interrupted or failed write leaves
+/// the previous pair or none, never one plot without the other or a partial file.
 pub fn write_figure(fig: &impl Figure, png: &Path, svg: &Path) -> Result<(), FigureError> {
-    ensure_font(png)?;
+    let dir = match png.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if svg.parent().unwrap_or(Path::new("")) != png.parent().unwrap_or(Path::new("")) {
+        return Err(FigureError::new(
+            svg,
+            "the PNG and the SVG must be in one folder",
+        ));
+    }
+    let stem: String = png
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let tag = if stem.is_empty() {
+        "figure".to_string()
+    } else {
+        stem
+    };
+    let mut set = FileSet::begin(dir, &tag).map_err(|e| FigureError::new(png, cause(&e)))?;
+    stage_figure(fig, &mut set, &file_name(png), &file_name(svg))?;
+    set.commit().map_err(|e| FigureError::new(png, cause(&e)))
+}
+
+/// Draws `fig` into `set` as the PNG `png` and the SVG `svg` (file names in the set's folder),
+/// for writers that commit a figure together with other files.
+pub fn stage_figure(
+    fig: &impl Figure,
+    set: &mut FileSet,
+    png: &str,
+    svg: &str,
+) -> Result<(), FigureError> {
+    let (png_path, svg_path) = (set.dir().join(png), set.dir().join(svg));
+    ensure_font(&png_path)?;
     let mut text = String::new();
     {
         let root = SVGBackend::with_string(&mut text, fig.size()).into_drawing_area();
-        fig.draw(&root).map_err(|e| FigureError::new(svg, e))?;
-        root.present().map_err(|e| FigureError::new(svg, e))?;
+        fig.draw(&root)
+            .map_err(|e| FigureError::new(&svg_path, e))?;
+        root.present().map_err(|e| FigureError::new(&svg_path, e))?;
     }
-    super::write_atomic_bytes(svg, text.as_bytes()).map_err(|e| FigureError::new(svg, e))?;
-    // The PNG encoder picks its format from the extension, so the temp name ends in .png.
-    let name = png
-        .file_name()
+    set.write_bytes(svg, text.as_bytes())
+        .map_err(|e| FigureError::new(&svg_path, cause(&e)))?;
+    // The PNG encoder picks its format from the extension: the staged name ends in `.png`.
+    let staged = set
+        .staged_path(png)
+        .map_err(|e| FigureError::new(&png_path, cause(&e)))?;
+    {
+        let root = BitMapBackend::new(&staged, fig.size()).into_drawing_area();
+        fig.draw(&root)
+            .map_err(|e| FigureError::new(&png_path, e))?;
+        root.present().map_err(|e| FigureError::new(&png_path, e))?;
+    }
+    set.adopt(png)
+        .map_err(|e| FigureError::new(&png_path, cause(&e)))
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = png.with_file_name(format!(".{name}.{}.tmp.png", std::process::id()));
-    let drawn = (|| {
-        let root = BitMapBackend::new(&tmp, fig.size()).into_drawing_area();
-        fig.draw(&root).map_err(|e| FigureError::new(png, e))?;
-        root.present().map_err(|e| FigureError::new(png, e))?;
-        drop(root);
-        std::fs::rename(&tmp, png).map_err(|e| FigureError::new(png, e))
-    })();
-    if drawn.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    drawn
+        .unwrap_or_default()
+}
+
+/// An error with its causes on one line (an I/O error's own text is in its source).
+fn cause(e: &crate::Error) -> String {
+    crate::error::one_line(e)
 }
 
 #[cfg(test)]
@@ -126,11 +178,22 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_write_keeps_its_cause() {
+        let dir = fresh_dir("figure-svg-err").join("missing");
+        let err = write_figure(&Square, &dir.join("a.png"), &dir.join("a.svg")).unwrap_err();
+        assert!(err.why.contains("No such file or directory"), "{}", err.why);
+        assert!(!err.why.contains('\n'));
+    }
+
+    #[test]
     fn an_unwritable_folder_is_an_error_naming_the_file() {
         let dir = fresh_dir("figure-err");
         let png = dir.join("missing").join("a.png");
-        let err = write_figure(&Square, &png, &dir.join("a.svg")).unwrap_err();
+        let err = write_figure(&Square, &png, &dir.join("missing").join("a.svg")).unwrap_err();
         assert_eq!(err.path, png);
-        assert!(!err.why.is_empty());
+        assert!(err.why.contains("No such file"), "{}", err.why);
+        let err =
+            write_figure(&Square, &dir.join("a.png"), &png.with_extension("svg")).unwrap_err();
+        assert!(err.why.contains("one folder"), "{}", err.why);
     }
 }

@@ -1,10 +1,17 @@
-//! File formats and safe writing: atomic file creation (temp file + rename), plots, and the
-//! formats the project reads and writes (npy, safetensors helpers, GGUF).
+//! File formats and safe writing: atomic file creation (temp file + rename), sets of files
+//! replaced all at once, plots, the formats the project reads and writes (npy, a
+//! deterministic safetensors writer, GGUF), and the memory check made before large allocations.
 
 pub mod atomic;
 pub mod figure;
+pub mod file_set;
 pub mod gguf;
+pub mod matrix_file;
+pub mod memory;
 pub mod npy;
+pub mod safetensors_writer;
+pub mod table;
+pub mod tokenizer_json;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
 

@@ -6,6 +6,7 @@
 
 use super::config::{AttentionKind, GptConfig, Projection};
 use super::layout;
+use crate::io::memory::{self, MemoryError};
 use serde::Serialize;
 
 /// One component's parameters (per layer for block components).
@@ -88,44 +89,54 @@ const ORDER: [&str; 10] = [
 
 /// Activation and scratch floats `Gpt` allocates for a `b x t` batch: computed from the same
 /// buffer list as the allocation itself (`gpt_acts::layout`), so the two cannot drift apart.
-pub fn activation_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
+/// `None` when the count does not fit 64 bits.
+pub fn activation_floats(cfg: &GptConfig, b: usize, t: usize) -> Option<usize> {
     super::gpt_acts::activation_floats(cfg, b, t)
 }
 
 /// Of [`activation_floats`], those a training step never writes (the post-LN-only scratch
 /// buffer when the model is pre-LN): allocated, but never made resident by the kernel.
-pub fn unwritten_activation_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
-    super::gpt_acts::unwritten_floats(cfg, b, t)
+/// `None` when the count does not fit 64 bits.
+pub fn unwritten_activation_floats(cfg: &GptConfig, b: usize, t: usize) -> Option<usize> {
+    super::gpt_acts::largest_buffer(cfg, b, t)?;
+    Some(super::gpt_acts::unwritten_floats(cfg, b, t))
 }
 
-/// Bytes of the largest buffer a training checkpoint holds at once: the optimizer file is
-/// serialised whole in memory (AdamW m and v, `8·trainable`) before it is written, and the
-/// model file (`4·trainable`, frozen weights regenerated from their seed) is smaller. Freed
-/// after the write, but part of the peak, since every other buffer is still alive.
-pub fn checkpoint_write_bytes(trainable: usize) -> usize {
-    8 * trainable
+/// Bytes a training checkpoint write holds beyond the model and optimizer: every file is
+/// streamed to disk through one buffer of [`WRITE_BUFFER`](crate::io::file_set::WRITE_BUFFER)
+/// bytes (tensors go out from their own memory, hashed on the way), so the write holds no
+/// copy of the weights or the AdamW moments, whatever the model's size.
+pub fn checkpoint_write_bytes(_trainable: usize) -> usize {
+    crate::io::file_set::WRITE_BUFFER
 }
 
-/// FLOPs per token at sequence length `t` (see [`Flops`]).
-pub fn flops_per_token(cfg: &GptConfig, t: usize) -> Flops {
+/// FLOPs per token at sequence length `t` (see [`Flops`]); `None` when a figure does not fit
+/// 64 bits.
+pub fn flops_per_token(cfg: &GptConfig, t: usize) -> Option<Flops> {
+    // In u128 with every product checked: widths up to 2^64 cannot wrap silently.
+    let mul = |xs: &[u64]| {
+        xs.iter()
+            .try_fold(1u128, |acc, &x| acc.checked_mul(u128::from(x)))
+    };
     let (c, f, v, d) = (
         cfg.d_model as u64,
         cfg.d_ff as u64,
         cfg.vocab_size as u64,
         cfg.d_head() as u64,
     );
-    let (t, l) = (t as u64, cfg.n_layer as u64);
-    let proj = 2 * c * c; // one C x C projection
-    let ffn = 2 * 2 * c * f;
+    let (tt, l) = (t as u64, cfg.n_layer as u64);
+    let proj = mul(&[2, c, c])?; // one C x C projection
+    let ffn = mul(&[4, c, f])?;
     // Softmax: S = QKᵀ and PV over the causal blocks the kernel computes (per token: the
     // pairs per head over T); linear: state + readout.
     let (att_f, att_b) = if cfg.attention.is_linear() {
-        (4 * c * d, 12 * c * d)
+        (mul(&[4, c, d])?, mul(&[12, c, d])?)
     } else {
-        let pairs = crate::nn::attention::causal_pairs(t as usize) as u64;
-        (4 * pairs * c / t.max(1), 8 * pairs * c / t.max(1))
+        let pairs = crate::nn::attention::causal_pairs(t)? as u64;
+        let per = tt.max(1) as u128;
+        (mul(&[4, pairs, c])? / per, mul(&[8, pairs, c])? / per)
     };
-    let head = 2 * c * v;
+    let head = mul(&[2, c, v])?;
     // Matrix products per layer: Q and K run one only when dense (trainable or frozen
     // orthogonal); tied keys reuse the queries, identity queries are the input, and the
     // Hadamard projections are fast transforms (`nn::srht`, about C·(log₂C + 2) additions per
@@ -135,25 +146,42 @@ pub fn flops_per_token(cfg: &GptConfig, t: usize) -> Flops {
     let qk_products = [a.q_projection(), a.k_projection()]
         .into_iter()
         .filter(|&p| dense(p))
-        .count() as u64;
+        .count() as u128;
     let qk_trained = [a.q_projection(), a.k_projection()]
         .into_iter()
         .filter(|p| p.trainable())
-        .count() as u64;
-    let fwd_proj = (2 + qk_products) * proj;
-    let forward = l * (fwd_proj + ffn + att_f) + head;
+        .count() as u128;
+    let l = u128::from(l);
+    let fwd_proj = (2 + qk_products).checked_mul(proj)?;
+    let per_layer_f = fwd_proj.checked_add(ffn)?.checked_add(att_f)?;
+    let forward = l.checked_mul(per_layer_f)?.checked_add(head)?;
     // Backward: every product's input gradient, and weight gradients of the trained ones.
-    let skipped = l * (2 - qk_trained) * proj;
-    let backward = l * (fwd_proj + (2 + qk_trained) * proj + 2 * ffn + att_b) + 2 * head;
-    Flops {
-        forward,
-        backward,
-        backward_skipped_frozen: skipped,
-    }
+    let skipped = l.checked_mul(2 - qk_trained)?.checked_mul(proj)?;
+    let per_layer_b = fwd_proj
+        .checked_add((2 + qk_trained).checked_mul(proj)?)?
+        .checked_add(ffn.checked_mul(2)?)?
+        .checked_add(att_b)?;
+    let backward = l
+        .checked_mul(per_layer_b)?
+        .checked_add(head.checked_mul(2)?)?;
+    Some(Flops {
+        forward: u64::try_from(forward).ok()?,
+        backward: u64::try_from(backward).ok()?,
+        backward_skipped_frozen: u64::try_from(skipped).ok()?,
+    })
 }
 
-/// The account of `cfg` with activations for a `batch x seq` batch.
-pub fn account(cfg: &GptConfig, batch: usize, seq: usize) -> Account {
+/// The account of `cfg` with activations for a `batch x seq` batch. Counted in closed form
+/// (one block's tensors times `L`), so any configuration is accounted at once; an error when
+/// a figure does not fit 64 bits.
+pub fn account(cfg: &GptConfig, batch: usize, seq: usize) -> crate::Result<Account> {
+    let overflow = |what: String| crate::Error::from(MemoryError::Overflow { what });
+    let model_overflow = || {
+        overflow(format!(
+            "a model with vocab_size {}, context {}, n_layer {}, d_model {}, d_ff {}",
+            cfg.vocab_size, cfg.context, cfg.n_layer, cfg.d_model, cfg.d_ff
+        ))
+    };
     let mut components: Vec<Component> = ORDER
         .iter()
         .map(|n| Component {
@@ -163,18 +191,18 @@ pub fn account(cfg: &GptConfig, batch: usize, seq: usize) -> Account {
             frozen: 0,
         })
         .collect();
-    for s in layout::trainable(cfg) {
-        if s.name.starts_with("h.") && !s.name.starts_with("h.0.") {
-            continue;
-        }
+    // One block stands for all: the per-layer figures are those of block 0.
+    let one = GptConfig {
+        n_layer: 1,
+        ..cfg.clone()
+    };
+    let counts = layout::param_counts(cfg).ok_or_else(model_overflow)?;
+    for s in layout::trainable(&one) {
         if let Some(comp) = components.iter_mut().find(|x| x.name == s.component) {
             comp.trainable += s.numel();
         }
     }
-    for (name, shape) in layout::frozen(cfg) {
-        if !name.starts_with("h.0.") {
-            continue;
-        }
+    for (name, shape) in layout::frozen(&one) {
         let comp = if name.contains(".q.") {
             "attention Q"
         } else {
@@ -184,31 +212,49 @@ pub fn account(cfg: &GptConfig, batch: usize, seq: usize) -> Account {
             x.frozen += shape.iter().product::<usize>();
         }
     }
-    let trainable = layout::trainable_count(cfg);
-    let frozen = layout::frozen_count(cfg);
-    let activations =
-        4 * (activation_floats(cfg, batch, seq) - unwritten_activation_floats(cfg, batch, seq));
+    let (trainable, frozen) = (counts.trainable, counts.frozen);
+    let batch_overflow = || overflow(format!("the activations of a {batch} x {seq} batch"));
+    let act = activation_floats(cfg, batch, seq).ok_or_else(batch_overflow)?;
+    let unwritten = unwritten_activation_floats(cfg, batch, seq).ok_or_else(batch_overflow)?;
+    let activations = memory::bytes(&[act - unwritten, 4]).ok_or_else(batch_overflow)?;
+    let params = trainable.checked_add(frozen).ok_or_else(model_overflow)?;
+    // GptConfig::validate guarantees 32 bytes per parameter fit; checked anyway, for
+    // configurations that were never validated.
+    let weights = memory::bytes(&[params, 4]).ok_or_else(model_overflow)?;
+    let gradients = memory::bytes(&[trainable, 4]).ok_or_else(model_overflow)?;
+    let adamw = memory::bytes(&[trainable, 8]).ok_or_else(model_overflow)?;
+    let checkpoint_write = checkpoint_write_bytes(trainable);
+    let total = memory::sum(&[
+        Some(weights),
+        Some(gradients),
+        Some(adamw),
+        Some(activations),
+        Some(checkpoint_write),
+    ])
+    .ok_or_else(batch_overflow)?;
     let memory = Memory {
         batch,
         seq,
-        weights: 4 * (trainable + frozen),
-        gradients: 4 * trainable,
-        adamw: 8 * trainable,
+        weights,
+        gradients,
+        adamw,
         activations,
-        checkpoint_write: checkpoint_write_bytes(trainable),
-        total: 4 * (trainable + frozen)
-            + 12 * trainable
-            + activations
-            + checkpoint_write_bytes(trainable),
+        checkpoint_write,
+        total,
     };
-    Account {
+    let flops_per_token = flops_per_token(cfg, seq).ok_or_else(|| {
+        super::ModelError::Config(format!(
+            "the FLOPs per token at sequence length {seq} do not fit 64 bits: use smaller sizes"
+        ))
+    })?;
+    Ok(Account {
         components,
-        total: trainable + frozen,
+        total: params,
         trainable,
         frozen,
         memory,
-        flops_per_token: flops_per_token(cfg, seq),
-    }
+        flops_per_token,
+    })
 }
 
 /// The same configuration with trainable `W_Q, W_K` (the softmax or linear twin).
@@ -224,15 +270,7 @@ pub fn unfrozen_twin(cfg: &GptConfig) -> GptConfig {
     }
 }
 
-/// `1234567` as `1,234,567`.
+/// `1234567` as `1,234,567` (see [`crate::io::table::thousands`]).
 pub fn thousands(x: usize) -> String {
-    let s = x.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
+    crate::io::table::thousands(x as u128)
 }

@@ -271,6 +271,19 @@ impl GptConfig {
         })
     }
 
+    /// Reads a config file: JSON when the name ends in `.json` (the form checkpoints store),
+    /// TOML otherwise; every field required, unknown fields rejected, validated.
+    pub fn from_file(path: &Path) -> crate::Result<Self> {
+        if path.extension().is_none_or(|e| e != "json") {
+            return Self::from_toml_file(path);
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+        let cfg: GptConfig = serde_json::from_str(&text)
+            .map_err(|e| ModelError::Config(format!("{}: bad JSON config: {e}", path.display())))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
     /// The config as TOML text.
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_default()
@@ -319,6 +332,21 @@ impl GptConfig {
         }
         if !(0.0..1.0).contains(&self.dropout) {
             return bad(format!("dropout {} must be in [0, 1)", self.dropout));
+        }
+        // Every size derived from the config (tensor shapes, counts, the bytes of weights,
+        // gradients, AdamW moments and a checkpoint write: at most 32 per parameter) must be
+        // computable in 64 bits; whether it fits the machine is checked where it is allocated.
+        let counts = super::layout::param_counts(self);
+        let bytes = counts.and_then(|c| {
+            let params = c.trainable.checked_add(c.frozen)?;
+            params.checked_mul(32)
+        });
+        if bytes.is_none() {
+            return bad(format!(
+                "the model's size overflows 64-bit arithmetic (vocab_size {}, context {}, \
+                 n_layer {}, d_model {}, d_ff {}): use smaller dimensions",
+                self.vocab_size, self.context, self.n_layer, self.d_model, self.d_ff
+            ));
         }
         Ok(())
     }

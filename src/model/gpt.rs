@@ -9,6 +9,7 @@ use super::gpt_acts::Acts;
 use super::layout::{self, InitRule};
 use super::store::{FrozenStore, ParamStore};
 use crate::init::rng::seeded;
+use crate::io::memory;
 use rand::Rng as _;
 
 /// Offsets of one block's tensors in the store (`None`: absent or frozen).
@@ -68,6 +69,7 @@ impl Gpt {
     /// A validated model with all trainable values zero and frozen weights generated.
     pub(crate) fn zeroed(cfg: GptConfig) -> crate::Result<Self> {
         cfg.validate()?;
+        check_model_fits(&cfg)?;
         let specs = layout::trainable(&cfg);
         let params = ParamStore::zeros(&specs);
         let frozen = FrozenStore::for_config(&cfg)?;
@@ -264,9 +266,47 @@ impl Gpt {
         if !self.acts.as_ref().is_some_and(|a| a.fits(b, t)) {
             // Grow to cover both the old and the new shape, so alternating shapes settle.
             let (ob, ot) = self.acts.as_ref().map_or((0, 0), |a| (a.cap_b, a.cap_t));
+            let (nb, nt) = (b.max(ob), t.max(ot));
+            let floats = super::accounting::activation_floats(&self.cfg, nb, nt);
+            memory::check_fits(
+                floats.and_then(|n| n.checked_mul(4)),
+                format_args!("the activations of a {nb} x {nt} batch"),
+            )?;
             self.acts = None;
-            self.acts = Some(Acts::new(&self.cfg, b.max(ob), t.max(ot)));
+            self.acts = Some(Acts::new(&self.cfg, nb, nt));
         }
         Ok(())
     }
+}
+
+/// Bytes of bookkeeping per tensor (its entries in the layout table and the store: name,
+/// shape, offsets), a generous bound, so a configuration with millions of tiny layers is
+/// refused by the memory check rather than by the allocator.
+const TABLE_BYTES_PER_TENSOR: usize = 512;
+
+/// Checks that a model of `cfg` fits this machine before anything is allocated: values and
+/// gradients of the trainable tensors, the frozen weights, and the tensor table.
+fn check_model_fits(cfg: &GptConfig) -> crate::Result<()> {
+    let counts = layout::param_counts(cfg);
+    let needed = counts.and_then(|c| {
+        memory::sum(&[
+            memory::bytes(&[c.trainable, 8]),
+            memory::bytes(&[c.frozen, 4]),
+            memory::bytes(&[c.tensors, TABLE_BYTES_PER_TENSOR]),
+        ])
+    });
+    let params = counts.map_or(u64::MAX as usize, |c| c.trainable.saturating_add(c.frozen));
+    memory::check_fits(
+        needed,
+        format_args!(
+            "a model of {} parameters ({} layers, d_model {}, d_ff {}, vocabulary {}, context {})",
+            super::accounting::thousands(params),
+            cfg.n_layer,
+            cfg.d_model,
+            cfg.d_ff,
+            cfg.vocab_size,
+            cfg.context
+        ),
+    )?;
+    Ok(())
 }

@@ -74,7 +74,45 @@ pub(crate) struct Acts<V = Vec<f32>> {
     pub dp: V,
 }
 
+/// The buffers of one block for batches of up to `b x t` tokens, each made by `z(length)`.
+fn layer_layout<V>(
+    cfg: &GptConfig,
+    b: usize,
+    t: usize,
+    z: &mut impl FnMut(usize) -> V,
+) -> LayerActs<V> {
+    let (c, f, h) = (cfg.d_model, cfg.d_ff, cfg.n_head);
+    let bt = b * t;
+    let lin = cfg.attention.is_linear();
+    let btt = if lin { 0 } else { b * t * t };
+    let drop = cfg.dropout > 0.0;
+    LayerActs {
+        ln1: z(bt * c),
+        ln1_mean: z(bt),
+        ln1_rstd: z(bt),
+        qh: z(bt * c),
+        kh: z(bt * c),
+        vh: z(bt * c),
+        att: z(btt * h),
+        att_drop: z(if drop { btt * h } else { 0 }),
+        norm: z(if lin { bt * h } else { 0 }),
+        q_pre: z(if lin { bt * c } else { 0 }),
+        k_pre: z(if lin { bt * c } else { 0 }),
+        atty: z(bt * c),
+        res1: z(bt * c),
+        ln2: z(bt * c),
+        ln2_mean: z(bt),
+        ln2_rstd: z(bt),
+        fch: z(bt * f),
+        fch_gelu: z(bt * f),
+        res2: z(bt * c),
+        mask_attn: z(if drop { bt * c } else { 0 }),
+        mask_mlp: z(if drop { bt * c } else { 0 }),
+    }
+}
+
 /// The buffers for batches of up to `b x t` tokens, each made by `z(length in floats)`.
+/// The lengths are computed unchecked: callers first check [`largest_buffer`].
 pub(crate) fn layout<V>(
     cfg: &GptConfig,
     b: usize,
@@ -87,29 +125,7 @@ pub(crate) fn layout<V>(
     let btt = if lin { 0 } else { b * t * t };
     let drop = cfg.dropout > 0.0;
     let layers = (0..cfg.n_layer)
-        .map(|_| LayerActs {
-            ln1: z(bt * c),
-            ln1_mean: z(bt),
-            ln1_rstd: z(bt),
-            qh: z(bt * c),
-            kh: z(bt * c),
-            vh: z(bt * c),
-            att: z(btt * h),
-            att_drop: z(if drop { btt * h } else { 0 }),
-            norm: z(if lin { bt * h } else { 0 }),
-            q_pre: z(if lin { bt * c } else { 0 }),
-            k_pre: z(if lin { bt * c } else { 0 }),
-            atty: z(bt * c),
-            res1: z(bt * c),
-            ln2: z(bt * c),
-            ln2_mean: z(bt),
-            ln2_rstd: z(bt),
-            fch: z(bt * f),
-            fch_gelu: z(bt * f),
-            res2: z(bt * c),
-            mask_attn: z(if drop { bt * c } else { 0 }),
-            mask_mlp: z(if drop { bt * c } else { 0 }),
-        })
+        .map(|_| layer_layout(cfg, b, t, &mut z))
         .collect();
     Acts {
         dropout_seed: None,
@@ -135,10 +151,46 @@ pub(crate) fn layout<V>(
     }
 }
 
+/// The length of the largest buffer [`layout`] makes for a `b x t` batch, computed with
+/// overflow checked (`None`: it does not fit 64 bits). Every length in `layout` is at most
+/// this product of `b`, `t` and one dimension, so when it fits, `layout`'s arithmetic does.
+pub(crate) fn largest_buffer(cfg: &GptConfig, b: usize, t: usize) -> Option<usize> {
+    let (c, f, h, v, d) = (
+        cfg.d_model,
+        cfg.d_ff,
+        cfg.n_head,
+        cfg.vocab_size,
+        cfg.d_head(),
+    );
+    let bt = b.checked_mul(t)?;
+    let mut largest = bt.checked_mul(c.max(f).max(v).max(h))?;
+    if cfg.attention.is_linear() {
+        // scratch_per_head: d·d + d + t.
+        let per_head = d.checked_mul(d)?.checked_add(d)?.checked_add(t)?;
+        largest = largest.max(b.checked_mul(h)?.checked_mul(per_head)?);
+    } else {
+        largest = largest.max(bt.checked_mul(t)?.checked_mul(h)?);
+    }
+    Some(largest)
+}
+
 /// Floats [`Acts::new`] allocates for a `b x t` batch (activations and scratch), without
-/// allocating them.
-pub(crate) fn activation_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
-    layout(cfg, b, t, |n| n).total(|n| *n)
+/// allocating them; `None` when the count does not fit 64 bits. Counted in closed form (the
+/// buffers outside the blocks plus `L` times one block's), so a huge `L` costs nothing.
+pub(crate) fn activation_floats(cfg: &GptConfig, b: usize, t: usize) -> Option<usize> {
+    largest_buffer(cfg, b, t)?;
+    let one = GptConfig {
+        n_layer: 1,
+        ..cfg.clone()
+    };
+    let acts = layout(&one, b, t, |n| n);
+    let checked_total = |bufs: Vec<&usize>| {
+        bufs.into_iter()
+            .try_fold(0usize, |acc, &n| acc.checked_add(n))
+    };
+    let block = checked_total(layer_buffers(&acts.layers[0]).to_vec())?;
+    let outside = checked_total(acts.outside_buffers())?;
+    block.checked_mul(cfg.n_layer)?.checked_add(outside)
 }
 
 /// Floats of the buffers [`Acts::new`] allocates that a training step of `cfg` never
@@ -152,15 +204,47 @@ pub(crate) fn unwritten_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
     }
 }
 
+/// Every buffer of one block. Every field is named (no `..`): adding a buffer to
+/// [`LayerActs`] fails to compile until it is listed here, and so counted.
+fn layer_buffers<V>(a: &LayerActs<V>) -> [&V; 21] {
+    let LayerActs {
+        ln1,
+        ln1_mean,
+        ln1_rstd,
+        qh,
+        kh,
+        vh,
+        att,
+        att_drop,
+        norm,
+        q_pre,
+        k_pre,
+        atty,
+        res1,
+        ln2,
+        ln2_mean,
+        ln2_rstd,
+        fch,
+        fch_gelu,
+        res2,
+        mask_attn,
+        mask_mlp,
+    } = a;
+    [
+        ln1, ln1_mean, ln1_rstd, qh, kh, vh, att, att_drop, norm, q_pre, k_pre, atty, res1, ln2,
+        ln2_mean, ln2_rstd, fch, fch_gelu, res2, mask_attn, mask_mlp,
+    ]
+}
+
 impl<V> Acts<V> {
-    /// Every buffer. Every field is named (no `..`): adding a buffer to [`Acts`] or
-    /// [`LayerActs`] fails to compile until it is listed here, and so counted.
-    fn buffers(&self) -> Vec<&V> {
+    /// The buffers outside the blocks. Every field is named (no `..`), as in
+    /// [`layer_buffers`].
+    fn outside_buffers(&self) -> Vec<&V> {
         let Acts {
             dropout_seed: _,
             cap_b: _,
             cap_t: _,
-            layers,
+            layers: _,
             x0,
             mask_emb,
             lnf,
@@ -172,38 +256,15 @@ impl<V> Acts<V> {
             df,
             dp,
         } = self;
-        let mut all: Vec<&V> = Vec::new();
-        for a in layers {
-            let LayerActs {
-                ln1,
-                ln1_mean,
-                ln1_rstd,
-                qh,
-                kh,
-                vh,
-                att,
-                att_drop,
-                norm,
-                q_pre,
-                k_pre,
-                atty,
-                res1,
-                ln2,
-                ln2_mean,
-                ln2_rstd,
-                fch,
-                fch_gelu,
-                res2,
-                mask_attn,
-                mask_mlp,
-            } = a;
-            all.extend([
-                ln1, ln1_mean, ln1_rstd, qh, kh, vh, att, att_drop, norm, q_pre, k_pre, atty, res1,
-                ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res2, mask_attn, mask_mlp,
-            ]);
-        }
-        all.extend([x0, mask_emb, lnf, lnf_mean, lnf_rstd, logits, dp]);
+        let mut all: Vec<&V> = vec![x0, mask_emb, lnf, lnf_mean, lnf_rstd, logits, dp];
         all.extend(s.iter().chain(dh).chain(df));
+        all
+    }
+
+    /// Every buffer.
+    fn buffers(&self) -> Vec<&V> {
+        let mut all: Vec<&V> = self.layers.iter().flat_map(layer_buffers).collect();
+        all.extend(self.outside_buffers());
         all
     }
 
@@ -251,12 +312,12 @@ mod tests {
                         let acts = Acts::new(&cfg, b, t);
                         assert_eq!(
                             activation_floats(&cfg, b, t),
-                            acts.total_floats(),
+                            Some(acts.total_floats()),
                             "{preset} {kind:?} dropout {dropout} b {b} t {t}"
                         );
                         assert_eq!(
                             crate::model::accounting::activation_floats(&cfg, b, t),
-                            acts.total_floats()
+                            Some(acts.total_floats())
                         );
                     }
                 }
@@ -295,14 +356,28 @@ mod tests {
         }
     }
 
+    /// Counts that overflow are `None`, and millions of layers are counted in closed form.
+    #[test]
+    fn huge_shapes_are_counted_or_refused() {
+        let mut cfg = GptConfig::preset("config-a").expect("preset");
+        assert_eq!(activation_floats(&cfg, usize::MAX, 128), None);
+        assert_eq!(activation_floats(&cfg, 1 << 40, 1 << 20), None);
+        let one = activation_floats(&cfg, 2, 8).expect("fits");
+        cfg.n_layer = 1 << 24;
+        let many = activation_floats(&cfg, 2, 8).expect("fits");
+        assert!(many > one * (1 << 20));
+        cfg.attention = AttentionKind::Linear;
+        assert_eq!(activation_floats(&cfg, usize::MAX / 2, 2), None);
+    }
+
     /// Dropout on softmax attention keeps the dropped probabilities `(B, H, T, T)` per layer.
     #[test]
     fn dropout_counts_dropped_probabilities() {
         let mut cfg = GptConfig::preset("config-a").expect("preset");
-        let base = activation_floats(&cfg, 2, 8);
+        let base = activation_floats(&cfg, 2, 8).expect("fits");
         cfg.dropout = 0.1;
         let masks = (2 * cfg.n_layer + 1) * 2 * 8 * cfg.d_model;
         let att_drop = cfg.n_layer * 2 * cfg.n_head * 8 * 8;
-        assert_eq!(activation_floats(&cfg, 2, 8), base + masks + att_drop);
+        assert_eq!(activation_floats(&cfg, 2, 8), Some(base + masks + att_drop));
     }
 }

@@ -180,15 +180,96 @@ pub fn frozen(cfg: &GptConfig) -> Vec<(String, Vec<usize>)> {
         .collect()
 }
 
-/// Total trainable parameter count.
-pub fn trainable_count(cfg: &GptConfig) -> usize {
-    trainable(cfg).iter().map(TensorSpec::numel).sum()
+/// Trainable and frozen parameter counts of a configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamCounts {
+    /// Parameters the optimiser trains.
+    pub trainable: usize,
+    /// Frozen `W_Q, W_K` values.
+    pub frozen: usize,
+    /// Tensors in the trainable table (the bookkeeping a model keeps per tensor).
+    pub tensors: usize,
 }
 
-/// Total frozen parameter count.
+/// The parameter counts of `cfg` in closed form, with overflow checked (`None` when a count
+/// does not fit 64 bits): the tensors outside the blocks plus `L` times one block's, so a
+/// configuration with millions of layers is counted without building its table.
+pub fn param_counts(cfg: &GptConfig) -> Option<ParamCounts> {
+    let one = GptConfig {
+        n_layer: 1,
+        ..cfg.clone()
+    };
+    let (mut outside, mut block) = (0usize, 0usize);
+    let (mut outside_tensors, mut block_tensors) = (0usize, 0usize);
+    for s in trainable(&one) {
+        let n = crate::io::memory::bytes(&s.shape)?;
+        if s.name.starts_with("h.") {
+            block = block.checked_add(n)?;
+            block_tensors += 1;
+        } else {
+            outside = outside.checked_add(n)?;
+            outside_tensors += 1;
+        }
+    }
+    let c = cfg.d_model;
+    let frozen_per_block = crate::io::memory::bytes(&[frozen_slots(&one).len(), c, c])?;
+    Some(ParamCounts {
+        trainable: block.checked_mul(cfg.n_layer)?.checked_add(outside)?,
+        frozen: frozen_per_block.checked_mul(cfg.n_layer)?,
+        tensors: block_tensors
+            .checked_mul(cfg.n_layer)?
+            .checked_add(outside_tensors)?,
+    })
+}
+
+/// Total trainable parameter count ([`param_counts`]; saturates at `usize::MAX` for a
+/// configuration whose count overflows, which [`GptConfig::validate`] rejects).
+pub fn trainable_count(cfg: &GptConfig) -> usize {
+    param_counts(cfg).map_or(usize::MAX, |c| c.trainable)
+}
+
+/// Total frozen parameter count (see [`trainable_count`]).
 pub fn frozen_count(cfg: &GptConfig) -> usize {
-    frozen(cfg)
-        .iter()
-        .map(|(_, s)| s.iter().product::<usize>())
-        .sum()
+    param_counts(cfg).map_or(usize::MAX, |c| c.frozen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::AttentionKind;
+
+    /// The closed form equals the full table's sum, for every preset and variant.
+    #[test]
+    fn closed_form_counts_equal_the_table() {
+        for preset in GptConfig::PRESETS {
+            for kind in AttentionKind::ALL {
+                let mut cfg = GptConfig::preset(preset).expect("preset");
+                cfg.attention = kind;
+                let c = param_counts(&cfg).expect("counts");
+                let table = trainable(&cfg);
+                assert_eq!(
+                    c.trainable,
+                    table.iter().map(TensorSpec::numel).sum::<usize>()
+                );
+                assert_eq!(c.tensors, table.len());
+                let frozen_total: usize = frozen(&cfg)
+                    .iter()
+                    .map(|(_, s)| s.iter().product::<usize>())
+                    .sum();
+                assert_eq!(c.frozen, frozen_total, "{preset} {kind:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn overflowing_counts_are_none() {
+        let mut cfg = GptConfig::preset("tiny").expect("preset");
+        cfg.d_ff = usize::MAX;
+        assert_eq!(param_counts(&cfg), None);
+        cfg.d_ff = 32;
+        cfg.n_layer = 1 << 24;
+        assert!(param_counts(&cfg).is_some());
+        cfg.n_layer = usize::MAX;
+        assert_eq!(param_counts(&cfg), None);
+    }
 }

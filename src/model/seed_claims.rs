@@ -23,7 +23,7 @@ fn pct(x: f64) -> String {
 }
 
 /// The claims for `cfg` (orthogonal vs its trainable twin) with activations at `batch x seq`.
-pub fn seed_claims(cfg: &GptConfig, batch: usize, seq: usize) -> Vec<Claim> {
+pub fn seed_claims(cfg: &GptConfig, batch: usize, seq: usize) -> crate::Result<Vec<Claim>> {
     let orth = GptConfig {
         attention: if cfg.attention.is_linear() {
             AttentionKind::OrthogonalLinear
@@ -33,7 +33,7 @@ pub fn seed_claims(cfg: &GptConfig, batch: usize, seq: usize) -> Vec<Claim> {
         ..cfg.clone()
     };
     let std = unfrozen_twin(&orth);
-    let (a_o, a_s) = (account(&orth, batch, seq), account(&std, batch, seq));
+    let (a_o, a_s) = (account(&orth, batch, seq)?, account(&std, batch, seq)?);
     let (c, l) = (cfg.d_model, cfg.n_layer);
     let ln_per_layer = 2 * 2 * c;
     let layers_total: usize = a_s
@@ -52,7 +52,7 @@ pub fn seed_claims(cfg: &GptConfig, batch: usize, seq: usize) -> Vec<Claim> {
     let flops = |a: &super::accounting::Account| {
         (a.flops_per_token.forward + a.flops_per_token.backward) as f64
     };
-    vec![
+    Ok(vec![
         Claim {
             what: "LayerNorm parameters per layer".into(),
             seed: "1,536".into(),
@@ -102,5 +102,5 @@ pub fn seed_claims(cfg: &GptConfig, batch: usize, seq: usize) -> Vec<Claim> {
             ),
             reason: "frozen Q/K projections still multiply every token by a C x C matrix".into(),
         },
-    ]
+    ])
 }

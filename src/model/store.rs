@@ -109,11 +109,7 @@ pub struct FrozenGenerator {
 
 /// Seed of head `h` of frozen tensor `i`: a SplitMix64-style mix of the three numbers.
 pub fn head_seed(seed: u64, tensor: usize, head: usize) -> u64 {
-    let mut z = seed ^ ((tensor as u64) << 32) ^ (head as u64);
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    crate::init::rng::mix64(seed ^ ((tensor as u64) << 32) ^ (head as u64))
 }
 
 /// One frozen tensor.

@@ -186,9 +186,21 @@ fn blocks(t: usize) -> impl DoubleEndedIterator<Item = (usize, usize)> {
 }
 
 /// Query-key pairs whose scores a `t`-step head computes (the causal blocks: `t²` would be
-/// the full square, `t(t+1)/2` the exact triangle).
-pub fn causal_pairs(t: usize) -> usize {
-    blocks(t).map(|(r0, r1)| (r1 - r0) * r1).sum()
+/// the full square, `t(t+1)/2` the exact triangle); `None` when the count overflows.
+///
+/// In closed form: full block `i` (of `n = ⌊t/64⌋`) has 64 rows reading `64(i+1)` keys, so
+/// the full blocks read `64²·n(n+1)/2`, and a last partial block of `r = t mod 64` rows reads
+/// all `t` (the sum over [`blocks`], without a loop, for any `t`).
+pub fn causal_pairs(t: usize) -> Option<usize> {
+    let (n, r) = (t / BLOCK, t % BLOCK);
+    let triangle = if n % 2 == 0 {
+        (n / 2).checked_mul(n + 1)?
+    } else {
+        n.checked_mul(n.div_ceil(2))?
+    };
+    (BLOCK * BLOCK)
+        .checked_mul(triangle)?
+        .checked_add(r.checked_mul(t)?)
 }
 
 /// A row-major `rows x ld` matrix as a plain or transposed operand.

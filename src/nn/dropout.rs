@@ -2,13 +2,7 @@
 //! `u(seed, site, i) >= p`, kept values scaled by `1/(1-p)`. The mask depends only on
 //! `(seed, site, i)`, so it is reproducible bit for bit and independent of thread count.
 
-/// SplitMix64 finaliser: a bijective 64-bit mix.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use crate::init::rng::mix64 as mix;
 
 /// The stream of masks of one site under one seed.
 pub fn site_base(seed: u64, site: u64) -> u64 {

@@ -66,6 +66,9 @@ pub fn paley(q: usize) -> Option<Vec<f64>> {
     Some(h)
 }
 
+/// The largest dense (Paley) factor [`factors`] uses (QuaRot's largest is 172).
+pub const MAX_DENSE_ORDER: usize = 1024;
+
 /// Kronecker factors of a Hadamard matrix of order `n`, or `None` when this construction has
 /// none (for example `n` odd > 1, or 2·3).
 pub fn factors(n: usize) -> Option<Vec<Factor>> {
@@ -76,9 +79,11 @@ pub fn factors(n: usize) -> Option<Vec<Factor>> {
         return Some(vec![Factor::Sylvester(n)]);
     }
     // Try the smallest Paley order first: a dense factor of order m costs m per element, so
-    // 576 = 12·12·4 (26 per element) beats 48·12 (60).
+    // 576 = 12·12·4 (26 per element) beats 48·12 (60). Orders above MAX_DENSE_ORDER are not
+    // tried: they would cost more than they save, the matrix alone is m² values, and the
+    // search over a huge n would never end.
     let mut m = 12;
-    while m <= n {
+    while m <= n.min(MAX_DENSE_ORDER) {
         if n.is_multiple_of(m)
             && m % 4 == 0
             && let Some(h) = paley(m - 1)

@@ -22,3 +22,4 @@ pub mod rope;
 pub mod simd;
 pub mod srht;
 pub mod swiglu;
+pub mod threads;

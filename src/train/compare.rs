@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::metrics::MetricRecord;
 use super::options::TrainOptions;
-use super::plot::{Curve, write_loss_plots};
+use super::plot::{Curve, stage_loss_plots};
 use super::session::{FreshSpec, Prepared, Progress, Session, create_out};
 use crate::Result;
 use crate::model::{AttentionKind, Gpt, GptConfig};
@@ -74,7 +74,8 @@ pub trait CompareProgress {
 }
 
 /// Trains every variant in `attentions` on `prepared` into `out/<attention>/`, then writes
-/// `summary.json`, `loss.png` and `loss.svg` into `out`.
+/// `summary.json`, `loss.png` and `loss.svg` into `out` as one file set (`io::file_set`, tag
+/// `compare`): all three or none.
 #[allow(clippy::too_many_arguments)]
 pub fn compare(
     base: &GptConfig,
@@ -94,6 +95,7 @@ pub fn compare(
         cfg.attention = *a;
         cfg.vocab_size = prepared.tokenizer.vocab_size();
         cfg.validate()?;
+        super::session::check_training_fits(&cfg, options.batch, 0)?;
     }
     create_out(out)?;
     let mut runs = Vec::new();
@@ -128,7 +130,7 @@ pub fn compare(
             name,
             &dir,
             started.elapsed().as_secs_f64(),
-        ));
+        )?);
     }
     let baseline = names.iter().position(|n| n == "softmax").unwrap_or(0);
     let base_val = runs[baseline].final_val_loss as f64;
@@ -163,15 +165,13 @@ pub fn compare(
         short_source(&summary.data),
         options.steps
     );
-    write_loss_plots(
-        &curves,
-        &title,
-        &out.join("loss.png"),
-        &out.join("loss.svg"),
-    )?;
     let json = serde_json::to_vec_pretty(&summary)
         .map_err(|e| super::invalid(format!("serialising the summary: {e}")))?;
-    crate::io::write_atomic_bytes(&out.join("summary.json"), &json)?;
+    // The summary and its plots appear together or not at all.
+    let mut set = crate::io::file_set::FileSet::begin(out, "compare")?;
+    stage_loss_plots(&curves, &title, &mut set, "loss.png", "loss.svg")?;
+    set.write_bytes("summary.json", &json)?;
+    set.commit()?;
     Ok(summary)
 }
 
@@ -187,7 +187,7 @@ pub fn attention_name(kind: AttentionKind) -> String {
     kind.name().to_string()
 }
 
-fn result_of(session: &Session, name: &str, dir: &Path, wall_s: f64) -> VariantResult {
+fn result_of(session: &Session, name: &str, dir: &Path, wall_s: f64) -> Result<VariantResult> {
     let metrics = session.state.metrics.clone();
     let (mut steps, mut secs) = (0.0f64, 0.0f64);
     for w in metrics.windows(2) {
@@ -201,12 +201,12 @@ fn result_of(session: &Session, name: &str, dir: &Path, wall_s: f64) -> VariantR
     let tokens = (session.options.batch * session.model.config().context) as f64;
     let last = metrics.last();
     let (trainable, frozen) = param_counts(&session.model);
-    VariantResult {
+    Ok(VariantResult {
         attention: name.to_string(),
         params_total: trainable + frozen,
         params_trainable: trainable,
         params_frozen: frozen,
-        memory_bytes: training_memory(&session.model, session.options.batch),
+        memory_bytes: training_memory(&session.model, session.options.batch)?,
         ms_per_step,
         tokens_per_s: if secs > 0.0 {
             steps * tokens / secs
@@ -219,7 +219,7 @@ fn result_of(session: &Session, name: &str, dir: &Path, wall_s: f64) -> VariantR
         wall_s,
         checkpoint: dir.to_path_buf(),
         metrics,
-    }
+    })
 }
 
 /// (trainable, frozen) parameter counts of `model`.
@@ -229,9 +229,9 @@ pub fn param_counts(model: &Gpt) -> (usize, usize) {
 
 /// Training memory of `model` at batch `b` (weights, gradients, AdamW moments, activations),
 /// from the model's accounting.
-pub fn training_memory(model: &Gpt, b: usize) -> usize {
+pub fn training_memory(model: &Gpt, b: usize) -> Result<usize> {
     let cfg = model.config();
-    crate::model::accounting::account(cfg, b, cfg.context)
+    Ok(crate::model::accounting::account(cfg, b, cfg.context)?
         .memory
-        .total
+        .total)
 }

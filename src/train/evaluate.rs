@@ -25,7 +25,8 @@ pub struct EvalReport {
 }
 
 /// Scores `tokens` in windows of `t` (+1 for the target), `b` windows per batch, at most
-/// `max_batches` batches (`None`: all). `units_per_token` converts to bits per unit.
+/// `max_batches` batches (`None`: all). `units_per_token` converts to bits per unit. Zero
+/// `b`, `t` or `max_batches`, or a text shorter than one window, is an error (never a NaN).
 pub fn evaluate_tokens<M: Trainable>(
     model: &mut M,
     tokens: &[u32],
@@ -35,10 +36,26 @@ pub fn evaluate_tokens<M: Trainable>(
     units_per_token: f64,
     unit: &str,
 ) -> Result<EvalReport> {
+    if b == 0 || t == 0 {
+        return Err(super::invalid(format!(
+            "evaluation needs a batch and a sequence length of at least 1 (got {b} x {t})"
+        )));
+    }
+    if max_batches == Some(0) {
+        return Err(super::invalid(
+            "--eval-iters 0 scores nothing: use at least 1 (or leave it out to score the whole text)",
+        ));
+    }
+    if tokens.len() <= t {
+        return Err(super::invalid(format!(
+            "{} tokens cannot fill one window of {t} + 1: use a longer text",
+            tokens.len()
+        )));
+    }
     let windows = (tokens.len() - 1) / t;
     let mut starts: Vec<usize> = (0..windows).map(|w| w * t).collect();
     if let Some(m) = max_batches {
-        starts.truncate(m * b);
+        starts.truncate(m.saturating_mul(b));
     }
     let (mut sum, mut scored) = (0.0f64, 0usize);
     for chunk in starts.chunks(b) {

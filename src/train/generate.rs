@@ -21,6 +21,20 @@ pub struct SampleOptions {
     pub seed: u64,
 }
 
+impl SampleOptions {
+    /// Checks the settings, the same rules for every model (a checkpoint or a pretrained
+    /// one): the temperature is a finite number `>= 0`.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return Err(super::invalid(format!(
+                "--temperature {} must be 0 (greedy) or a positive number",
+                self.temperature
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Generates after `prompt`, calling `emit` with each new piece of text. Returns the ids.
 pub fn generate(
     model: &mut Gpt,
@@ -29,6 +43,7 @@ pub fn generate(
     opts: SampleOptions,
     emit: &mut dyn FnMut(&str) -> Result<()>,
 ) -> Result<Vec<u32>> {
+    opts.validate()?;
     let context = model.config().context;
     let vocab = model.config().vocab_size;
     let mut ids = tokenizer.encode(prompt)?;

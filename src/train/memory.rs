@@ -9,6 +9,7 @@
 //! plus the split token ids). Everything counted is written, so every page of it is resident:
 //! the prediction counts memory the way the kernel does.
 
+use crate::io::memory::{self, MemoryError};
 use crate::model::GptConfig;
 use crate::model::accounting::account;
 
@@ -60,16 +61,24 @@ impl DataMemory {
 }
 
 /// The prediction for training `cfg` on `batch x seq` batches of `data` in a process whose
-/// baseline is `baseline` bytes.
+/// baseline is `baseline` bytes; an error when a figure does not fit 64 bits.
 pub fn predict(
     cfg: &GptConfig,
     batch: usize,
     seq: usize,
     data: DataMemory,
     baseline: usize,
-) -> RunMemory {
-    let m = account(cfg, batch, seq).memory;
-    RunMemory {
+) -> crate::Result<RunMemory> {
+    let m = account(cfg, batch, seq)?.memory;
+    let total = memory::sum(&[
+        Some(baseline),
+        Some(data.resident),
+        Some(data.transient.max(m.total)),
+    ])
+    .ok_or_else(|| MemoryError::Overflow {
+        what: format!("training a {batch} x {seq} batch"),
+    })?;
+    Ok(RunMemory {
         baseline,
         data: data.resident,
         data_transient: data.transient,
@@ -78,8 +87,8 @@ pub fn predict(
         adamw: m.adamw,
         activations: m.activations,
         checkpoint_write: m.checkpoint_write,
-        total: baseline + data.resident + data.transient.max(m.total),
-    }
+        total,
+    })
 }
 
 #[cfg(test)]
@@ -89,16 +98,16 @@ mod tests {
     #[test]
     fn total_is_the_sum_of_its_parts() {
         let cfg = GptConfig::preset("config-a").expect("preset");
-        let p = predict(&cfg, 16, 128, DataMemory::new(1000, 1000, true), 6 << 20);
+        let p = predict(&cfg, 16, 128, DataMemory::new(1000, 1000, true), 6 << 20).expect("fits");
         assert_eq!((p.data, p.data_transient), (5000, 5000));
         let model = p.weights + p.gradients + p.adamw + p.activations + p.checkpoint_write;
         assert_eq!(p.total, p.baseline + p.data + model);
-        assert_eq!(p.checkpoint_write, p.adamw);
+        assert_eq!(p.checkpoint_write, crate::io::file_set::WRITE_BUFFER);
         // A tiny model on a large text peaks while tokenizing.
         let tiny = GptConfig::preset("tiny").expect("preset");
         let big = DataMemory::new(1 << 20, 1 << 20, false);
         assert_eq!(big.resident, 4 << 20);
-        let p = predict(&tiny, 1, 8, big, 0);
+        let p = predict(&tiny, 1, 8, big, 0).expect("fits");
         assert_eq!(p.total, (4 << 20) + (5 << 20));
     }
 }

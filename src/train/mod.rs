@@ -10,6 +10,7 @@ pub mod generate;
 pub mod gpt_adapter;
 pub mod llama_bench;
 pub mod memory;
+pub mod memory_report;
 pub mod metrics;
 pub mod model_api;
 pub mod options;
@@ -51,6 +52,19 @@ pub enum TrainError {
         value: f64,
         /// The last checkpoint written, if any.
         last_checkpoint: Option<usize>,
+    },
+    /// A checkpoint could not be written (full disk, I/O error); the folder keeps the
+    /// previous one.
+    #[error(
+        "cannot write the checkpoint in {} ({why}); the previous checkpoint there, if any, is \
+         intact: free disk space (or choose another --out) and continue with --resume",
+        dir.display()
+    )]
+    CheckpointWrite {
+        /// The checkpoint folder.
+        dir: std::path::PathBuf,
+        /// Which file and the system's reason.
+        why: String,
     },
     /// Ctrl-C: a checkpoint was written at `step`.
     #[error("interrupted at step {step}; a checkpoint was written: continue with --resume")]

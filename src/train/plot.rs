@@ -1,6 +1,6 @@
 //! Loss-curve plots (PNG and SVG) with `plotters`: one colour per run, validation loss solid,
 //! training loss dashed, against optimizer steps. Text uses the DejaVu Sans font shipped in
-//! `assets/fonts/`, so no system font library is needed. Both files are written atomically.
+//! `assets/fonts/`, so no system font library is needed. The pair is written as one file set.
 
 use std::path::Path;
 
@@ -8,7 +8,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::metrics::MetricRecord;
-use crate::io::figure::{Figure, write_figure};
+use crate::io::figure::{Figure, FigureError, stage_figure, write_figure};
+use crate::io::file_set::FileSet;
 use crate::{Error, Result};
 
 /// One run's curve.
@@ -50,12 +51,26 @@ impl Figure for LossFigure<'_> {
 
 /// Writes the loss curves to `png` and `svg` (1000 x 600 pixels).
 pub fn write_loss_plots(curves: &[Curve], title: &str, png: &Path, svg: &Path) -> Result<()> {
-    write_figure(&LossFigure { curves, title }, png, svg).map_err(|e| {
-        Error::io(
-            &e.path,
-            std::io::Error::other(format!("drawing the plot: {}", e.why)),
-        )
-    })
+    write_figure(&LossFigure { curves, title }, png, svg).map_err(plot_error)
+}
+
+/// Draws the loss curves into `set` as the files `png` and `svg`, to be committed with the
+/// files they belong to.
+pub fn stage_loss_plots(
+    curves: &[Curve],
+    title: &str,
+    set: &mut FileSet,
+    png: &str,
+    svg: &str,
+) -> Result<()> {
+    stage_figure(&LossFigure { curves, title }, set, png, svg).map_err(plot_error)
+}
+
+fn plot_error(e: FigureError) -> Error {
+    Error::io(
+        &e.path,
+        std::io::Error::other(format!("drawing the plot: {}", e.why)),
+    )
 }
 
 fn draw<DB: DrawingBackend>(

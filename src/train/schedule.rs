@@ -25,7 +25,8 @@ impl Schedule {
     /// The learning rate of step `s` (0-based).
     pub fn lr(&self, s: usize) -> f64 {
         if s < self.warmup {
-            return self.lr_max * (s + 1) as f64 / (self.warmup + 1) as f64;
+            // In f64: `warmup + 1` in integers wraps to 0 at usize::MAX (an infinite rate).
+            return self.lr_max * (s as f64 + 1.0) / (self.warmup as f64 + 1.0);
         }
         if s >= self.steps || self.steps <= self.warmup {
             return self.lr_min;
@@ -56,5 +57,20 @@ mod tests {
         for i in 10..109 {
             assert!(s.lr(i + 1) <= s.lr(i));
         }
+    }
+
+    #[test]
+    fn a_huge_warmup_stays_finite_and_small() {
+        let s = Schedule {
+            lr_max: 1e-3,
+            lr_min: 1e-4,
+            warmup: usize::MAX,
+            steps: 10,
+        };
+        for i in [0, 1, 9, usize::MAX - 1] {
+            let lr = s.lr(i);
+            assert!(lr.is_finite() && lr > 0.0 && lr <= 1e-3, "step {i}: {lr}");
+        }
+        assert!(s.lr(0) < 1e-20);
     }
 }

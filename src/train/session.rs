@@ -14,7 +14,8 @@ use super::checkpoint::{self, CheckpointParts, DataRecord};
 use super::options::TrainOptions;
 use super::trainer::{self, Observer, RunState};
 use crate::data::{Corpus, Split, Tokenizer, TokenizerKind};
-use crate::model::checkpoint::{load_model, save_model};
+use crate::io::memory;
+use crate::model::checkpoint::write_model;
 use crate::model::{Gpt, GptConfig};
 use crate::{Error, Result};
 
@@ -116,15 +117,21 @@ impl Session {
         let mut cfg = spec.model.clone();
         cfg.vocab_size = prepared.tokenizer.vocab_size();
         cfg.validate()?;
-        if checkpoint::exists(out) {
+        if checkpoint::exists(out)? {
             return Err(super::invalid(format!(
                 "{} already holds a checkpoint: pass --resume to continue it, or choose another \
                  --out",
                 out.display()
             )));
         }
+        check_training_fits(&cfg, spec.options.batch, 0)?;
         let model = Gpt::new(cfg, spec.model_seed)?;
         create_out(out)?;
+        // The lock file exists before anything is staged, so readers always find it.
+        drop(crate::io::file_set::SetLock::acquire(
+            out,
+            checkpoint::SET_TAG,
+        )?);
         let n = model.params().data.len();
         Ok(Session {
             model,
@@ -146,17 +153,19 @@ impl Session {
         steps: Option<usize>,
         requested: Option<&GptConfig>,
     ) -> Result<Self> {
-        let loaded = checkpoint::load(out)?;
+        // Recovers an interrupted write, checks every hash and value, reads model and state
+        // from one checkpoint.
+        let (loaded, model) = checkpoint::load_with_model(out)?;
         let st = &loaded.state_file;
-        let saved: GptConfig = serde_json::from_value(st.model.clone()).map_err(|e| {
-            super::invalid(format!(
-                "checkpoint {} has an unreadable model config: {e}",
-                out.display()
-            ))
-        })?;
         if let Some(want) = requested {
-            check_same_config(out, &saved, want)?;
+            check_same_config(out, model.config(), want)?;
         }
+        let saved = model.config().clone();
+        saved.validate()?;
+        st.options.validate()?;
+        // The AdamW moments are already in memory (read with the checkpoint).
+        let moments = loaded.run.adam.m.len().saturating_mul(8);
+        check_training_fits(&saved, st.options.batch, moments)?;
         let corpus = match corpus {
             Some(c) => c,
             None if st.data.source == crate::data::corpus::TINY_SHAKESPEARE_NAME => {
@@ -174,14 +183,6 @@ impl Session {
             )));
         }
         let prepared = prepare_with(&corpus, loaded.tokenizer.clone(), st.seq_len)?;
-        let model = load_model(&out.join(checkpoint::MODEL_FILE))?;
-        if model.config() != &saved {
-            return Err(super::invalid(format!(
-                "checkpoint {}: model.safetensors and state.json disagree on the model \
-                 configuration",
-                out.display()
-            )));
-        }
         let mut options = st.options.clone();
         if let Some(s) = steps {
             options.steps = s;
@@ -262,8 +263,31 @@ impl Observer<Gpt> for Writer<'_> {
             tokenizer: &self.prepared.tokenizer,
             data: &self.prepared.data,
         };
-        checkpoint::save(self.out, &parts, &mut |p| save_model(p, model, false))
+        checkpoint::save(self.out, &parts, &mut |w| write_model(w, model))
     }
+}
+
+/// The file that tests an output folder is writable (one fixed name, so a crash leaves at
+/// most one, which the next checkpoint open removes).
+pub const WRITE_TEST: &str = ".write-test";
+
+/// Checks that training `cfg` on batches of `batch` sequences of its context fits this
+/// machine, before anything large is allocated: the model's account (weights, gradients,
+/// AdamW moments, activations, the checkpoint write buffer; see `model::accounting`) and the
+/// batch's input and target ids, less `allocated` bytes of it already held.
+pub fn check_training_fits(cfg: &GptConfig, batch: usize, allocated: usize) -> Result<()> {
+    let t = cfg.context;
+    let what = format_args!("training with --batch {batch} at context {t}");
+    let needed = crate::model::accounting::account(cfg, batch, t)
+        .ok()
+        .and_then(|a| {
+            memory::sum(&[
+                Some(a.memory.total.saturating_sub(allocated)),
+                memory::bytes(&[batch, t, 2, 4]),
+            ])
+        });
+    memory::check_fits(needed, what)?;
+    Ok(())
 }
 
 /// Creates the output folder, failing with a clear message when it cannot be written.
@@ -275,9 +299,13 @@ pub fn create_out(out: &Path) -> Result<()> {
         ))
     };
     std::fs::create_dir_all(out).map_err(fail)?;
-    let probe = out.join(format!(".write-test-{}", std::process::id()));
+    let probe = out.join(WRITE_TEST);
     std::fs::write(&probe, b"").map_err(fail)?;
-    std::fs::remove_file(&probe).map_err(fail)
+    // A reader recovering the folder may have removed it already.
+    match std::fs::remove_file(&probe) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(fail(e)),
+        _ => Ok(()),
+    }
 }
 
 /// Names the fields where `want` differs from the checkpoint's `saved` configuration.

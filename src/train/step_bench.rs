@@ -86,8 +86,9 @@ pub fn time_training_step(
 /// Counted FLOPs of one training step: the model's accounting of matrix-product FLOPs per
 /// token, forward + backward, times `B · T`.
 pub fn flops_per_step(cfg: &GptConfig, b: usize) -> f64 {
-    let f = crate::model::accounting::flops_per_token(cfg, cfg.context);
-    (f.forward + f.backward) as f64 * (b * cfg.context) as f64
+    crate::model::accounting::flops_per_token(cfg, cfg.context).map_or(f64::NAN, |f| {
+        (f.forward + f.backward) as f64 * (b as f64 * cfg.context as f64)
+    })
 }
 
 /// GFLOP/s of an `n x n x n` f32 GEMM on `threads` threads (median of `reps`).

@@ -22,7 +22,7 @@ impl GptFixture {
     pub fn load(file: &str) -> Self {
         let path = format!(
             "{}/tests/fixtures/gpt/{file}.safetensors",
-            env!("CARGO_MANIFEST_DIR")
+            super::repo_root().display()
         );
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();

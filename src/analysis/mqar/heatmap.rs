@@ -10,7 +10,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::MqarError;
-use crate::io::figure::{Figure, write_figure};
+use crate::io::figure::{Figure, stage_figure, write_figure};
+use crate::io::file_set::FileSet;
 
 /// A labelled grid of accuracies in `[0, 1]`; `None` is a cell that was not run.
 #[derive(Clone, Debug)]
@@ -74,10 +75,17 @@ impl Heatmap {
         Ok(())
     }
 
-    /// Writes the heatmap as SVG to `svg` and PNG to `png`, each atomically.
+    /// Writes the heatmap as SVG to `svg` and PNG to `png`, the pair as one file set.
     pub fn write(&self, png: &Path, svg: &Path) -> Result<(), MqarError> {
         self.check()?;
         write_figure(self, png, svg).map_err(|e| plot_err(&e.path, e.why))
+    }
+
+    /// Draws the heatmap into `set` as the files `png` and `svg` (to commit it with the JSON
+    /// it illustrates).
+    pub fn stage(&self, set: &mut FileSet, png: &str, svg: &str) -> Result<(), MqarError> {
+        self.check()?;
+        stage_figure(self, set, png, svg).map_err(|e| plot_err(&e.path, e.why))
     }
 }
 

@@ -3,6 +3,7 @@
 //! learning rate of a small sweep, scored on held-out examples, and the best learning rate
 //! kept, as Zoology does. Only the queried positions enter the loss and the accuracy.
 
+use crate::init::rng::mix64 as mix;
 use serde::Serialize;
 
 use super::generator::MqarTask;
@@ -257,11 +258,4 @@ fn data_seed(seed: u64, step: u64) -> u64 {
 /// Seed of evaluation chunk `chunk`, disjoint from training's by a different salt.
 fn eval_seed(seed: u64, chunk: u64) -> u64 {
     mix(seed ^ 0xE7A1_0000_0000) ^ mix(chunk.wrapping_add(0x1_0000_0000))
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }

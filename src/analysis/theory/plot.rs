@@ -9,7 +9,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::TheoryError;
-use crate::io::figure::{Figure, write_figure};
+use crate::io::figure::{Figure, stage_figure, write_figure};
+use crate::io::file_set::FileSet;
 
 const COLORS: [RGBColor; 4] = [
     RGBColor(31, 119, 180),
@@ -77,6 +78,22 @@ pub fn write_scatter(
         .map(|s| (s.label.clone(), standardise(&s.points)))
         .collect();
     write_figure(&Scatter { clouds, title }, png, svg).map_err(|e| plot_err(&e.path, e.why))
+}
+
+/// [`write_scatter`] into a file set, as the files `png` and `svg` of its folder (to commit
+/// the plot with the JSON it illustrates).
+pub fn stage_scatter(
+    series: &[Series],
+    title: &str,
+    set: &mut FileSet,
+    png: &str,
+    svg: &str,
+) -> Result<(), TheoryError> {
+    let clouds = series
+        .iter()
+        .map(|s| (s.label.clone(), standardise(&s.points)))
+        .collect();
+    stage_figure(&Scatter { clouds, title }, set, png, svg).map_err(|e| plot_err(&e.path, e.why))
 }
 
 fn draw<DB: DrawingBackend>(

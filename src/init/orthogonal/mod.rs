@@ -87,6 +87,19 @@ pub(crate) fn check_args(rows: usize, cols: usize, gain: f64) -> Result<(), Init
     Ok(())
 }
 
+/// Bytes a method holds at once for an `m x n` (`m >= n`) draw, a bound from its buffers:
+/// the Gaussian, the factorisation's working copy, `Q` and the row-major result (QR, SVD,
+/// Householder: at most five `m x n` and two `n x n` f64 matrices); Cayley forms `m x m`
+/// matrices (the skew-symmetric `A`, its LU factors) besides.
+pub fn working_bytes(method: OrthoMethod, m: usize, n: usize) -> Option<usize> {
+    use crate::io::memory::{bytes, sum};
+    let tall = sum(&[bytes(&[5, m, n, 8]), bytes(&[2, n, n, 8])]);
+    match method {
+        OrthoMethod::Cayley => sum(&[tall, bytes(&[3, m, m, 8])]),
+        _ => tall,
+    }
+}
+
 /// A tall `m x n` (`m >= n`) matrix with orthonormal columns, column-major, by `method`.
 fn tall(method: OrthoMethod, m: usize, n: usize, rng: &mut Rng) -> Result<Vec<f64>, InitError> {
     match method {
@@ -108,8 +121,12 @@ pub fn orthogonal_f64(
     seed: u64,
 ) -> Result<Vec<f64>, InitError> {
     check_args(rows, cols, gain)?;
-    let mut rng = seeded(seed);
     let (m, n) = (rows.max(cols), rows.min(cols));
+    crate::io::memory::check_fits(
+        working_bytes(method, m, n),
+        format_args!("a {rows} x {cols} {} orthogonal matrix", method.name()),
+    )?;
+    let mut rng = seeded(seed);
     let t = tall(method, m, n, &mut rng)?;
     let mut out = vec![0.0; rows * cols];
     if rows >= cols {

@@ -4,6 +4,7 @@
 pub mod dtype;
 pub mod keys;
 pub mod read;
+pub mod validate;
 pub mod value;
 pub mod write;
 

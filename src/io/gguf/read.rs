@@ -317,6 +317,7 @@ impl GgufFile {
                 )));
             }
         }
+        super::validate::check(&metadata, &tensors, alignment).map_err(|m| c.err(m))?;
         let data_start = data_start as usize;
         Ok(GgufFile {
             path: path.to_path_buf(),

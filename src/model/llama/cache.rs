@@ -30,6 +30,11 @@ impl KvCache {
             ))
             .into());
         }
+        // K and V of every layer, f32: checked before the allocation, not after an abort.
+        crate::io::memory::check_fits(
+            crate::io::memory::bytes(&[cap, cfg.n_kv_head, cfg.head_dim(), cfg.n_layer, 2, 4]),
+            format_args!("a KV cache of {cap} positions"),
+        )?;
         let kvd = cfg.n_kv_head * cfg.head_dim();
         let half = cfg.head_dim() / 2;
         let (mut cos, mut sin) = (vec![0.0; cap * half], vec![0.0; cap * half]);

@@ -1,6 +1,7 @@
 //! Saving a model: a Hugging Face folder (`model.safetensors` F32, `config.json`,
 //! `tokenizer.json`) or a GGUF file (F32 or F16, Q/K rows permuted back to llama.cpp's order,
-//! tokenizer metadata copied from the source GGUF). Every file is written atomically.
+//! tokenizer metadata copied from the source GGUF). The folder's files are written as one file
+//! set (a new folder appears whole or not at all), the GGUF file atomically.
 
 use std::path::Path;
 
@@ -10,18 +11,21 @@ use super::weights::{LlamaWeights, permute_rope_rows};
 use crate::io::gguf::{GgmlType, TensorOut, Value, keys, write_gguf};
 use crate::model::ModelError;
 
-/// Writes `dir/model.safetensors`, `dir/config.json` and `dir/tokenizer.json`.
+/// Writes `dir/model.safetensors`, `dir/config.json` and `dir/tokenizer.json` as one set
+/// (`io::file_set::write_folder`, tag `hf-export`): a new folder is staged beside `dir` and
+/// renamed into place; an existing one has the three files replaced together.
 pub fn save_hf_folder(w: &LlamaWeights, tok: &Tokenizer, dir: &Path) -> crate::Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
-    let bytes = w.to_safetensors()?;
-    crate::io::write_atomic_bytes(&dir.join("model.safetensors"), &bytes)?;
     let cfg = serde_json::to_string_pretty(&w.cfg.to_hf_json(w.lm_head.is_none()))
         .map_err(|e| ModelError::Config(format!("config.json: {e}")))?;
-    crate::io::write_atomic_bytes(&dir.join("config.json"), cfg.as_bytes())?;
     let tj = tok
         .to_string(false)
         .map_err(|e| ModelError::Config(format!("tokenizer.json: {e}")))?;
-    crate::io::write_atomic_bytes(&dir.join("tokenizer.json"), tj.as_bytes())
+    let bytes = w.to_safetensors()?;
+    crate::io::file_set::write_folder(dir, "hf-export", |set| {
+        set.write_bytes("model.safetensors", &bytes)?;
+        set.write_bytes("config.json", cfg.as_bytes())?;
+        set.write_bytes("tokenizer.json", tj.as_bytes())
+    })
 }
 
 /// Writes a GGUF file. `source_meta` (from the GGUF the model came from) supplies the

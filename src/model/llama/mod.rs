@@ -18,4 +18,6 @@ pub use cache::KvCache;
 pub use forward::{Llama, RowTransform};
 pub use linear::{Layer, Linear, ModelWeights};
 pub use load::{LoadedEngine, LoadedModel, load_engine, load_model};
+/// The Hugging Face tokenizer a pretrained model carries.
+pub use tokenizers::Tokenizer;
 pub use weights::{LayerWeights, LlamaWeights};

@@ -98,6 +98,8 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
 
 /// Reads a `tokenizer.json` document (`what` names it in messages).
 pub fn tokenizer_from_json(text: &str, what: &str) -> crate::Result<Tokenizer> {
+    crate::io::tokenizer_json::check(text)
+        .map_err(|why| err(format!("{what}: cannot build the tokenizer: {why}")))?;
     text.parse::<Tokenizer>()
         .map_err(|e| err(format!("{what}: cannot build the tokenizer: {e}")))
 }

@@ -1,0 +1,299 @@
+//! `orthoformer init-bench`: seed 000's §6 table measured on this machine. For each method
+//! and shape: the orthogonality error in f32 and f64 and the median milliseconds per matrix;
+//! with `--torch`, PyTorch's `orthogonal_`, `linalg.qr` and `linalg.svd` timed in the same run
+//! by `scripts/torch_init_bench.py`.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+use super::Outcome;
+use super::common::{print_json, progress_bar};
+use orthoformer::init::orthogonal::{OrthoMethod, ortho_error, orthogonal_f64};
+
+/// Flags of `orthoformer init-bench`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "The seed's figures (its own machine, PyTorch): qr 0.523 ms, svd 2.341 ms, \
+householder 1.876 ms for 768x64.\ncayley is orthogonal but not Haar-distributed."
+)]
+pub struct InitBenchArgs {
+    /// Matrix shape `MxN`; repeat for several (default 768x64).
+    #[arg(long = "shape", value_name = "MxN")]
+    pub shapes: Vec<String>,
+    /// Timed runs per method and shape (the median is reported; at least 20).
+    #[arg(long, default_value_t = 25)]
+    pub runs: usize,
+    /// Methods to time (default: all four).
+    #[arg(long = "method", value_name = "METHOD")]
+    pub methods: Vec<String>,
+    /// Also time PyTorch in the same run (needs python3 with torch).
+    #[arg(long)]
+    pub torch: bool,
+    /// The Python interpreter for `--torch`.
+    #[arg(long, default_value = "python3")]
+    pub python: String,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One method on one shape.
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    method: &'static str,
+    rows: usize,
+    cols: usize,
+    haar: bool,
+    ortho_error_f32: f64,
+    ortho_error_f64: f64,
+    median_ms: f64,
+    runs: usize,
+}
+
+/// PyTorch's times on one shape (milliseconds, medians).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct TorchRow {
+    rows: usize,
+    cols: usize,
+    orthogonal_ms: f64,
+    qr_ms: f64,
+    svd_ms: f64,
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct TorchReport {
+    torch: String,
+    threads: usize,
+    dtype: String,
+    shapes: Vec<TorchRow>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Report {
+    rows: Vec<Row>,
+    torch: Option<TorchReport>,
+    torch_error: Option<String>,
+    /// Our `qr` median over torch's `orthogonal_` median, per shape (below 1 means faster).
+    qr_over_torch_orthogonal: Vec<f64>,
+}
+
+/// Parses `MxN` into `(m, n)`, both at least 1.
+pub fn parse_shape(s: &str) -> anyhow::Result<(usize, usize)> {
+    let bad = || anyhow::anyhow!("bad --shape {s:?}: write it as MxN with M, N >= 1, e.g. 768x64");
+    let (a, b) = s
+        .to_lowercase()
+        .split_once('x')
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .ok_or_else(bad)?;
+    let m: usize = a.trim().parse().map_err(|_| bad())?;
+    let n: usize = b.trim().parse().map_err(|_| bad())?;
+    if m == 0 || n == 0 {
+        return Err(bad());
+    }
+    Ok((m, n))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let k = v.len();
+    if k % 2 == 1 {
+        v[k / 2]
+    } else {
+        0.5 * (v[k / 2 - 1] + v[k / 2])
+    }
+}
+
+/// Runs the PyTorch script; `Err` carries a message to print instead of its table.
+fn run_torch(python: &str, shapes: &[(usize, usize)], runs: usize) -> Result<TorchReport, String> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/torch_init_bench.py");
+    let mut cmd = Command::new(python);
+    cmd.arg(&script).arg("--runs").arg(runs.to_string());
+    for (m, n) in shapes {
+        cmd.arg("--shape").arg(format!("{m}x{n}"));
+    }
+    let out = cmd.output().map_err(|e| {
+        format!(
+            "cannot run {python} {}: {e} (needs python3 with torch: pip install torch)",
+            script.display()
+        )
+    })?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(stdout.trim())
+        && let Some(e) = v.get("error").and_then(|e| e.as_str())
+    {
+        return Err(format!("{e} (to compare with PyTorch: pip install torch)"));
+    }
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "the PyTorch script failed ({}): {} (is torch installed? pip install torch)",
+            out.status,
+            err.lines().last().unwrap_or("")
+        ));
+    }
+    serde_json::from_str(stdout.trim()).map_err(|e| format!("unreadable PyTorch output: {e}"))
+}
+
+/// Runs `orthoformer init-bench`.
+pub fn run(args: &InitBenchArgs) -> anyhow::Result<Outcome> {
+    if args.runs < 20 {
+        bail!(
+            "--runs {}: use at least 20 so the median means something",
+            args.runs
+        );
+    }
+    let shapes: Vec<(usize, usize)> = if args.shapes.is_empty() {
+        vec![(768, 64)]
+    } else {
+        args.shapes
+            .iter()
+            .map(|s| parse_shape(s))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let methods: Vec<OrthoMethod> = if args.methods.is_empty() {
+        OrthoMethod::ALL.to_vec()
+    } else {
+        args.methods
+            .iter()
+            .map(|m| {
+                OrthoMethod::from_name(m).ok_or_else(|| {
+                    anyhow::anyhow!("unknown --method {m:?}: use qr, svd, householder or cayley")
+                })
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
+    let bar = progress_bar(
+        (shapes.len() * methods.len()) as u64,
+        "init-bench",
+        args.json,
+    );
+    let mut rows = Vec::new();
+    for &(m, n) in &shapes {
+        for &method in &methods {
+            bar.set_prefix(format!("{} {m}x{n}", method.name()));
+            // One warm-up, then timed runs with distinct seeds.
+            let w = orthogonal_f64(m, n, method, 1.0, 0).context("generating")?;
+            let mut e64: f64 = ortho_error(&w, m, n, 1.0);
+            let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
+            let mut e32: f64 = ortho_error(&w32, m, n, 1.0);
+            let mut times = Vec::with_capacity(args.runs);
+            for r in 0..args.runs {
+                let t0 = Instant::now();
+                let w = orthogonal_f64(m, n, method, 1.0, 1 + r as u64)?;
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+                if r < 3 {
+                    e64 = e64.max(ortho_error(&w, m, n, 1.0));
+                    let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
+                    e32 = e32.max(ortho_error(&w32, m, n, 1.0));
+                }
+            }
+            rows.push(Row {
+                method: method.name(),
+                rows: m,
+                cols: n,
+                haar: method.is_haar(),
+                ortho_error_f32: e32,
+                ortho_error_f64: e64,
+                median_ms: median(times),
+                runs: args.runs,
+            });
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let (torch, torch_error) = if args.torch {
+        if !args.json {
+            eprintln!("timing PyTorch ({})...", args.python);
+        }
+        match run_torch(&args.python, &shapes, args.runs) {
+            Ok(t) => (Some(t), None),
+            Err(e) => (None, Some(e)),
+        }
+    } else {
+        (None, None)
+    };
+    let qr_over_torch_orthogonal = match &torch {
+        Some(t) => t
+            .shapes
+            .iter()
+            .filter_map(|tr| {
+                rows.iter()
+                    .find(|r| r.method == "qr" && r.rows == tr.rows && r.cols == tr.cols)
+                    .map(|r| r.median_ms / tr.orthogonal_ms)
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let report = Report {
+        rows,
+        torch,
+        torch_error,
+        qr_over_torch_orthogonal,
+    };
+    if args.json {
+        print_json(&report)?;
+    } else {
+        print_table(&report);
+    }
+    Ok(Outcome::Success)
+}
+
+fn seed_ms(method: &str, m: usize, n: usize) -> String {
+    match (method, m, n) {
+        ("qr", 768, 64) => "0.523".into(),
+        ("svd", 768, 64) => "2.341".into(),
+        ("householder", 768, 64) => "1.876".into(),
+        _ => "-".into(),
+    }
+}
+
+fn print_table(r: &Report) {
+    println!(
+        "{:<12} {:>11} {:>5} {:>14} {:>14} {:>10} {:>9}",
+        "method", "shape", "haar", "err f32", "err f64", "ms (med)", "seed ms"
+    );
+    for row in &r.rows {
+        println!(
+            "{:<12} {:>11} {:>5} {:>14.3e} {:>14.3e} {:>10.3} {:>9}",
+            row.method,
+            format!("{}x{}", row.rows, row.cols),
+            if row.haar { "yes" } else { "no" },
+            row.ortho_error_f32,
+            row.ortho_error_f64,
+            row.median_ms,
+            seed_ms(row.method, row.rows, row.cols)
+        );
+    }
+    if let Some(t) = &r.torch {
+        println!(
+            "\nPyTorch {} ({} threads, {}), same run, median of {} runs:",
+            t.torch,
+            t.threads,
+            t.dtype,
+            r.rows.first().map(|x| x.runs).unwrap_or(0)
+        );
+        println!(
+            "{:>11} {:>15} {:>12} {:>12} {:>16}",
+            "shape", "orthogonal_ ms", "linalg.qr ms", "linalg.svd ms", "our qr / orth_"
+        );
+        for (i, tr) in t.shapes.iter().enumerate() {
+            println!(
+                "{:>11} {:>15.3} {:>12.3} {:>12.3} {:>16}",
+                format!("{}x{}", tr.rows, tr.cols),
+                tr.orthogonal_ms,
+                tr.qr_ms,
+                tr.svd_ms,
+                r.qr_over_torch_orthogonal
+                    .get(i)
+                    .map(|x| format!("{x:.2}x"))
+                    .unwrap_or_else(|| "-".into())
+            );
+        }
+    }
+    if let Some(e) = &r.torch_error {
+        println!("\nPyTorch not timed: {e}");
+    }
+}

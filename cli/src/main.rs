@@ -1,0 +1,138 @@
+//! The `orthoformer` command line: one file per subcommand. The library never sees clap; each
+//! subcommand turns its flags into library options, calls the library and prints the result
+//! (a table, or JSON with `--json`).
+//!
+//! Exit codes (ripgrep's convention): 0 success, 1 a check the user asked for failed
+//! (for example `rotate --check` out of tolerance), 2 any error, the code clap uses for bad
+//! arguments too. A broken pipe (output piped into `head`) exits 0.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod align;
+mod bench;
+mod bench_llama;
+mod common;
+mod compare;
+mod eval;
+mod eval_gpt;
+mod eval_llama;
+mod generate;
+mod generate_gpt;
+mod generate_llama;
+mod init;
+mod init_bench;
+mod init_probe;
+mod memory;
+mod mqar;
+mod params;
+mod quantize;
+mod rotate;
+mod theory;
+mod train;
+
+/// How a successful run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything worked (exit 0).
+    Success,
+    /// A check the user asked for did not pass (exit 1).
+    CheckFailed,
+}
+
+/// Orthoformer: orthogonal random attention, initialisation, training and rotation of
+/// transformers.
+#[derive(Debug, Parser)]
+#[command(name = "orthoformer", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train softmax and frozen-orthogonal attention at equal budget and compare (the main job).
+    Compare(compare::CompareArgs),
+    /// Generate random orthogonal (or other) initial weights and report their quality.
+    Init(init::InitArgs),
+    /// Time and check every orthogonal method (seed 000's §6 table), optionally against PyTorch.
+    InitBench(init_bench::InitBenchArgs),
+    /// Signal propagation through a deep MLP under each initialisation.
+    InitProbe(init_probe::InitProbeArgs),
+    /// Exact parameter, memory and FLOP accounting of a model configuration.
+    Params(params::ParamsArgs),
+    /// Train a GPT language model on a text file.
+    Train(train::TrainArgs),
+    /// Evaluate a trained checkpoint or a pretrained model (loss, perplexity).
+    Eval(eval::EvalArgs),
+    /// Generate text from a trained checkpoint or a pretrained model.
+    Generate(generate::GenerateArgs),
+    /// Time a training step in Orthoformer and in PyTorch in one run.
+    Bench(bench::BenchArgs),
+    /// Peak resident memory of training runs, measured, beside the predicted account.
+    Memory(memory::MemoryArgs),
+    /// Multi-query associative recall (MQAR) across attention variants.
+    ///
+    /// Budget on 2 cores (AVX-512): steps measured at 25-125 ms for 64:4 and 128:8 at widths
+    /// 64 and 128 (about 30 minutes for those four cells x 7 variants x 2 learning rates x 500
+    /// steps); extrapolated, the default grid (4 settings x widths 64/128/256 x 7 variants x 2
+    /// learning rates x 1,000 steps) is about 20 hours, most of it 512:64 at width 256.
+    Mqar(mqar::MqarArgs),
+    /// Measure seed 003's §6 claims (isometry, JL) on a trained model's activations.
+    Theory(theory::TheoryArgs),
+    /// Rotate a pretrained Llama-style model by an orthogonal matrix (computational invariance).
+    Rotate(rotate::RotateArgs),
+    /// Quantise a pretrained model, with and without rotation, and measure perplexity.
+    Quantize(quantize::QuantizeArgs),
+    /// Orthogonal Procrustes alignment of two models' hidden states.
+    Align(align::AlignArgs),
+}
+
+/// Runs one parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Compare(a) => compare::run(&a),
+        Command::Init(a) => init::run(&a),
+        Command::InitBench(a) => init_bench::run(&a),
+        Command::InitProbe(a) => init_probe::run(&a),
+        Command::Params(a) => params::run(&a),
+        Command::Train(a) => train::run(&a),
+        Command::Eval(a) => eval::run(&a),
+        Command::Generate(a) => generate::run(&a),
+        Command::Bench(a) => bench::run(&a),
+        Command::Memory(a) => memory::run(&a),
+        Command::Mqar(a) => mqar::run(&a),
+        Command::Theory(a) => theory::run(&a),
+        Command::Rotate(a) => rotate::run(&a),
+        Command::Quantize(a) => quantize::run(&a),
+        Command::Align(a) => align::run(&a),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::CheckFailed) => ExitCode::from(1),
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            // The whole cause chain on one line: "error: reading x.gguf: truncated header",
+            // a multi-line cause (a parser's excerpt) folded onto it.
+            let err: &(dyn std::error::Error + 'static) = err.as_ref();
+            eprintln!("error: {}", orthoformer::error::one_line(err));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

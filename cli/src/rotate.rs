@@ -1,0 +1,228 @@
+//! `orthoformer rotate`: fold RMSNorm weights, rotate the residual stream of a pretrained
+//! Llama model by an orthogonal `Q` (Haar-random or randomised Hadamard), write the result
+//! (Hugging Face folder and/or GGUF), and with `--check` show that the logits did not change.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::Outcome;
+use super::common::{print_json, progress_bar};
+use super::eval_llama::{data_name, read_tokens};
+use orthoformer::io::gguf::GgmlType;
+use orthoformer::model::llama::export::{save_gguf, save_hf_folder};
+use orthoformer::model::llama::{Llama, load_model};
+use orthoformer::rotate::check::{Comparison, compare_models};
+use orthoformer::rotate::{Rotation, fold_norms, rotate_weights};
+
+/// Which orthogonal matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RotationKind {
+    /// Haar-random dense orthogonal matrix.
+    Random,
+    /// Random signs times a normalised Hadamard matrix, applied by a fast transform.
+    Hadamard,
+}
+
+/// Storage type of a GGUF output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GgufType {
+    /// 32-bit floats (exact).
+    F32,
+    /// 16-bit floats (half the size, rounds the weights).
+    F16,
+}
+
+/// Flags of `orthoformer rotate`.
+#[derive(Debug, clap::Args)]
+pub struct RotateArgs {
+    /// The model to rotate: a `.gguf` file or a Hugging Face folder.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Where to write: a path ending in `.gguf` writes a GGUF file, anything else a Hugging
+    /// Face folder (model.safetensors + config.json + tokenizer.json). Repeat for both.
+    #[arg(long)]
+    pub out: Vec<PathBuf>,
+    /// The orthogonal matrix.
+    #[arg(long, value_enum, default_value_t = RotationKind::Hadamard)]
+    pub rotation: RotationKind,
+    /// Seed of the rotation (Haar draw or Hadamard signs).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Tensor type of a GGUF output.
+    #[arg(long, value_enum, default_value_t = GgufType::F32)]
+    pub gguf_type: GgufType,
+    /// Run the original and the rotated model on real text and compare their logits (the
+    /// rotated f32 weights as written to safetensors or an F32 GGUF; `--gguf-type f16` rounds
+    /// the file's weights further).
+    #[arg(long)]
+    pub check: bool,
+    /// Text for --check [default: the embedded TinyShakespeare].
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Tokens scored by --check.
+    #[arg(long, default_value_t = 256)]
+    pub check_tokens: usize,
+    /// Window of --check.
+    #[arg(long, default_value_t = 128)]
+    pub context: usize,
+    /// --check fails (exit 1) when max |Δlogit| exceeds this.
+    #[arg(long, default_value_t = 1e-2)]
+    pub tolerance: f64,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    rotation: RotationKind,
+    seed: u64,
+    width: usize,
+    lm_head_untied_by_fold: bool,
+    outputs: Vec<String>,
+    seconds_load: f64,
+    seconds_fold_rotate: f64,
+    seconds_write: f64,
+    check: Option<Comparison>,
+    check_passed: Option<bool>,
+}
+
+/// Runs `orthoformer rotate`.
+pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
+    if args.out.is_empty() && !args.check {
+        anyhow::bail!("nothing to do: pass --out PATH (folder or .gguf) and/or --check");
+    }
+    // Every input is checked before anything is written.
+    if args.check {
+        if !(args.tolerance.is_finite() && args.tolerance >= 0.0) {
+            anyhow::bail!(
+                "--tolerance {} must be a finite number >= 0 (max |Δlogit| allowed)",
+                args.tolerance
+            );
+        }
+        if args.check_tokens == 0 {
+            anyhow::bail!("--check-tokens must be at least 1");
+        }
+        if args.context < 2 {
+            anyhow::bail!("--context must be at least 2 (got {})", args.context);
+        }
+    }
+    let t0 = Instant::now();
+    let loaded = load_model(&args.model).context("loading the model")?;
+    let t_load = t0.elapsed().as_secs_f64();
+    let check_ids = if args.check {
+        let max = loaded.weights.cfg.max_context;
+        if args.context > max {
+            anyhow::bail!("--context {} exceeds the model's {max}", args.context);
+        }
+        super::eval_llama::check_cache_fits(&loaded.weights.cfg, args.context)?;
+        let ids = read_tokens(&loaded.tokenizer, args.data.as_deref(), args.check_tokens)?;
+        // The comparison keeps the original model's logits for every scored token.
+        let v = loaded.weights.cfg.vocab_size;
+        orthoformer::io::memory::check_fits(
+            orthoformer::io::memory::bytes(&[ids.len(), v, 4]),
+            format_args!(
+                "--check on {} tokens (their logits over {v} tokens)",
+                ids.len()
+            ),
+        )?;
+        Some(ids)
+    } else {
+        None
+    };
+    let t1 = Instant::now();
+    let mut w = loaded.weights.clone();
+    let was_tied = w.lm_head.is_none();
+    let c = w.cfg.d_model;
+    let r = match args.rotation {
+        RotationKind::Random => Rotation::random(c, args.seed)?,
+        RotationKind::Hadamard => Rotation::hadamard(c, args.seed)?,
+    };
+    fold_norms(&mut w);
+    rotate_weights(&mut w, &r)?;
+    let t_rot = t1.elapsed().as_secs_f64();
+    let t2 = Instant::now();
+    for out in &args.out {
+        if out.extension().is_some_and(|e| e == "gguf") {
+            let meta = loaded.gguf_metadata.as_deref().unwrap_or(&[]);
+            let ty = match args.gguf_type {
+                GgufType::F32 => GgmlType::F32,
+                GgufType::F16 => GgmlType::F16,
+            };
+            save_gguf(&w, meta, out, ty).with_context(|| format!("writing {}", out.display()))?;
+        } else {
+            save_hf_folder(&w, &loaded.tokenizer, out)
+                .with_context(|| format!("writing {}", out.display()))?;
+        }
+    }
+    let t_write = t2.elapsed().as_secs_f64();
+    let mut check = None;
+    if let Some(ids) = check_ids {
+        let bar = progress_bar(2 * (ids.len() as u64 - 1), "check", args.json);
+        let mut a = Llama::new(loaded.weights);
+        let mut b = Llama::new(w);
+        let cmp = compare_models(&mut a, &mut b, &ids, args.context, &mut |n| {
+            bar.set_position(n as u64)
+        })?;
+        bar.finish_and_clear();
+        check = Some(cmp);
+    }
+    let passed = check
+        .as_ref()
+        .map(|c| c.max_abs_logit_diff <= args.tolerance);
+    let report = Report {
+        model: args.model.display().to_string(),
+        rotation: args.rotation,
+        seed: args.seed,
+        width: c,
+        lm_head_untied_by_fold: was_tied,
+        outputs: args.out.iter().map(|p| p.display().to_string()).collect(),
+        seconds_load: t_load,
+        seconds_fold_rotate: t_rot,
+        seconds_write: t_write,
+        check,
+        check_passed: passed,
+    };
+    if args.json {
+        print_json(&report)?;
+    } else {
+        println!(
+            "rotated {} by a {:?} orthogonal matrix of order {c} (seed {})",
+            report.model, args.rotation, args.seed
+        );
+        println!("RMSNorm weights folded into q/k/v, gate/up and lm_head before rotating (f64)");
+        if was_tied {
+            println!("note: lm_head was tied to the embedding; folding the final norm unties it");
+        }
+        for o in &report.outputs {
+            println!("wrote {o}");
+        }
+        println!("time: load {t_load:.2} s, fold+rotate {t_rot:.2} s, write {t_write:.2} s");
+        if let Some(c) = &report.check {
+            println!(
+                "check on {} tokens of {}:",
+                c.tokens,
+                data_name(args.data.as_deref())
+            );
+            println!(
+                "  max |Δlogit|      {:.3e} (tolerance {:.1e})",
+                c.max_abs_logit_diff, args.tolerance
+            );
+            println!("  mean KL           {:.3e} nats", c.mean_kl);
+            println!("  top-1 agreement   {:.4}", c.top1_agreement);
+            println!(
+                "  perplexity        original {:.4}, rotated {:.4}",
+                c.ppl_a, c.ppl_b
+            );
+        }
+    }
+    Ok(match passed {
+        Some(false) => Outcome::CheckFailed,
+        _ => Outcome::Success,
+    })
+}

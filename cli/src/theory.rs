@@ -1,0 +1,118 @@
+//! `orthoformer theory`: seed 003 §6 measured on a trained model's real activations (norm ratio
+//! vs `sqrt(d_k/d_model)`, pairwise distortion vs the JL bound, `q·k` vs `x·y` correlation for
+//! the model's, random independent and random tied Q/K); a table, `--json`, and a scatter plot.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::Outcome;
+use orthoformer::analysis::theory::plot::{Series, write_scatter};
+use orthoformer::analysis::theory::report::{HeadTheory, measure, table};
+use orthoformer::data::corpus::Corpus;
+
+/// Flags of `orthoformer theory`.
+#[derive(Debug, clap::Args)]
+pub struct TheoryArgs {
+    /// Checkpoint folder written by `orthoformer train` (holds model.safetensors, state.json).
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// Text file whose last tokens are fed to the model [default: embedded TinyShakespeare].
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Positions measured (capped at the model's context).
+    #[arg(long, default_value_t = 256)]
+    pub tokens: usize,
+    /// Seed of the random baseline projections.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Folder for theory.json and the scatter plot [default: the checkpoint folder].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the JSON report instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The JSON report of `orthoformer theory`.
+#[derive(Debug, Serialize)]
+struct TheoryReport {
+    checkpoint: String,
+    data: String,
+    attention: String,
+    d_model: usize,
+    d_k: usize,
+    positions: usize,
+    heads: Vec<HeadTheory>,
+}
+
+/// Runs `orthoformer theory`.
+pub fn run(args: &TheoryArgs) -> anyhow::Result<Outcome> {
+    let dir = &args.checkpoint;
+    let loaded = orthoformer::train::checkpoint::load(dir)
+        .with_context(|| format!("reading checkpoint {}", dir.display()))?;
+    let mut model = orthoformer::model::load_model(&dir.join("model.safetensors"))
+        .with_context(|| format!("loading the model of {}", dir.display()))?;
+    let corpus = Corpus::load_or_default(args.data.as_deref())?;
+    let ids = loaded.tokenizer.encode(&corpus.text)?;
+    let t = args.tokens.min(model.config().context).min(ids.len());
+    if t < 2 {
+        anyhow::bail!(
+            "{} gives {} tokens: the measurements need at least 2 (pass a longer --data file)",
+            corpus.source,
+            ids.len()
+        );
+    }
+    let window = &ids[ids.len() - t..];
+    let heads = measure(&mut model, window, args.seed)?;
+    let cfg = model.config();
+    let report = TheoryReport {
+        checkpoint: dir.display().to_string(),
+        data: corpus.source.clone(),
+        attention: cfg.attention.name().to_string(),
+        d_model: cfg.d_model,
+        d_k: cfg.d_model / cfg.n_head,
+        positions: t,
+        heads,
+    };
+    let out = args.out.clone().unwrap_or_else(|| dir.clone());
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    orthoformer::io::write_atomic_bytes(
+        &out.join("theory.json"),
+        &serde_json::to_vec_pretty(&report)?,
+    )?;
+    let (png, svg) = (out.join("theory_qk.png"), out.join("theory_qk.svg"));
+    if let Some(h) = report.heads.first() {
+        let series = [
+            ("model's W_Q, W_K", &h.model_qk),
+            ("random independent", &h.random_independent),
+            ("random tied", &h.random_tied),
+        ]
+        .map(|(label, c)| Series {
+            label: format!("{label} (r = {:.2})", c.pearson),
+            points: c.sample.clone(),
+        });
+        let title = format!("q·k vs x·y, layer 0 head 0 ({})", report.attention);
+        write_scatter(&series, &title, &png, &svg)?;
+    }
+    if args.json {
+        super::common::print_json(&report)?;
+    } else {
+        println!(
+            "{} ({}, d_model {}, d_k {}), {} positions of {}; means over heads:",
+            report.checkpoint, report.attention, report.d_model, report.d_k, t, report.data
+        );
+        print!("{}", table(&report.heads));
+        println!(
+            "A projection to d_k < d_model is not an isometry: |xW|/|x| sits near sqrt(d_k/d_model), not 1."
+        );
+        println!(
+            "wrote {}, {} and {}",
+            out.join("theory.json").display(),
+            png.display(),
+            svg.display()
+        );
+    }
+    Ok(Outcome::Success)
+}

@@ -1,0 +1,395 @@
+//! `orthoformer train`: train a GPT on a text file (TinyShakespeare by default) into a
+//! checkpoint folder, with a progress bar, a metrics log and resume. The flag groups here
+//! ([`DataFlags`], [`ModelFlags`], [`OptimFlags`]) are shared with `orthoformer compare`.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use anyhow::Context;
+use indicatif::ProgressBar;
+
+use super::Outcome;
+use orthoformer::data::{Corpus, TokenizerKind};
+use orthoformer::model::{AttentionKind, GptConfig};
+use orthoformer::train::compare::attention_name;
+use orthoformer::train::session::{FreshSpec, Progress, Session};
+use orthoformer::train::{AdamWConfig, RunState, TrainOptions};
+
+/// Which text and tokenizer.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DataFlags {
+    /// Training text, a UTF-8 file [default: the embedded TinyShakespeare].
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Tokenizer: one token per character, or byte-level BPE trained on the text.
+    #[arg(long, value_enum)]
+    pub tokenizer: Option<TokenizerArg>,
+    /// Vocabulary size of the BPE tokenizer (at least 256) [default: 512].
+    #[arg(long)]
+    pub vocab_size: Option<usize>,
+}
+
+/// `--tokenizer` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TokenizerArg {
+    /// One token per character.
+    Char,
+    /// Byte-level BPE.
+    Bpe,
+}
+
+/// Which model.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelFlags {
+    /// Model preset: tiny, shakespeare-char, config-a, config-b, seed-003, gpt2-small
+    /// [default: shakespeare-char (4 layers, 4 heads, width 128) with context 64].
+    #[arg(long, conflicts_with = "config")]
+    pub preset: Option<String>,
+    /// Model configuration file (TOML or JSON with the fields of a preset).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Context length (tokens per training sequence), overriding the preset.
+    #[arg(long)]
+    pub context: Option<usize>,
+    /// Seed of the model's initialisation (frozen orthogonal weights have their own seed in
+    /// the config) [default: --seed].
+    #[arg(long)]
+    pub model_seed: Option<u64>,
+}
+
+/// Optimisation and evaluation.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OptimFlags {
+    /// Optimizer steps [default: 600].
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Sequences per batch [default: 16].
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Peak learning rate [default: 2e-3].
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Linear warm-up steps [default: 30].
+    #[arg(long)]
+    pub warmup: Option<usize>,
+    /// Learning rate at the end of the cosine decay [default: 2e-4].
+    #[arg(long)]
+    pub min_lr: Option<f64>,
+    /// AdamW decoupled weight decay, on 2-D weights only [default: 0.1].
+    #[arg(long)]
+    pub weight_decay: Option<f64>,
+    /// AdamW β₂ [default: 0.95; β₁ is 0.9, ε 1e-8].
+    #[arg(long)]
+    pub beta2: Option<f64>,
+    /// Clip the global gradient norm to this (0: off) [default: 1.0].
+    #[arg(long)]
+    pub grad_clip: Option<f64>,
+    /// Evaluate and checkpoint every this many steps [default: 50].
+    #[arg(long)]
+    pub eval_every: Option<usize>,
+    /// Batches per loss estimate [default: 8].
+    #[arg(long)]
+    pub eval_iters: Option<usize>,
+    /// Seed of batch sampling and dropout [default: 0].
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// Flags of `orthoformer train`.
+#[derive(Debug, clap::Args)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    pub data: DataFlags,
+    #[command(flatten)]
+    pub model: ModelFlags,
+    /// Attention: softmax, orthogonal (frozen random orthogonal Q/K), linear, orthogonal-linear,
+    /// orthogonal-tied (one frozen matrix as Q and K), identity-q (W_Q = I, W_K trained),
+    /// orthogonal-hadamard (frozen SRHT Q/K, fast transform) [default: the preset's].
+    #[arg(long)]
+    pub attention: Option<String>,
+    #[command(flatten)]
+    pub optim: OptimFlags,
+    /// Checkpoint folder (created; must not hold a checkpoint unless --resume).
+    #[arg(long, default_value = "runs/train")]
+    pub out: PathBuf,
+    /// Continue the checkpoint in --out exactly where it stopped (--steps may extend it).
+    #[arg(long)]
+    pub resume: bool,
+    /// Checkpoint and stop after this many steps; `--resume` later continues as if the run
+    /// had not stopped (to train in chunks).
+    #[arg(long)]
+    pub stop_at: Option<usize>,
+    /// Print a JSON summary instead of the progress bar and table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The default model of `train` and `compare` (4 layers, 4 heads, width 128, char-level
+/// vocabulary) with [`DEFAULT_CONTEXT`]: trains in minutes on 2 cores.
+pub const DEFAULT_PRESET: &str = "shakespeare-char";
+
+/// Context of the default model (the preset's own 128 when a preset is named).
+pub const DEFAULT_CONTEXT: usize = 64;
+
+/// Default BPE vocabulary.
+pub const DEFAULT_BPE_VOCAB: usize = 512;
+
+impl OptimFlags {
+    /// The options these flags ask for, defaults filled in.
+    pub fn options(&self) -> TrainOptions {
+        // The defaults live in the library (`TrainOptions::default`), nowhere else.
+        let d = TrainOptions::default();
+        let adamw = AdamWConfig {
+            weight_decay: self.weight_decay.unwrap_or(d.adamw.weight_decay),
+            beta2: self.beta2.unwrap_or(d.adamw.beta2),
+            ..d.adamw
+        };
+        TrainOptions {
+            steps: self.steps.unwrap_or(d.steps),
+            batch: self.batch.unwrap_or(d.batch),
+            lr: self.lr.unwrap_or(d.lr),
+            min_lr: self.min_lr.unwrap_or(d.min_lr),
+            warmup: self.warmup.unwrap_or(d.warmup),
+            grad_clip: self.grad_clip.unwrap_or(d.grad_clip),
+            eval_every: self.eval_every.unwrap_or(d.eval_every),
+            eval_iters: self.eval_iters.unwrap_or(d.eval_iters),
+            seed: self.seed.unwrap_or(d.seed),
+            adamw,
+        }
+    }
+
+    /// Whether any option other than `--steps` was given (not allowed with `--resume`).
+    fn any_but_steps(&self) -> bool {
+        let o = self;
+        o.batch.is_some()
+            || o.lr.is_some()
+            || o.warmup.is_some()
+            || o.min_lr.is_some()
+            || o.weight_decay.is_some()
+            || o.beta2.is_some()
+            || o.grad_clip.is_some()
+            || o.eval_every.is_some()
+            || o.eval_iters.is_some()
+            || o.seed.is_some()
+    }
+}
+
+impl DataFlags {
+    /// The tokenizer kind and BPE size, checked.
+    pub fn tokenizer(&self) -> anyhow::Result<(TokenizerKind, usize)> {
+        let kind = match self.tokenizer {
+            Some(TokenizerArg::Bpe) => TokenizerKind::Bpe,
+            _ => TokenizerKind::Char,
+        };
+        if kind == TokenizerKind::Char && self.vocab_size.is_some() {
+            anyhow::bail!(
+                "--vocab-size applies to --tokenizer bpe only (the character vocabulary is the \
+                 text's characters)"
+            );
+        }
+        Ok((kind, self.vocab_size.unwrap_or(DEFAULT_BPE_VOCAB)))
+    }
+
+    /// The corpus: `--data` or the embedded TinyShakespeare.
+    pub fn corpus(&self) -> anyhow::Result<Corpus> {
+        Ok(Corpus::load_or_default(self.data.as_deref())?)
+    }
+}
+
+/// Parses an attention name (see [`AttentionKind::names`]).
+pub fn parse_attention(name: &str) -> anyhow::Result<AttentionKind> {
+    AttentionKind::parse(name.trim()).map_err(|_| {
+        anyhow::anyhow!(
+            "unknown attention {name:?}: use one of {}",
+            AttentionKind::names()
+        )
+    })
+}
+
+impl ModelFlags {
+    /// Whether any model flag was given.
+    pub fn any(&self) -> bool {
+        self.preset.is_some() || self.config.is_some() || self.context.is_some()
+    }
+
+    /// The configuration these flags ask for (vocabulary set later from the tokenizer).
+    pub fn config(&self, attention: Option<AttentionKind>) -> anyhow::Result<GptConfig> {
+        let mut cfg = match (&self.config, &self.preset) {
+            (Some(path), _) => GptConfig::from_file(path)?,
+            (None, Some(p)) => GptConfig::preset(p)?,
+            (None, None) => GptConfig {
+                context: DEFAULT_CONTEXT,
+                ..GptConfig::preset(DEFAULT_PRESET)?
+            },
+        };
+        if let Some(c) = self.context {
+            cfg.context = c;
+        }
+        if let Some(a) = attention {
+            cfg.attention = a;
+        }
+        Ok(cfg)
+    }
+}
+
+/// The Ctrl-C flag, installed once per process: the first Ctrl-C asks the loop to
+/// checkpoint and stop; a second one exits at once.
+pub fn interrupt_flag() -> Arc<AtomicBool> {
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        let f = flag.clone();
+        // If a handler cannot be installed, Ctrl-C simply kills the process as usual.
+        let _ = ctrlc::set_handler(move || {
+            if f.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+            eprintln!("\ninterrupt: writing a checkpoint at the end of this step (Ctrl-C again to quit now)");
+        });
+        flag
+    })
+    .clone()
+}
+
+/// A progress bar showing loss, tokens/s and ETA.
+pub struct BarProgress {
+    /// The bar.
+    pub bar: ProgressBar,
+    tokens_per_step: f64,
+    started: std::time::Instant,
+    first_step: Option<usize>,
+}
+
+impl BarProgress {
+    /// A bar for `steps` steps of `tokens_per_step` tokens, starting at `done`.
+    pub fn new(bar: ProgressBar, tokens_per_step: usize, done: usize) -> Self {
+        bar.set_position(done as u64);
+        BarProgress {
+            bar,
+            tokens_per_step: tokens_per_step as f64,
+            started: std::time::Instant::now(),
+            first_step: None,
+        }
+    }
+}
+
+impl Progress for BarProgress {
+    fn step(&mut self, step: usize, loss: f32, _lr: f64) {
+        let first = *self.first_step.get_or_insert(step - 1);
+        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+        let tps = (step - first) as f64 * self.tokens_per_step / secs;
+        self.bar.set_position(step as u64);
+        self.bar
+            .set_prefix(format!("loss {loss:.3} | {:.0} tok/s", tps));
+    }
+
+    fn eval(&mut self, state: &RunState) {
+        if let Some(r) = state.metrics.last() {
+            self.bar.println(format!(
+                "step {:>6}  train {:.4}  val {:.4}",
+                r.step, r.train_loss, r.val_loss
+            ));
+        }
+    }
+}
+
+/// Runs `orthoformer train`.
+pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
+    let attention = args.attention.as_deref().map(parse_attention).transpose()?;
+    let mut session = if args.resume {
+        if args.optim.any_but_steps()
+            || args.data.tokenizer.is_some()
+            || args.data.vocab_size.is_some()
+        {
+            anyhow::bail!(
+                "--resume continues with the options stored in the checkpoint: drop the \
+                 optimisation and tokenizer flags (only --steps may change)"
+            );
+        }
+        // A full configuration is compared field by field; a lone --attention or --context
+        // is compared on its own after loading.
+        let full = args.model.preset.is_some() || args.model.config.is_some();
+        let requested = if full {
+            Some(args.model.config(attention)?)
+        } else {
+            None
+        };
+        let corpus = args.data.data.as_deref().map(Corpus::load).transpose()?;
+        let session = Session::resume(&args.out, corpus, args.optim.steps, requested.as_ref())
+            .with_context(|| format!("resuming {}", args.out.display()))?;
+        let have = session.model.config();
+        let mismatch = |what: &str, saved: String, asked: String| {
+            anyhow::anyhow!(
+                "resuming {}: checkpoint does not match the requested model: {what} is {saved} \
+                 in the checkpoint but {asked} was asked; drop the flag to continue it as trained",
+                args.out.display()
+            )
+        };
+        if let Some(a) = attention.filter(|a| *a != have.attention) {
+            return Err(mismatch(
+                "attention",
+                attention_name(have.attention),
+                attention_name(a),
+            ));
+        }
+        if let Some(c) = args.model.context.filter(|c| *c != have.context) {
+            return Err(mismatch("context", have.context.to_string(), c.to_string()));
+        }
+        session
+    } else {
+        let (tokenizer, bpe_vocab) = args.data.tokenizer()?;
+        let options = args.optim.options();
+        let spec = FreshSpec {
+            model: args.model.config(attention)?,
+            model_seed: args.model.model_seed.unwrap_or(options.seed),
+            options,
+        };
+        Session::fresh(&args.data.corpus()?, tokenizer, bpe_vocab, spec, &args.out)?
+    };
+    let tokens_per_step = session.options.batch * session.model.config().context;
+    let bar = super::common::progress_bar(session.options.steps as u64, "train", args.json);
+    let mut progress = BarProgress::new(bar, tokens_per_step, session.state.step);
+    let stop = interrupt_flag();
+    let result = session.run(Some(&stop), args.stop_at, &mut progress);
+    progress.bar.finish_and_clear();
+    result.with_context(|| format!("training into {}", args.out.display()))?;
+    let last = session.state.metrics.last().cloned();
+    // Read after the final checkpoint: the whole run's peak, as the kernel counts it.
+    let peak_rss = orthoformer::train::rss::peak_rss_bytes();
+    if args.json {
+        super::common::print_json(&serde_json::json!({
+            "out": args.out,
+            "step": session.state.step,
+            "attention": attention_name(session.model.config().attention),
+            "final": last,
+            "metrics": session.state.metrics,
+            "peak_rss_bytes": peak_rss,
+        }))?;
+    } else if session.state.step < session.options.steps {
+        println!(
+            "stopped after step {} of {}; checkpoint in {}: continue with --resume",
+            session.state.step,
+            session.options.steps,
+            args.out.display()
+        );
+    } else if let Some(r) = last {
+        println!(
+            "trained {} steps: train loss {:.4}, val loss {:.4}; checkpoint in {}",
+            r.step,
+            r.train_loss,
+            r.val_loss,
+            args.out.display()
+        );
+    }
+    if !args.json {
+        match peak_rss {
+            Some(b) => println!(
+                "peak resident memory: {:.1} MiB",
+                orthoformer::train::rss::mib(b)
+            ),
+            None => println!("peak resident memory: unavailable on this system"),
+        }
+    }
+    Ok(Outcome::Success)
+}

@@ -1,0 +1,169 @@
+//! A safetensors writer whose bytes depend on nothing but its input, streamed to any writer.
+//!
+//! The format (huggingface/safetensors, `docs/` of that repository): an 8-byte little-endian
+//! header length `N`, `N` bytes of JSON
+//! `{"__metadata__": {key: value, ...}, name: {"dtype", "shape", "data_offsets": [begin, end]}, ...}`
+//! padded with spaces to a multiple of 8, then every tensor's little-endian bytes back to back.
+//! The `safetensors` crate builds that header from a `HashMap`, so the metadata order (and the
+//! file's bytes and hash) changes from run to run; here the metadata is a `BTreeMap` (sorted by
+//! key) and the tensors keep the order they are given, so identical models give identical
+//! files. Readers (the `safetensors` crate, Python `safetensors.numpy.load_file`) look tensors
+//! up by name and accept any order.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+/// One F32 tensor to write: its name, its shape (PyTorch order, `out x in` for weights) and
+/// its values in row-major order.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorOut<'a> {
+    /// Name in the file.
+    pub name: &'a str,
+    /// Shape; the product must equal `data.len()`.
+    pub shape: &'a [usize],
+    /// Values, row-major.
+    pub data: &'a [f32],
+}
+
+/// The JSON header (padded), without its 8-byte length prefix.
+pub fn header(
+    tensors: &[TensorOut<'_>],
+    metadata: &BTreeMap<String, String>,
+) -> io::Result<String> {
+    let mut h = String::from("{");
+    if !metadata.is_empty() {
+        h.push_str("\"__metadata__\":");
+        h.push_str(&serde_json::to_string(metadata).map_err(io::Error::other)?);
+    }
+    let mut offset = 0usize;
+    for t in tensors {
+        let numel = t
+            .shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .filter(|&n| n == t.data.len())
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "tensor {} has {} values but shape {:?}",
+                        t.name,
+                        t.data.len(),
+                        t.shape
+                    ),
+                )
+            })?;
+        let end = offset + 4 * numel;
+        if h.len() > 1 {
+            h.push(',');
+        }
+        let name = serde_json::to_string(t.name).map_err(io::Error::other)?;
+        let shape: Vec<String> = t.shape.iter().map(usize::to_string).collect();
+        h.push_str(&format!(
+            "{name}:{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{offset},{end}]}}",
+            shape.join(",")
+        ));
+        offset = end;
+    }
+    h.push('}');
+    // Data starts 8-byte aligned, as the reference writer pads it.
+    while !h.len().is_multiple_of(8) {
+        h.push(' ');
+    }
+    Ok(h)
+}
+
+/// Writes a safetensors file of `tensors` (in this order) and `metadata` (sorted) to `w`.
+pub fn write_safetensors(
+    w: &mut dyn Write,
+    tensors: &[TensorOut<'_>],
+    metadata: &BTreeMap<String, String>,
+) -> io::Result<()> {
+    let h = header(tensors, metadata)?;
+    w.write_all(&(h.len() as u64).to_le_bytes())?;
+    w.write_all(h.as_bytes())?;
+    for t in tensors {
+        write_f32_le(w, t.data)?;
+    }
+    Ok(())
+}
+
+/// The whole file in memory (for small files and tests).
+pub fn to_bytes(
+    tensors: &[TensorOut<'_>],
+    metadata: &BTreeMap<String, String>,
+) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    write_safetensors(&mut out, tensors, metadata)?;
+    Ok(out)
+}
+
+/// Writes `values` as little-endian f32 without copying them on little-endian machines.
+fn write_f32_le(w: &mut dyn Write, values: &[f32]) -> io::Result<()> {
+    if cfg!(target_endian = "little") {
+        return w.write_all(bytemuck::cast_slice(values));
+    }
+    for chunk in values.chunks(4096) {
+        let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+        w.write_all(&bytes)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_crate_reads_what_we_write_and_the_bytes_are_stable() {
+        let a = [1.0f32, -2.5, 3.25, 0.0, 7.0, 8.0];
+        let b = [0.5f32];
+        let tensors = [
+            TensorOut {
+                name: "z.weight",
+                shape: &[2, 3],
+                data: &a,
+            },
+            TensorOut {
+                name: "a\"odd name",
+                shape: &[1],
+                data: &b,
+            },
+        ];
+        let mut meta = BTreeMap::new();
+        for k in ["zeta", "alpha", "mid", "config"] {
+            meta.insert(k.to_string(), format!("{{\"v\": \"{k}\"}}"));
+        }
+        let bytes = to_bytes(&tensors, &meta).unwrap();
+        // Same input, same bytes (a HashMap-built header would differ between processes).
+        assert_eq!(bytes, to_bytes(&tensors, &meta).unwrap());
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        assert_eq!(n % 8, 0);
+        let text = std::str::from_utf8(&bytes[8..8 + n]).unwrap();
+        assert!(text.starts_with("{\"__metadata__\":{\"alpha\""), "{text}");
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+        assert_eq!(
+            header.metadata().as_ref().unwrap()["mid"],
+            "{\"v\": \"mid\"}"
+        );
+        let z = st.tensor("z.weight").unwrap();
+        assert_eq!(z.shape(), &[2, 3]);
+        assert_eq!(z.data(), bytemuck::cast_slice::<f32, u8>(&a));
+        assert_eq!(
+            st.tensor("a\"odd name").unwrap().data(),
+            &0.5f32.to_le_bytes()
+        );
+    }
+
+    #[test]
+    fn a_shape_that_does_not_match_the_values_is_an_error() {
+        let t = [TensorOut {
+            name: "x",
+            shape: &[usize::MAX, 3],
+            data: &[1.0],
+        }];
+        let e = to_bytes(&t, &BTreeMap::new()).unwrap_err();
+        assert!(e.to_string().contains("has 1 values"), "{e}");
+    }
+}

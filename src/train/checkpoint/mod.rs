@@ -1,0 +1,218 @@
+//! The training checkpoint folder:
+//!
+//! | file | holds |
+//! |---|---|
+//! | `model.safetensors` | the model, frozen weights included (`model::checkpoint`) |
+//! | `optimizer.safetensors` | AdamW moments `m`, `v` (f32, one per trainable parameter) |
+//! | `tokenizer.json` | the BPE tokenizer (Hugging Face format; BPE runs only) |
+//! | `metrics.jsonl` | the evaluation records so far |
+//! | `state.json` | step, sampler RNG position, options, model config, tokenizer, data |
+//! | `SHA256SUMS` | the SHA-256 of every file above (`sha256sum -c SHA256SUMS` checks it) |
+//!
+//! The files are one `io::file_set` (tag `checkpoint`): a new checkpoint replaces all of them
+//! at once, so a crash or a full disk at any moment leaves the previous checkpoint or the new
+//! one, whole. Every open recovers first (finishing or undoing an interrupted write, removing
+//! its temporary files) under the folder's lock `.checkpoint.lock`, which the training process
+//! holds while it writes, so `eval` during training never sees a half-written set. Loading
+//! then checks every hash (state.json's included) and every value of state.json.
+
+mod load;
+mod optimizer;
+mod state;
+
+use std::io::Write;
+use std::path::Path;
+
+use super::TrainError;
+use super::metrics;
+use super::options::TrainOptions;
+use super::trainer::RunState;
+use crate::data::Tokenizer;
+use crate::io::file_set::{self, FileSet, Recovery, SetLock};
+use crate::{Error, Result};
+
+pub use crate::io::file_set::sha256_hex;
+pub use load::{Loaded, load, load_with_model};
+pub use state::{DataRecord, StateFile, TokenizerRecord};
+
+/// The model weights file.
+pub const MODEL_FILE: &str = "model.safetensors";
+/// The optimizer moments file.
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+/// The BPE tokenizer file.
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+/// The metrics log.
+pub const METRICS_FILE: &str = "metrics.jsonl";
+/// The state file.
+pub const STATE_FILE: &str = "state.json";
+/// The hashes of the other files.
+pub const MANIFEST_FILE: &str = "SHA256SUMS";
+/// The file-set tag of a checkpoint (its temporary files are `.checkpoint.*`).
+pub const SET_TAG: &str = "checkpoint";
+
+pub(crate) fn corrupt(dir: &Path, why: impl std::fmt::Display) -> Error {
+    super::invalid(format!(
+        "checkpoint {} is corrupt or incomplete: {why}; pass a folder written by \
+         `orthoformer train --out`",
+        dir.display()
+    ))
+}
+
+/// Everything of a checkpoint except the model weights.
+pub struct CheckpointParts<'a> {
+    /// Run state.
+    pub run: &'a RunState,
+    /// Options.
+    pub options: &'a TrainOptions,
+    /// The model config as JSON.
+    pub model: serde_json::Value,
+    /// The model's initialisation seed.
+    pub model_seed: u64,
+    /// Sequence length.
+    pub seq_len: usize,
+    /// Tokenizer.
+    pub tokenizer: &'a Tokenizer,
+    /// Data provenance.
+    pub data: &'a DataRecord,
+}
+
+/// Writes a checkpoint into `dir` (which must exist), replacing the previous one as a set.
+/// `write_model` streams the model file. On failure the previous checkpoint is kept and the
+/// error says which file could not be written and why.
+pub fn save(
+    dir: &Path,
+    parts: &CheckpointParts<'_>,
+    write_model: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let _lock = SetLock::acquire(dir, SET_TAG).map_err(|e| write_error(dir, e))?;
+    recover_locked(dir)?;
+    write_set(dir, parts, write_model).map_err(|e| write_error(dir, e))
+}
+
+fn write_set(
+    dir: &Path,
+    parts: &CheckpointParts<'_>,
+    write_model: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let mut set = FileSet::begin(dir, SET_TAG)?;
+    set.write(MODEL_FILE, |w| write_model(w))?;
+    set.write(OPTIMIZER_FILE, |w| optimizer::write(w, &parts.run.adam))?;
+    let tokenizer = match parts.tokenizer {
+        Tokenizer::Char(t) => TokenizerRecord::Char { vocab: t.vocab() },
+        Tokenizer::Bpe(t) => {
+            set.write_bytes(TOKENIZER_FILE, t.to_json()?.as_bytes())?;
+            TokenizerRecord::Bpe {
+                file: TOKENIZER_FILE.to_string(),
+            }
+        }
+    };
+    set.write(METRICS_FILE, |w| {
+        metrics::write_records(w, &parts.run.metrics)
+    })?;
+    let state = StateFile {
+        format: state::FORMAT.to_string(),
+        version: state::VERSION,
+        step: parts.run.step,
+        sampler_word_pos: parts.run.sampler_pos.to_string(),
+        adam_t: parts.run.adam.t,
+        window_loss: parts.run.window_loss,
+        window_steps: parts.run.window_steps,
+        options: parts.options.clone(),
+        model: parts.model.clone(),
+        model_seed: parts.model_seed,
+        seq_len: parts.seq_len,
+        tokenizer,
+        data: parts.data.clone(),
+        files: Default::default(),
+    };
+    let json = serde_json::to_vec_pretty(&state)
+        .map_err(|e| super::invalid(format!("serialising state.json: {e}")))?;
+    set.write_bytes(STATE_FILE, &json)?;
+    let manifest = file_set::manifest_text(set.files());
+    set.write_bytes(MANIFEST_FILE, manifest.as_bytes())?;
+    set.commit()
+}
+
+/// A failed write as one line: which file, the system's reason, and that nothing was lost.
+fn write_error(dir: &Path, e: Error) -> Error {
+    let Error::Io { path, source } = &e else {
+        return e;
+    };
+    let file = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    TrainError::CheckpointWrite {
+        dir: dir.to_path_buf(),
+        why: format!("{file}: {source}"),
+    }
+    .into()
+}
+
+/// Brings `dir` to a whole checkpoint (or none) after a crash: finishes a committed write,
+/// undoes an uncommitted one and removes temporary files, under the folder's lock.
+pub fn recover(dir: &Path) -> Result<Recovery> {
+    let _lock = reader_lock(dir)?;
+    recover_locked(dir)
+}
+
+/// The folder's lock for a reader: the existing lock file, waited for while a writer holds it;
+/// created when a write is pending and there is none yet (a folder from before the lock). A
+/// writer creates the lock file before its first staged file (`Session`, [`save`]), so "no lock
+/// file and nothing pending" means no write of this version can be under way, and then a
+/// reader of a read-only folder needs no lock at all.
+pub fn reader_lock(dir: &Path) -> Result<Option<SetLock>> {
+    if SetLock::path(dir, SET_TAG).exists() {
+        return SetLock::acquire_existing(dir, SET_TAG);
+    }
+    if file_set::pending_tags(dir)?.iter().any(|t| t == SET_TAG) {
+        return SetLock::acquire(dir, SET_TAG).map(Some);
+    }
+    Ok(None)
+}
+
+/// Recovery proper; the caller holds the lock (or none exists and nothing is pending).
+pub(crate) fn recover_locked(dir: &Path) -> Result<Recovery> {
+    let r = file_set::recover(dir, SET_TAG)?;
+    // Temporary files of versions that replaced one file at a time (`.NAME.PID.tmp`), and of
+    // the output folder's write test.
+    for entry in std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let legacy = [
+            MODEL_FILE,
+            OPTIMIZER_FILE,
+            TOKENIZER_FILE,
+            METRICS_FILE,
+            STATE_FILE,
+        ]
+        .iter()
+        .any(|f| {
+            name.strip_prefix(&format!(".{f}."))
+                .and_then(|r| r.strip_suffix(".tmp"))
+                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        });
+        let write_test = name
+            .strip_prefix(super::session::WRITE_TEST)
+            .is_some_and(|r| {
+                r.is_empty()
+                    || r.strip_prefix('-')
+                        .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))
+            });
+        if legacy || write_test {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(r)
+}
+
+/// Whether `dir` holds a checkpoint, after recovering it.
+pub fn exists(dir: &Path) -> Result<bool> {
+    if !dir.is_dir() {
+        return Ok(false);
+    }
+    recover(dir)?;
+    Ok(dir.join(STATE_FILE).is_file())
+}
