@@ -3,7 +3,15 @@ use orthoformer::io::gguf::GgufFile;
 use orthoformer::model::llama::{Llama, tokenizer::tokenizer_from_gguf};
 fn st(tag: &str) {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    let f: Vec<&str> = s.lines().filter(|l| l.starts_with("VmRSS") || l.starts_with("RssAnon") || l.starts_with("RssFile") || l.starts_with("VmHWM")).collect();
+    let f: Vec<&str> = s
+        .lines()
+        .filter(|l| {
+            l.starts_with("VmRSS")
+                || l.starts_with("RssAnon")
+                || l.starts_with("RssFile")
+                || l.starts_with("VmHWM")
+        })
+        .collect();
     println!("{tag:>12}: {}", f.join("  ").replace('\t', " "));
 }
 fn main() {

@@ -6,9 +6,9 @@
 
 mod common;
 
-use orthoformer::model::llama::perplexity::sample;
 use orthoformer::model::llama::tokenizer::{decode, encode};
 use orthoformer::model::llama::{Llama, load_engine, load_model};
+use orthoformer::train::sample::sample_next;
 
 /// f32 forward vs f64 reference over 30 layers: measured 5e-5 on logits of magnitude ~30.
 const TOL: f64 = 2e-3;
@@ -53,14 +53,17 @@ fn check_against_reference(name: &str, model: &mut Llama, fx: &serde_json::Value
             let top_ids = p["top_ids"].as_array().unwrap();
             let top_logits = p["top_logits"].as_array().unwrap();
             assert_eq!(
-                sample(row, 0.0, 0, &mut orthoformer::init::rng::seeded(0)) as u64,
+                sample_next(row, 0.0, 0, 1.0, &mut orthoformer::init::rng::seeded(0)) as u64,
                 top_ids[0].as_u64().unwrap()
             );
             for (id, want) in top_ids.iter().zip(top_logits) {
                 let got = row[id.as_u64().unwrap() as usize] as f64;
                 let d = (got - want.as_f64().unwrap()).abs();
                 worst = worst.max(d);
-                assert!(d < TOL, "{name}: prompt {ids:?} pos {pos} id {id}: {got} vs {want}");
+                assert!(
+                    d < TOL,
+                    "{name}: prompt {ids:?} pos {pos} id {id}: {got} vs {want}"
+                );
             }
             let mx = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
             let lse = mx + row.iter().map(|&x| (x as f64 - mx).exp()).sum::<f64>().ln();
@@ -90,7 +93,7 @@ fn greedy_continues_capital_of_france_with_paris() {
         let ids = encode(&tok, "The capital of France is").unwrap();
         let mut cache = model.new_cache(ids.len() + 1).unwrap();
         let logits = model.forward(&ids, &mut cache, ids.len() - 1).unwrap();
-        let next = sample(&logits, 0.0, 0, &mut orthoformer::init::rng::seeded(0));
+        let next = sample_next(&logits, 0.0, 0, 1.0, &mut orthoformer::init::rng::seeded(0));
         assert_eq!(decode(&tok, &[next]).unwrap(), " Paris", "{name}");
     }
 }

@@ -97,7 +97,13 @@ fn bench_one(args: &BenchArgs, path: &Path, threads: usize) -> anyhow::Result<Ro
         context: 256.min(model.context()),
     });
     let mapped = model.weights().embed.is_mapped();
-    let ours = bench_llama(&mut model, prompt, args.gen_tokens, args.rounds, eval.as_ref())?;
+    let ours = bench_llama(
+        &mut model,
+        prompt,
+        args.gen_tokens,
+        args.rounds,
+        eval.as_ref(),
+    )?;
     drop(model);
     let (llamacpp, llamacpp_error) = if args.no_llamacpp {
         (None, Some("skipped (--no-llamacpp)".to_string()))
@@ -146,7 +152,10 @@ fn print_row(r: &Row, threads: usize) {
         mib(r.file_bytes),
         o.prefill_rounds.len()
     );
-    println!("{:<34} {:>12} {:>12} {:>8}", "", "orthoformer", "llama.cpp", "ratio");
+    println!(
+        "{:<34} {:>12} {:>12} {:>8}",
+        "", "orthoformer", "llama.cpp", "ratio"
+    );
     let lc = r.llamacpp.as_ref();
     println!(
         "{:<34} {:>12.1} {:>12} {:>8}",
@@ -192,7 +201,11 @@ fn print_row(r: &Row, threads: usize) {
         mb(o.peak_rss_bytes),
         mb(o.rss_file_end_bytes),
         mb(o.rss_anon_end_bytes),
-        if r.weights_mapped { "mapped from the file" } else { "in memory" }
+        if r.weights_mapped {
+            "mapped from the file"
+        } else {
+            "in memory"
+        }
     );
     if let Some(l) = lc {
         let same = o
@@ -238,8 +251,12 @@ fn run_llamacpp(
         );
     }
     let line = text.lines().last().unwrap_or("");
-    serde_json::from_str(line)
-        .with_context(|| format!("unexpected output from {}: {line}", args.llamacpp_script.display()))
+    serde_json::from_str(line).with_context(|| {
+        format!(
+            "unexpected output from {}: {line}",
+            args.llamacpp_script.display()
+        )
+    })
 }
 
 /// Runs `scripts/bench_llama_torch.py` (the eval windows); its scored tokens/s.
@@ -254,7 +271,13 @@ fn run_torch(args: &BenchArgs, path: &Path, threads: usize) -> anyhow::Result<f6
         .arg("256")
         .arg(threads.to_string())
         .output()
-        .with_context(|| format!("running {} {}", args.python, args.llama_torch_script.display()))?;
+        .with_context(|| {
+            format!(
+                "running {} {}",
+                args.python,
+                args.llama_torch_script.display()
+            )
+        })?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
@@ -266,7 +289,10 @@ fn run_torch(args: &BenchArgs, path: &Path, threads: usize) -> anyhow::Result<f6
     }
     let line = text.lines().last().unwrap_or("");
     let v: serde_json::Value = serde_json::from_str(line).with_context(|| {
-        format!("unexpected output from {}: {line}", args.llama_torch_script.display())
+        format!(
+            "unexpected output from {}: {line}",
+            args.llama_torch_script.display()
+        )
     })?;
     v["tokens_per_s"]
         .as_f64()

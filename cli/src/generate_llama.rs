@@ -8,8 +8,8 @@ use anyhow::Context;
 use super::Outcome;
 use super::generate::GenerateArgs;
 use orthoformer::model::llama::load_engine;
-use orthoformer::model::llama::perplexity::sample;
-use orthoformer::model::llama::tokenizer::{decode, encode};
+use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
+use orthoformer::train::generate::generate_ids;
 
 /// Runs this mode of `orthoformer generate`.
 pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
@@ -31,32 +31,30 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
     }
     let cap = prompt.len() + args.max_new_tokens;
     super::eval_llama::check_cache_fits(model.config(), cap)?;
-    let mut cache = model.new_cache(cap)?;
-    let mut rng = orthoformer::init::rng::seeded(args.seed);
-    let mut logits = model.prefill(&prompt, &mut cache, prompt.len() - 1)?.to_vec();
     let mut out: Vec<u32> = Vec::new();
     let mut printed = 0usize;
     let mut stdout = std::io::stdout().lock();
     write!(stdout, "{}", args.prompt)?;
-    for _ in 0..args.max_new_tokens {
-        let next = sample(&logits, args.temperature, args.top_k, &mut rng);
-        out.push(next);
-        // Decode the whole continuation and print what is new, so multi-byte characters that
-        // span tokens come out whole.
-        let text = decode(&tok, &out)?;
-        if text.len() > printed && text.is_char_boundary(printed) {
-            write!(stdout, "{}", &text[printed..])?;
-            stdout.flush()?;
-            printed = text.len();
-        }
-        if tok
-            .id_to_token(next)
-            .is_some_and(|t| t == "<|endoftext|>" || t == "<|im_end|>")
-        {
-            break;
-        }
-        logits.copy_from_slice(model.decode_one(next, &mut cache)?);
-    }
+    generate_ids(
+        &mut model,
+        &prompt,
+        args.sample_options(),
+        &stop_ids(&tok),
+        &mut |next| {
+            out.push(next);
+            // Decode the whole continuation and print what is new, so multi-byte characters
+            // that span tokens come out whole.
+            let text = decode(&tok, &out)?;
+            if text.len() > printed && text.is_char_boundary(printed) {
+                write!(stdout, "{}", &text[printed..])
+                    .and_then(|_| stdout.flush())
+                    .map_err(|e| orthoformer::Error::io("stdout", e))?;
+                printed = text.len();
+            }
+            Ok(())
+        },
+    )
+    .context("generating")?;
     writeln!(stdout)?;
     Ok(Outcome::Success)
 }

@@ -129,7 +129,11 @@ impl Llama {
     }
 
     /// One token at the next position: its logits (`V`). Allocates nothing.
-    pub fn decode_one<'c>(&mut self, token: u32, cache: &'c mut KvCache) -> crate::Result<&'c [f32]> {
+    pub fn decode_one<'c>(
+        &mut self,
+        token: u32,
+        cache: &'c mut KvCache,
+    ) -> crate::Result<&'c [f32]> {
         self.prefill(&[token], cache, 0)
     }
 
@@ -209,7 +213,10 @@ impl Llama {
         for (row, &tok) in x.chunks_exact_mut(c).zip(tokens) {
             dequantize_rows(row, embed.slice_rows(tok as usize..tok as usize + 1));
         }
-        let (cos, sin) = (&cos[p0 * half..(p0 + t) * half], &sin[p0 * half..(p0 + t) * half]);
+        let (cos, sin) = (
+            &cos[p0 * half..(p0 + t) * half],
+            &sin[p0 * half..(p0 + t) * half],
+        );
         let eps = cfg.rms_eps;
         let scale = 1.0 / (dh as f32).sqrt();
         // Statistics count every row, so only a plain logits pass may drop rows.
@@ -245,8 +252,14 @@ impl Llama {
                     x: &q[r0 * qd..],
                     layout: ql,
                 },
-                Heads { x: &kc[l], layout: cl },
-                Heads { x: &vc[l], layout: cl },
+                Heads {
+                    x: &kc[l],
+                    layout: cl,
+                },
+                Heads {
+                    x: &vc[l],
+                    layout: cl,
+                },
                 attention_cached::CachedDims {
                     b: 1,
                     h: nh,
@@ -259,7 +272,12 @@ impl Llama {
             );
             let (xr, hr, yr) = (&mut x[r0 * c..], &mut h[r0 * c..], &mut y[r0 * c..]);
             let (gr, ur) = (&mut g[..n * f], &mut u[..n * f]);
-            hooks.linear(LinearSite::OIn, &mut [(yr, layer.o.view())], &att[r0 * qd..], n);
+            hooks.linear(
+                LinearSite::OIn,
+                &mut [(yr, layer.o.view())],
+                &att[r0 * qd..],
+                n,
+            );
             simd::add_assign_par(xr, yr);
             rmsnorm::forward(hr, xr, &layer.ffn_norm, eps);
             let mut gu = [(&mut gr[..], layer.gate.view()), (ur, layer.up.view())];
@@ -309,7 +327,13 @@ struct Hooks<'a> {
 impl Hooks<'_> {
     /// `y_j (rows x out_j) = x (rows x in) · W_jᵀ` for every job (the linear layers reading
     /// one input), after recording statistics of `x` and quantising it when asked.
-    fn linear(&mut self, site: LinearSite, jobs: &mut [(&mut [f32], QMatrix)], x: &[f32], rows: usize) {
+    fn linear(
+        &mut self,
+        site: LinearSite,
+        jobs: &mut [(&mut [f32], QMatrix)],
+        x: &[f32],
+        rows: usize,
+    ) {
         let in_dim = jobs.first().map_or(0, |j| j.1.cols());
         if let Some(s) = self.stats.as_mut() {
             for _ in jobs.iter() {

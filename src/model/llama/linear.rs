@@ -42,8 +42,8 @@ impl Linear {
     /// copied.
     pub fn from_gguf(g: &GgufFile, name: &str, rows: usize, cols: usize) -> crate::Result<Self> {
         let (ty, bytes) = g.tensor_bytes(name, &[cols as u64, rows as u64])?;
-        let direct = cfg!(target_endian = "little")
-            && QMatrix::new(ty, rows, cols, bytes.bytes()).is_some();
+        let direct =
+            cfg!(target_endian = "little") && QMatrix::new(ty, rows, cols, bytes.bytes()).is_some();
         if direct {
             return Ok(Linear {
                 rows,

@@ -13,8 +13,8 @@ pub mod quant;
 pub mod tokenizer;
 pub mod weights;
 
-pub use config::LlamaConfig;
 pub use cache::KvCache;
+pub use config::LlamaConfig;
 pub use forward::{Llama, RowTransform};
 pub use linear::{Layer, Linear, ModelWeights};
 pub use load::{LoadedEngine, LoadedModel, load_engine, load_model};

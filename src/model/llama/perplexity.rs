@@ -1,16 +1,14 @@
-//! Sliding-window perplexity and next-token sampling.
+//! Sliding-window perplexity of any [`CausalLm`] (a pretrained Llama or this crate's GPT).
 //!
 //! Perplexity follows the Hugging Face recipe: windows of `context` tokens advance by
 //! `stride`; each window scores only the tokens no earlier window scored, so every token after
 //! the first is predicted once, with up to `context − stride` tokens of history.
 
-use rand::Rng as _;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::forward::Llama;
-use crate::init::rng::Rng;
 use crate::model::ModelError;
+use crate::model::causal_lm::CausalLm;
 
 /// The result of a perplexity run.
 #[derive(Debug, Clone, Serialize)]
@@ -33,8 +31,8 @@ pub fn log_prob(row: &[f32], target: usize) -> f64 {
 /// Sliding-window perplexity of `tokens`. `on_window(scored_so_far)` is called after each
 /// window (for progress bars). `per_window` receives each window's logits rows with their
 /// absolute target positions, for comparisons between models.
-pub fn perplexity(
-    model: &mut Llama,
+pub fn perplexity<M: CausalLm>(
+    model: &mut M,
     tokens: &[u32],
     context: usize,
     stride: usize,
@@ -58,7 +56,7 @@ pub fn perplexity(
         let end = (begin + context).min(tokens.len());
         // Targets prev_end..end; the logits predicting target j sit at window row j-1-begin.
         let from = prev_end - 1 - begin;
-        cache.clear();
+        model.clear_cache(&mut cache);
         let logits = model.prefill(&tokens[begin..end], &mut cache, from)?;
         let rows = end - prev_end;
         // Rows in parallel (a 49,152-wide f64 log-softmax each), summed in order as before.
@@ -87,39 +85,4 @@ pub fn perplexity(
         nll: mean,
         ppl: mean.exp(),
     })
-}
-
-/// Picks the next token from one row of logits: greedy when `temperature <= 0`, otherwise a
-/// draw from `softmax(logits / temperature)` restricted to the `top_k` largest (0: all).
-pub fn sample(logits: &[f32], temperature: f32, top_k: usize, rng: &mut Rng) -> u32 {
-    let argmax = logits
-        .iter()
-        .enumerate()
-        .fold(
-            (0, f32::NEG_INFINITY),
-            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
-        )
-        .0;
-    if temperature <= 0.0 {
-        return argmax as u32;
-    }
-    let mut idx: Vec<usize> = (0..logits.len()).collect();
-    if top_k > 0 && top_k < logits.len() {
-        idx.select_nth_unstable_by(top_k - 1, |&a, &b| logits[b].total_cmp(&logits[a]));
-        idx.truncate(top_k);
-    }
-    let mx = logits[argmax];
-    let w: Vec<f64> = idx
-        .iter()
-        .map(|&i| (((logits[i] - mx) / temperature) as f64).exp())
-        .collect();
-    let total: f64 = w.iter().sum();
-    let mut u = rng.random::<f64>() * total;
-    for (&i, &wi) in idx.iter().zip(&w) {
-        if u < wi {
-            return i as u32;
-        }
-        u -= wi;
-    }
-    argmax as u32
 }
