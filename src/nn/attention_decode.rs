@@ -139,8 +139,8 @@ unsafe fn weighted_avx512(out: &mut [f32], p: &[f32], v: &[f32], ld: usize) {
                 *a = _mm512_fmadd_ps(w, x, *a);
             }
         }
-        for r in 0..regs {
-            let sum = _mm512_add_ps(acc[0][r], acc[1][r]);
+        for (r, (&even, &odd)) in acc[0].iter().zip(&acc[1]).enumerate().take(regs) {
+            let sum = _mm512_add_ps(even, odd);
             // SAFETY: `oc` holds 16·regs floats.
             unsafe { _mm512_storeu_ps(oc.as_mut_ptr().add(16 * r), sum) };
         }
