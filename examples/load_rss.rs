@@ -1,4 +1,8 @@
-//! scratch: resident memory after each loading stage
+//! Resident memory after each stage of loading a GGUF for inference (open the mapping, build
+//! the engine, the tokenizer, a 384-position KV cache), from `/proc/self/status`: with the
+//! weights left in the file's mapping, resident memory stays near the file size.
+//!
+//! usage: cargo run --release --example load_rss [MODEL.gguf]
 use orthoformer::io::gguf::GgufFile;
 use orthoformer::model::llama::{Llama, tokenizer::tokenizer_from_gguf};
 fn st(tag: &str) {
@@ -15,7 +19,15 @@ fn st(tag: &str) {
     println!("{tag:>12}: {}", f.join("  ").replace('\t', " "));
 }
 fn main() {
-    let p = std::path::Path::new("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let p = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "models/SmolLM2-135M-Instruct.Q4_1.gguf".into());
+    let p = std::path::Path::new(&p);
+    println!(
+        "{}: {} bytes",
+        p.display(),
+        std::fs::metadata(p).unwrap().len()
+    );
     st("start");
     let g = GgufFile::open(p).unwrap();
     st("open");

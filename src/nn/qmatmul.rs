@@ -1,11 +1,11 @@
 //! `Y = X·Wᵀ` for a block of activation rows (prefill, perplexity windows) and a weight in
 //! any GGUF storage type, without an f32 copy of the whole weight.
 //!
-//! `W` (`out x in`) is cut into panels of [`PANEL`] rows. Each rayon task dequantises one panel
+//! `W` (`out x in`) is cut into panels of `PANEL` rows. Each rayon task dequantises one panel
 //! into its thread's reused buffer (the same values as [`dequantize`](super::qmatvec::dequantize))
 //! and multiplies it with `gemm` single-threaded into its own columns of `Y`; an F32 weight is
 //! read in place. The panel split depends only on the shape, so results do not depend on the
-//! thread count. One or two rows go through [`matvec`](super::qmatvec::matvec) instead, which
+//! thread count. One or two rows go through [`matvec`] instead, which
 //! reads each weight once per row without dequantising a panel.
 
 use std::cell::RefCell;

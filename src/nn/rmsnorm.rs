@@ -3,7 +3,7 @@
 //!
 //! The mean of squares and `1/sqrt(· + ε)` are computed in f64 (with [`LANES`] partial sums,
 //! which vectorise) and the scale rounded once to f32, so the result does not depend on how
-//! the row's sum is associated. Rows are split over rayon in fixed blocks of [`ROWS`], so
+//! the row's sum is associated. Rows are split over rayon in fixed blocks of `ROWS`, so
 //! results do not depend on the thread count.
 
 use super::simd::{LANES, dispatch};

@@ -7,7 +7,7 @@
 //! Attention is causal and grouped: query head `h` reads key/value head `h / (H/K)`.
 //!
 //! A chunk of many tokens (prefill, a perplexity window) multiplies panels of each weight with
-//! `gemm` ([`matmul_xwt`]); one token (a decode step) streams each weight once through the
+//! `gemm` (`matmul_xwt_many`); one token (a decode step) streams each weight once through the
 //! matrix-vector kernels, Q/K/V in one parallel region and gate/up in another. Every buffer
 //! lives in the [`KvCache`], so a decode step allocates nothing. In the last layer only the
 //! rows whose logits are wanted go past attention.
