@@ -330,6 +330,16 @@ fn read_gguf(path: &Path, bytes: &[u8], dequantize: bool) -> Vec<orthoformer::Er
             &mut errors,
         );
     }
+    // The engine that keeps weights in the mapping: load, then one decode step reads every
+    // tensor in its stored type.
+    if dequantize
+        && let Some(m) = collect(orthoformer::model::llama::load_engine(path), &mut errors)
+    {
+        let mut model = m.model;
+        if let Some(mut cache) = collect(model.new_cache(2), &mut errors) {
+            let _ = collect(model.decode_one(1, &mut cache).map(|_| ()), &mut errors);
+        }
+    }
     errors
 }
 

@@ -15,7 +15,7 @@ const PROMPT: [u32; 13] = [
 
 fn logits(w: LlamaWeights) -> Vec<f32> {
     let mut m = Llama::new(w);
-    let mut cache = m.new_cache(PROMPT.len());
+    let mut cache = m.new_cache(PROMPT.len()).unwrap();
     m.forward(&PROMPT, &mut cache, 0).unwrap()
 }
 

@@ -86,11 +86,11 @@ fn hidden(
     let c = loaded.weights.cfg.d_model;
     let mut m = Llama::new(loaded.weights);
     let ctx = args.context;
-    let mut cache = m.new_cache(ctx);
+    let mut cache = m.new_cache(ctx)?;
     let mut out = Vec::with_capacity(ids.len() * c);
     for chunk in ids.chunks(ctx) {
         cache.clear();
-        out.extend(m.forward_ext(chunk, &mut cache, 0, Some(args.layer))?);
+        out.extend(m.hidden_states(chunk, &mut cache, args.layer)?);
     }
     Ok((out, c))
 }

@@ -51,6 +51,29 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Time a pretrained Llama model (GGUF file or Hugging Face folder; several separated by
+    /// commas) instead of GPT training: prefill, greedy decode and eval windows, beside
+    /// llama.cpp and PyTorch in the same run (see `bench_llama.rs`).
+    #[arg(long, value_delimiter = ',')]
+    pub model: Vec<PathBuf>,
+    /// With --model: prompt tokens prefilled as one chunk.
+    #[arg(long, default_value_t = 256)]
+    pub prompt_tokens: usize,
+    /// With --model: greedy tokens generated after the prompt.
+    #[arg(long, default_value_t = 128)]
+    pub gen_tokens: usize,
+    /// With --model: tokens scored by the eval windows (256 wide, stride 128); 0 skips eval.
+    #[arg(long, default_value_t = 1024)]
+    pub eval_tokens: usize,
+    /// With --model: the llama.cpp script.
+    #[arg(long, default_value = "scripts/bench_llamacpp.py")]
+    pub llamacpp_script: PathBuf,
+    /// With --model: the PyTorch Llama eval script.
+    #[arg(long, default_value = "scripts/bench_llama_torch.py")]
+    pub llama_torch_script: PathBuf,
+    /// With --model: skip llama.cpp.
+    #[arg(long)]
+    pub no_llamacpp: bool,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -76,6 +99,9 @@ struct Row {
 
 /// Runs `orthoformer bench`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
+    if !args.model.is_empty() {
+        return super::bench_llama::run(args);
+    }
     if args.steps == 0 {
         anyhow::bail!("--steps must be at least 1");
     }

@@ -10,9 +10,9 @@ use serde::Serialize;
 use super::Outcome;
 use super::common::{print_json, progress_bar};
 use super::eval::EvalArgs;
+use orthoformer::model::llama::load_engine;
 use orthoformer::model::llama::perplexity::perplexity;
 use orthoformer::model::llama::tokenizer::encode;
-use orthoformer::model::llama::{Llama, load_model};
 
 /// Default number of tokens scored.
 pub const DEFAULT_MAX_TOKENS: usize = 2048;
@@ -95,16 +95,16 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
     if max_tokens == 0 {
         anyhow::bail!("--max-tokens must be at least 1");
     }
-    let loaded = load_model(path).context("loading the model")?;
-    if context > loaded.weights.cfg.max_context {
+    let loaded = load_engine(path).context("loading the model")?;
+    if context > loaded.model.context() {
         anyhow::bail!(
             "--context {context} exceeds the model's {}",
-            loaded.weights.cfg.max_context
+            loaded.model.context()
         );
     }
-    check_cache_fits(&loaded.weights.cfg, context)?;
+    check_cache_fits(loaded.model.config(), context)?;
     let ids = read_tokens(&loaded.tokenizer, data, max_tokens)?;
-    let mut model = Llama::new(loaded.weights);
+    let mut model = loaded.model;
     let stride = (context / 2).max(1);
     let bar = progress_bar((ids.len() - 1) as u64, "eval", args.json);
     let start = Instant::now();

@@ -29,6 +29,9 @@ pub struct GenerateArgs {
     /// Sample only among the `k` most likely tokens (0: all).
     #[arg(long, default_value_t = 0)]
     pub top_k: usize,
+    /// Sample only among the most likely tokens whose probabilities add up to `p` (1: all).
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f64,
     /// Seed of the sampler.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -41,6 +44,7 @@ impl GenerateArgs {
             max_new_tokens: self.max_new_tokens,
             temperature: self.temperature,
             top_k: self.top_k,
+            top_p: self.top_p,
             seed: self.seed,
         }
     }

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod align;
 mod bench;
+mod bench_llama;
 mod common;
 mod compare;
 mod eval;

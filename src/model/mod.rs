@@ -2,6 +2,7 @@
 //! and exact parameter/memory/FLOP accounting.
 
 pub mod accounting;
+pub mod causal_lm;
 pub mod checkpoint;
 pub mod config;
 pub mod gpt;
@@ -15,6 +16,7 @@ pub mod params_report;
 pub mod seed_claims;
 pub mod store;
 
+pub use causal_lm::{CausalLm, GptCache};
 pub use checkpoint::{load_model, save_model};
 pub use config::{AttentionKind, GptConfig, NormPlacement, Projection};
 pub use gpt::Gpt;

@@ -75,12 +75,13 @@ impl HeadLayout {
         }
     }
 
-    fn at(&self, b: usize, h: usize) -> usize {
+    /// Offset of head `(b, h)`'s first element.
+    pub fn at(&self, b: usize, h: usize) -> usize {
         b * self.batch + h * self.head
     }
 
     /// Elements a buffer must hold for `(B, H, T, D)`.
-    fn extent(&self, dims: Dims) -> usize {
+    pub(super) fn extent(&self, dims: Dims) -> usize {
         let Dims { b, h, t, d } = dims;
         if b * h * t * d == 0 {
             return 0;
@@ -122,18 +123,24 @@ pub struct HeadsMut<'a> {
 
 /// An output pointer shared by the `(b, h)` tasks, which write disjoint elements.
 #[derive(Clone, Copy)]
-struct Out(*mut f32, HeadLayout);
+pub(super) struct Out(*mut f32, HeadLayout);
 // SAFETY: every task writes only its own head's elements (see `HeadLayout::at`).
 unsafe impl Send for Out {}
 unsafe impl Sync for Out {}
 
 impl Out {
-    fn new(x: HeadsMut, dims: Dims) -> Self {
+    pub(super) fn new(x: HeadsMut, dims: Dims) -> Self {
         assert!(
             x.x.len() >= x.layout.extent(dims),
             "attention: output too short"
         );
         Out(x.x.as_mut_ptr(), x.layout)
+    }
+
+    /// Pointer to the first element of head `(bi, hi)` (its first row holds the head width
+    /// checked in `new`); only the task that owns the head may write through it.
+    pub(super) fn head_ptr(&self, bi: usize, hi: usize) -> *mut f32 {
+        self.0.wrapping_add(self.1.at(bi, hi))
     }
 
     /// `op(a)·op(b)` into rows `r0..r0+m` of head `(bi, hi)`.
@@ -159,7 +166,7 @@ impl Out {
 
 impl Heads<'_> {
     /// Head `(bi, hi)` from row `r0` on, as a matrix operand.
-    fn op(&self, bi: usize, hi: usize, r0: usize, t: Trans) -> Operand<'_> {
+    pub(super) fn op(&self, bi: usize, hi: usize, r0: usize, t: Trans) -> Operand<'_> {
         let at = self.layout.at(bi, hi) + r0 * self.layout.row;
         Operand {
             x: &self.x[at..],
@@ -183,7 +190,7 @@ fn blocks(t: usize) -> impl DoubleEndedIterator<Item = (usize, usize)> {
 ///
 /// In closed form: full block `i` (of `n = ⌊t/64⌋`) has 64 rows reading `64(i+1)` keys, so
 /// the full blocks read `64²·n(n+1)/2`, and a last partial block of `r = t mod 64` rows reads
-/// all `t` (the sum over [`blocks`], without a loop, for any `t`).
+/// all `t` (the sum over `blocks`, without a loop, for any `t`).
 pub fn causal_pairs(t: usize) -> Option<usize> {
     let (n, r) = (t / BLOCK, t % BLOCK);
     let triangle = if n % 2 == 0 {
@@ -216,7 +223,7 @@ pub fn forward(
     scale: f32,
     drop: Option<ProbDropout>,
 ) {
-    let Dims { h, t, d, .. } = dims;
+    let Dims { h, t, .. } = dims;
     let tt = t * t;
     for x in [&q, &k, &v] {
         assert!(
@@ -226,46 +233,14 @@ pub fn forward(
     }
     let o = Out::new(o, dims);
     let (dp, base) = drop.as_ref().map_or((0.0, 0), |x| (x.p, x.base));
-    let body = |bh: usize, p: &mut [f32], mut pdrop: Option<&mut [f32]>| {
-        let (bi, hi) = (bh / h, bh % h);
-        for (r0, r1) in blocks(t) {
-            let rows = r1 - r0;
-            let s = &mut p[r0 * t..];
-            let (qb, kt) = (q.op(bi, hi, r0, Trans::No), k.op(bi, hi, 0, Trans::Yes));
-            matmul_strided(s, t, qb, kt, (rows, d, r1), false, scale, 1);
-            for (i, row) in (r0..r1).zip(s.chunks_mut(t)) {
-                let (live, masked) = row[..r1].split_at_mut(i + 1);
-                let mx = simd::max(live);
-                let sum = simd::exp_shifted_sum(live, mx);
-                simd::scale(live, 1.0 / sum);
-                masked.fill(0.0);
-            }
-            let probs: &[f32] = match pdrop.as_deref_mut() {
-                Some(pd) => {
-                    for i in r0..r1 {
-                        let (src, dst) = (&p[i * t..][..r1], &mut pd[i * t..][..r1]);
-                        for (j, (x, &pv)) in dst.iter_mut().zip(src).enumerate() {
-                            *x = pv * dropout::mask_at(base, bh * tt + i * t + j, dp);
-                        }
-                    }
-                    &pd[r0 * t..]
-                }
-                None => &p[r0 * t..],
-            };
-            let vb = v.op(bi, hi, 0, Trans::No);
-            // SAFETY: this task owns head (bi, hi).
-            unsafe {
-                o.product(
-                    bi,
-                    hi,
-                    r0,
-                    op(probs, t, Trans::No),
-                    vb,
-                    (rows, r1, d),
-                    false,
-                )
-            };
-        }
+    let head = |bh: usize, p: &mut [f32], pdrop: Option<&mut [f32]>| {
+        let at = HeadAt {
+            b: bh / h,
+            h: bh % h,
+            kv: bh % h,
+        };
+        let drop = pdrop.map(|pd| (pd, dp, base, bh * tt));
+        head_forward(&o, p, (&q, &k, &v), at, (t, 0, dims.d), scale, drop);
     };
     let att = &mut att[..dims.b * h * tt];
     match drop {
@@ -273,11 +248,74 @@ pub fn forward(
             .par_chunks_mut(tt)
             .zip(x.att_drop.par_chunks_mut(tt))
             .enumerate()
-            .for_each(|(bh, (p, pd))| body(bh, p, Some(pd))),
+            .for_each(|(bh, (p, pd))| head(bh, p, Some(pd))),
         None => att
             .par_chunks_mut(tt)
             .enumerate()
-            .for_each(|(bh, p)| body(bh, p, None)),
+            .for_each(|(bh, p)| head(bh, p, None)),
+    }
+}
+
+/// Which head a task computes: batch item, query head, and the key/value head it reads.
+#[derive(Clone, Copy)]
+pub(super) struct HeadAt {
+    pub b: usize,
+    pub h: usize,
+    pub kv: usize,
+}
+
+/// One head's causal forward over its row blocks: `t` queries at positions `past..past+t`
+/// against keys `0..past+t` (key/value head `at.kv`). Probabilities go to `p`, rows of
+/// `past + t`; with dropout (`P_drop` buffer, p, mask base, mask offset) `O = P_drop·V`.
+/// Training calls it with `past = 0` and `at.kv = at.h`.
+pub(super) fn head_forward(
+    o: &Out,
+    p: &mut [f32],
+    (q, k, v): (&Heads, &Heads, &Heads),
+    at: HeadAt,
+    (t, past, d): (usize, usize, usize),
+    scale: f32,
+    mut drop: Option<(&mut [f32], f32, u64, usize)>,
+) {
+    let n = past + t;
+    let HeadAt { b: bi, h: hi, kv } = at;
+    for (r0, r1) in blocks(t) {
+        let (rows, keys) = (r1 - r0, past + r1);
+        let s = &mut p[r0 * n..];
+        let (qb, kt) = (q.op(bi, hi, r0, Trans::No), k.op(bi, kv, 0, Trans::Yes));
+        matmul_strided(s, n, qb, kt, (rows, d, keys), false, scale, 1);
+        for (i, row) in (past + r0..keys).zip(s.chunks_mut(n)) {
+            let (live, masked) = row[..keys].split_at_mut(i + 1);
+            let mx = simd::max(live);
+            let sum = simd::exp_shifted_sum(live, mx);
+            simd::scale(live, 1.0 / sum);
+            masked.fill(0.0);
+        }
+        let probs: &[f32] = match drop.as_mut() {
+            Some((pd, dp, base, off)) => {
+                for i in r0..r1 {
+                    let (src, dst) = (&p[i * n..][..keys], &mut pd[i * n..][..keys]);
+                    for (j, (x, &pv)) in dst.iter_mut().zip(src).enumerate() {
+                        *x = pv * dropout::mask_at(*base, *off + i * n + j, *dp);
+                    }
+                }
+                &pd[r0 * n..]
+            }
+            None => &p[r0 * n..],
+        };
+        let vb = v.op(bi, kv, 0, Trans::No);
+        // SAFETY: the caller's task owns head (bi, hi) of `o`.
+        unsafe {
+            o.product(
+                bi,
+                hi,
+                r0,
+                op(probs, n, Trans::No),
+                vb,
+                (rows, keys, d),
+                false,
+            )
+        };
     }
 }
 

@@ -4,6 +4,8 @@
 //! functions *accumulate* (`+=`) into gradient buffers, which the caller zeroes once per step.
 
 pub mod attention;
+pub mod attention_cached;
+pub mod attention_decode;
 pub mod cross_entropy;
 pub mod dropout;
 pub mod embedding;
@@ -14,6 +16,11 @@ pub mod linear;
 pub mod linear_attention;
 pub mod matmul;
 pub mod matmul_f64;
+pub mod qmatmul;
+pub mod qmatvec;
+pub mod rmsnorm;
+pub mod rope;
 pub mod simd;
 pub mod srht;
+pub mod swiglu;
 pub mod threads;

@@ -12,7 +12,7 @@
 pub const LANES: usize = 16;
 
 /// Defines `pub fn $name(args)` whose body is compiled for AVX-512, AVX2+FMA and baseline
-/// x86-64, dispatching on the running CPU (other architectures get the plain body).
+/// x86-64, dispatching on [`isa`] (other architectures get the plain body).
 macro_rules! dispatch {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$meta])*
@@ -29,13 +29,12 @@ macro_rules! dispatch {
                 #[target_feature(enable = "avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn v3($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-                if $crate::nn::simd::has_avx512() {
-                    // SAFETY: the CPU supports every feature `v4` was compiled for.
-                    return unsafe { v4($($arg),*) };
-                }
-                if $crate::nn::simd::has_avx2_fma() {
-                    // SAFETY: the CPU supports every feature `v3` was compiled for.
-                    return unsafe { v3($($arg),*) };
+                match $crate::nn::simd::isa() {
+                    // SAFETY: `isa` reports only levels whose features the CPU has.
+                    $crate::nn::simd::Isa::Avx512 => return unsafe { v4($($arg),*) },
+                    // SAFETY: as above.
+                    $crate::nn::simd::Isa::Avx2 => return unsafe { v3($($arg),*) },
+                    $crate::nn::simd::Isa::Baseline => {}
                 }
             }
             body($($arg),*)
@@ -43,6 +42,67 @@ macro_rules! dispatch {
     };
 }
 pub(crate) use dispatch;
+
+/// The instruction-set levels kernels are compiled for, lowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isa {
+    /// Baseline x86-64 (SSE2), or any other architecture.
+    Baseline,
+    /// AVX2 with FMA and F16C (x86-64-v3).
+    Avx2,
+    /// AVX-512 F/BW/DQ/VL on top of AVX2 (x86-64-v4).
+    Avx512,
+}
+
+impl Isa {
+    /// Every level, lowest first.
+    pub const ALL: [Isa; 3] = [Isa::Baseline, Isa::Avx2, Isa::Avx512];
+}
+
+std::thread_local! {
+    /// The highest level kernels called on this thread may use (see [`with_isa`]).
+    static CAP: std::cell::Cell<Isa> = const { std::cell::Cell::new(Isa::Avx512) };
+}
+
+/// The best level the CPU supports (the feature tests are cached by std).
+pub fn detected() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx512() {
+            return Isa::Avx512;
+        }
+        if has_avx2_fma() {
+            return Isa::Avx2;
+        }
+    }
+    Isa::Baseline
+}
+
+/// The level kernels called on this thread run at: the CPU's best, lowered by [`with_isa`].
+#[inline]
+pub fn isa() -> Isa {
+    detected().min(CAP.with(|c| c.get()))
+}
+
+/// Runs `f` with every dispatched kernel called *on this thread* limited to `cap`, so tests
+/// can check each body on one machine. Work `f` hands to other rayon threads is not limited:
+/// call the single-threaded kernels inside it.
+pub fn with_isa<R>(cap: Isa, f: impl FnOnce() -> R) -> R {
+    let old = CAP.with(|c| c.replace(cap));
+    struct Restore(Isa);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CAP.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(old);
+    f()
+}
+
+/// The levels this CPU can run, lowest first.
+pub fn available() -> Vec<Isa> {
+    Isa::ALL.into_iter().filter(|&l| l <= detected()).collect()
+}
 
 /// Whether the CPU has the AVX-512 subsets the `v4` kernels use (cached by std).
 #[cfg(target_arch = "x86_64")]
@@ -54,10 +114,13 @@ pub fn has_avx512() -> bool {
         && has_avx2_fma()
 }
 
-/// Whether the CPU has AVX2 and FMA.
+/// Whether the CPU has AVX2, FMA and F16C (every AVX2 CPU with FMA has F16C; the quantised
+/// kernels convert f16 scales with it).
 #[cfg(target_arch = "x86_64")]
 pub fn has_avx2_fma() -> bool {
-    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("f16c")
 }
 
 /// `e^x` in f32 without a libm call, so loops over it vectorise; relative error below 2e-7
@@ -140,6 +203,20 @@ dispatch! {
         }
         let m = chunks.remainder().iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v));
         acc.iter().fold(m, |a, &v| a.max(v))
+    }
+}
+
+dispatch! {
+    /// `Σ x[i]` with [`LANES`] partial sums.
+    pub fn sum(x: &[f32]) -> f32 {
+        let mut acc = [0.0f32; LANES];
+        let mut chunks = x.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (a, v) in acc.iter_mut().zip(c) {
+                *a += v;
+            }
+        }
+        chunks.remainder().iter().sum::<f32>() + acc.iter().sum::<f32>()
     }
 }
 

@@ -48,7 +48,7 @@ pub fn compare_models(
     context: usize,
     progress: &mut dyn FnMut(usize),
 ) -> crate::Result<Comparison> {
-    let v = a.w.cfg.vocab_size;
+    let v = a.vocab_size();
     let stride = (context / 2).max(1);
     let mut ref_logits: Vec<f32> = Vec::new();
     let pa = perplexity(

@@ -1,12 +1,13 @@
-//! Text generation from a GPT: encode the prompt, then repeatedly run the model on the last
-//! `context` tokens, sample the next token from the last position's logits and hand each new
+//! Generation, once for every [`CausalLm`]: prefill the prompt, then sample a token from the
+//! last row of logits and decode it through the model's cache, until `max_new_tokens` or a stop
+//! id ([`generate_ids`]). [`generate`] wraps it for a GPT checkpoint's text, handing each new
 //! piece of text to the caller as soon as it is complete (streaming). The seed fixes the text.
 
 use super::sample::sample_next;
 use crate::Result;
 use crate::data::Tokenizer;
 use crate::init::rng::seeded;
-use crate::model::Gpt;
+use crate::model::{CausalLm, Gpt};
 
 /// Sampling settings.
 #[derive(Debug, Clone, Copy)]
@@ -17,6 +18,8 @@ pub struct SampleOptions {
     pub temperature: f32,
     /// Top-k (0: all).
     pub top_k: usize,
+    /// Top-p, nucleus sampling (1: all).
+    pub top_p: f64,
     /// Seed.
     pub seed: u64,
 }
@@ -31,7 +34,51 @@ impl SampleOptions {
                 self.temperature
             )));
         }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(super::invalid(format!(
+                "--top-p {} must be in (0, 1] (1 keeps every token)",
+                self.top_p
+            )));
+        }
         Ok(())
+    }
+}
+
+/// Samples up to `opts.max_new_tokens` ids after `prompt` (only its last `context` ids are
+/// run), calling `on_token` with each as it is drawn, and stops after the first id in `stop`
+/// (which is kept). Returns the new ids.
+pub fn generate_ids<M: CausalLm>(
+    model: &mut M,
+    prompt: &[u32],
+    opts: SampleOptions,
+    stop: &[u32],
+    on_token: &mut dyn FnMut(u32) -> Result<()>,
+) -> Result<Vec<u32>> {
+    opts.validate()?;
+    if prompt.is_empty() {
+        return Err(super::invalid("the prompt is empty: pass --prompt TEXT"));
+    }
+    let mut out = Vec::new();
+    if opts.max_new_tokens == 0 {
+        return Ok(out);
+    }
+    let window = &prompt[prompt.len().saturating_sub(model.context())..];
+    let mut cache = model.new_cache(window.len().saturating_add(opts.max_new_tokens))?;
+    let mut rng = seeded(opts.seed);
+    let draw = |logits: &[f32], rng: &mut _| {
+        sample_next(logits, opts.temperature, opts.top_k, opts.top_p, rng)
+    };
+    let mut next = draw(
+        model.prefill(window, &mut cache, window.len() - 1)?,
+        &mut rng,
+    );
+    loop {
+        out.push(next);
+        on_token(next)?;
+        if stop.contains(&next) || out.len() == opts.max_new_tokens {
+            return Ok(out);
+        }
+        next = draw(model.decode_one(next, &mut cache)?, &mut rng);
     }
 }
 
@@ -43,33 +90,27 @@ pub fn generate(
     opts: SampleOptions,
     emit: &mut dyn FnMut(&str) -> Result<()>,
 ) -> Result<Vec<u32>> {
-    opts.validate()?;
-    let context = model.config().context;
-    let vocab = model.config().vocab_size;
     let mut ids = tokenizer.encode(prompt)?;
     if ids.is_empty() {
         // An empty prompt starts from token 0 (a newline for character-level Shakespeare).
         ids.push(0);
     }
     let prompt_len = ids.len();
-    let mut rng = seeded(opts.seed);
     let mut shown = tokenizer.decode(&ids)?;
-    for _ in 0..opts.max_new_tokens {
-        let window = &ids[ids.len().saturating_sub(context)..];
-        let t = window.len();
-        let logits = model.logits(window, 1, t)?;
-        let last = &logits[(t - 1) * vocab..t * vocab];
-        ids.push(sample_next(last, opts.temperature, opts.top_k, &mut rng));
+    let mut all = ids.clone();
+    generate_ids(model, &ids, opts, &[], &mut |next| {
+        all.push(next);
         // Emit only text that is complete (BPE may stop inside a multi-byte character).
-        let text = tokenizer.decode(&ids)?;
+        let text = tokenizer.decode(&all)?;
         if !text.ends_with('\u{FFFD}') && text.len() > shown.len() && text.starts_with(&shown) {
             emit(&text[shown.len()..])?;
             shown = text;
         }
-    }
-    let text = tokenizer.decode(&ids)?;
+        Ok(())
+    })?;
+    let text = tokenizer.decode(&all)?;
     if text.len() > shown.len() && text.starts_with(&shown) {
         emit(&text[shown.len()..])?;
     }
-    Ok(ids[prompt_len..].to_vec())
+    Ok(all[prompt_len..].to_vec())
 }

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod evaluate;
 pub mod generate;
 pub mod gpt_adapter;
+pub mod llama_bench;
 pub mod memory;
 pub mod memory_report;
 pub mod metrics;

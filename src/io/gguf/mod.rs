@@ -9,6 +9,6 @@ pub mod value;
 pub mod write;
 
 pub use dtype::GgmlType;
-pub use read::{GgufFile, TensorInfo};
+pub use read::{GgufFile, TensorBytes, TensorInfo};
 pub use value::Value;
 pub use write::{TensorOut, write_gguf};

@@ -1,11 +1,17 @@
-//! Parsing a GGUF file (versions 2 and 3): header, metadata, tensor directory, and tensor data
-//! dequantised to f32.
+//! Parsing a GGUF file (versions 2 and 3): header, metadata, tensor directory, and tensor data,
+//! as stored ([`GgufFile::tensor_data`], [`GgufFile::tensor_bytes`]) or dequantised to f32.
+//!
+//! The file is memory-mapped (read-only), so opening it reads only the header and metadata,
+//! and a model can point its weights at the mapped tensor bytes instead of copying them: the
+//! pages are read from the page cache on first use and shared with every other process that
+//! maps the file. Where a file cannot be mapped (a pipe, a special file) it is read whole.
 //!
 //! Every count, length and offset read from the file is checked against the bytes that remain
 //! before anything is allocated, so a truncated or hostile file is an error, never a panic or a
 //! huge allocation.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::dtype::{GgmlType, dequantize};
 use super::keys;
@@ -27,7 +33,32 @@ pub struct TensorInfo {
     pub n_elements: u64,
 }
 
-/// A parsed GGUF file held in memory.
+/// The bytes of a GGUF file: mapped, or read into memory.
+enum Image {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Image {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Image::Mapped(m) => m,
+            Image::Owned(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self {
+            Image::Mapped(_) => "mapped",
+            Image::Owned(_) => "in memory",
+        };
+        write!(f, "{} bytes {kind}", self.bytes().len())
+    }
+}
+
+/// A parsed GGUF file; its tensor data stays in the mapped (or read) image.
 #[derive(Debug)]
 pub struct GgufFile {
     /// Where it was read from (for messages).
@@ -38,8 +69,35 @@ pub struct GgufFile {
     pub metadata: Vec<(String, Value)>,
     /// Tensor directory in file order.
     pub tensors: Vec<TensorInfo>,
-    bytes: Vec<u8>,
+    image: Arc<Image>,
     data_start: usize,
+}
+
+/// One tensor's stored bytes, sharing ownership of the file image, so a model can keep its
+/// weights in the mapping after the [`GgufFile`] is dropped.
+#[derive(Clone)]
+pub struct TensorBytes {
+    image: Arc<Image>,
+    start: usize,
+    len: usize,
+}
+
+impl TensorBytes {
+    /// The bytes, as stored in the file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.image.bytes()[self.start..self.start + self.len]
+    }
+
+    /// Whether the bytes are in a memory-mapped file (not a heap copy).
+    pub fn is_mapped(&self) -> bool {
+        matches!(*self.image, Image::Mapped(_))
+    }
+}
+
+impl std::fmt::Debug for TensorBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TensorBytes({} bytes at {})", self.len, self.start)
+    }
 }
 
 /// Deepest array nesting accepted (real files use 1).
@@ -145,16 +203,36 @@ impl<'a> Cursor<'a> {
 }
 
 impl GgufFile {
-    /// Reads and parses `path`.
+    /// Maps (or, where it cannot be mapped, reads) and parses `path`.
+    ///
+    /// The file must not be modified or truncated while the returned value, or any
+    /// [`TensorBytes`] taken from it, is alive: its pages are read lazily from the mapping
+    /// (the same contract as llama.cpp's and safetensors' memory maps).
     pub fn open(path: &Path) -> crate::Result<Self> {
-        let bytes = std::fs::read(path).map_err(|e| crate::Error::io(path, e))?;
-        Ok(Self::parse(path, bytes)?)
+        let file = std::fs::File::open(path).map_err(|e| crate::Error::io(path, e))?;
+        let is_file = file.metadata().is_ok_and(|m| m.is_file());
+        // SAFETY: the map is read-only and only ever read through `&[u8]`; the documented
+        // contract above (nobody modifies the file meanwhile) keeps those bytes stable.
+        let mapped = is_file.then(|| unsafe { memmap2::Mmap::map(&file) });
+        let image = match mapped {
+            Some(Ok(m)) => Image::Mapped(m),
+            _ => {
+                drop(file);
+                Image::Owned(std::fs::read(path).map_err(|e| crate::Error::io(path, e))?)
+            }
+        };
+        Ok(Self::parse_image(path, Arc::new(image))?)
     }
 
     /// Parses a GGUF image already in memory (`path` is used in messages only).
     pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<Self, FormatError> {
+        Self::parse_image(path, Arc::new(Image::Owned(bytes)))
+    }
+
+    fn parse_image(path: &Path, image: Arc<Image>) -> Result<Self, FormatError> {
+        let bytes = image.bytes();
         let mut c = Cursor {
-            b: &bytes,
+            b: bytes,
             pos: 0,
             path,
         };
@@ -246,7 +324,7 @@ impl GgufFile {
             version,
             metadata,
             tensors,
-            bytes,
+            image,
             data_start,
         })
     }
@@ -284,9 +362,33 @@ impl GgufFile {
         self.tensors.iter().find(|t| t.name == name)
     }
 
-    /// Tensor `name` dequantised to f32 (row-major, innermost dimension contiguous), checked
-    /// to have exactly `dims` (innermost first).
-    pub fn tensor_f32(&self, name: &str, dims: &[u64]) -> Result<Vec<f32>, FormatError> {
+    /// Whether the file is memory-mapped (else it was read into memory).
+    pub fn is_mapped(&self) -> bool {
+        matches!(*self.image, Image::Mapped(_))
+    }
+
+    /// The stored bytes of tensor `t` (an entry of [`GgufFile::tensors`]), bounds-checked.
+    pub fn tensor_data(&self, t: &TensorInfo) -> Result<&[u8], FormatError> {
+        let (start, len) = self.span(t)?;
+        Ok(&self.image.bytes()[start..start + len])
+    }
+
+    /// Byte range of `t` in the image, checked to lie inside it.
+    fn span(&self, t: &TensorInfo) -> Result<(usize, usize), FormatError> {
+        let bad = || self.err(format!("tensor {}: its data lies outside the file", t.name));
+        let len = t.ty.byte_size(t.n_elements).ok_or_else(bad)?;
+        let start = (self.data_start as u64)
+            .checked_add(t.offset)
+            .ok_or_else(bad)?;
+        let end = start.checked_add(len).ok_or_else(bad)?;
+        if end > self.image.bytes().len() as u64 {
+            return Err(bad());
+        }
+        Ok((start as usize, len as usize))
+    }
+
+    /// Tensor `name`, checked to have exactly `dims` (innermost first).
+    pub fn tensor_checked(&self, name: &str, dims: &[u64]) -> Result<&TensorInfo, FormatError> {
         let t = self
             .tensor(name)
             .ok_or_else(|| self.err(format!("tensor {name} is missing")))?;
@@ -296,10 +398,33 @@ impl GgufFile {
                 t.dims
             )));
         }
-        // Bounds were checked at parse time; n_elements fits because the bytes exist.
-        let size = t.ty.byte_size(t.n_elements).unwrap_or(0) as usize;
-        let start = self.data_start + t.offset as usize;
-        let raw = &self.bytes[start..start + size];
+        Ok(t)
+    }
+
+    /// Tensor `name`'s stored bytes as a handle that shares the file image (no copy), checked
+    /// to have exactly `dims`; with its type.
+    pub fn tensor_bytes(
+        &self,
+        name: &str,
+        dims: &[u64],
+    ) -> Result<(GgmlType, TensorBytes), FormatError> {
+        let t = self.tensor_checked(name, dims)?;
+        let (start, len) = self.span(t)?;
+        Ok((
+            t.ty,
+            TensorBytes {
+                image: Arc::clone(&self.image),
+                start,
+                len,
+            },
+        ))
+    }
+
+    /// Tensor `name` dequantised to f32 (row-major, innermost dimension contiguous), checked
+    /// to have exactly `dims` (innermost first).
+    pub fn tensor_f32(&self, name: &str, dims: &[u64]) -> Result<Vec<f32>, FormatError> {
+        let t = self.tensor_checked(name, dims)?;
+        let raw = self.tensor_data(t)?;
         let mut out = vec![0.0f32; t.n_elements as usize];
         dequantize(t.ty, raw, &mut out);
         Ok(out)

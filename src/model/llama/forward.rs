@@ -1,55 +1,35 @@
-//! Inference: the Llama forward pass over a chunk of tokens with a KV cache.
+//! Inference: the Llama forward pass over a chunk of tokens with a KV cache, on the shared
+//! `nn` kernels, reading each weight in its stored type ([`ModelWeights`]).
 //!
 //! Per layer, with `x` the residual stream (`T x C`):
-//! `h = rmsnorm(x)·γ₁; q,k,v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ; q,k ← RoPE (rotate-half, HF layout);
-//! x += attn(q, k, v)·Woᵀ; h = rmsnorm(x)·γ₂; x += (silu(h·Wgᵀ) ⊙ h·Wuᵀ)·Wdᵀ`,
-//! then `logits = rmsnorm(x)·γ_f · Wheadᵀ`. Attention is causal and grouped: query head `h`
-//! reads key/value head `h / (H/K)`.
+//! `h = rmsnorm(x)·γ₁; q,k,v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ; q,k ← RoPE; x += attn(q, k, v)·Woᵀ;
+//! h = rmsnorm(x)·γ₂; x += (silu(h·Wgᵀ) ⊙ h·Wuᵀ)·Wdᵀ`, then `logits = rmsnorm(x)·γ_f · Wheadᵀ`.
+//! Attention is causal and grouped: query head `h` reads key/value head `h / (H/K)`.
+//!
+//! A chunk of many tokens (prefill, a perplexity window) multiplies panels of each weight with
+//! `gemm` (`matmul_xwt_many`); one token (a decode step) streams each weight once through the
+//! matrix-vector kernels, Q/K/V in one parallel region and gate/up in another. Every buffer
+//! lives in the [`KvCache`], so a decode step allocates nothing. In the last layer only the
+//! rows whose logits are wanted go past attention.
 
-use rayon::prelude::*;
-
+use super::cache::KvCache;
+use super::config::LlamaConfig;
+use super::linear::ModelWeights;
 use super::quant::{ActStats, LinearSite, quantize_rows};
 use super::weights::LlamaWeights;
+use crate::io::gguf::GgufFile;
 use crate::model::ModelError;
-use crate::nn::matmul::{Trans, matmul};
+use crate::nn::attention::{HeadLayout, Heads, HeadsMut};
+use crate::nn::qmatmul::matmul_xwt_many;
+use crate::nn::qmatvec::{QMatrix, dequantize_rows};
+use crate::nn::{attention_cached, rmsnorm, rope, simd, swiglu};
 
-/// Keys and values of the positions seen so far, per layer (`cap x K·D` each).
-#[derive(Debug, Clone)]
-pub struct KvCache {
-    k: Vec<Vec<f32>>,
-    v: Vec<Vec<f32>>,
-    len: usize,
-    cap: usize,
-}
-
-impl KvCache {
-    /// Number of cached positions.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether nothing is cached yet.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Maximum positions this cache holds.
-    pub fn capacity(&self) -> usize {
-        self.cap
-    }
-
-    /// Forgets every position (keeps the memory).
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-}
-
-/// A model ready to run: weights, RoPE tables, and optional simulated activation quantisation
-/// and activation statistics at the inputs of the linear layers.
+/// A model ready to run: weights, and optional simulated activation quantisation and
+/// activation statistics at the inputs of the linear layers.
 #[derive(Debug, Clone)]
 pub struct Llama {
-    /// The weights.
-    pub w: LlamaWeights,
+    cfg: LlamaConfig,
+    w: ModelWeights,
     /// Quantise each decoder linear layer's input per token to this many bits (symmetric RTN;
     /// `lm_head`'s input is left alone).
     pub act_bits: Option<u32>,
@@ -74,125 +54,129 @@ impl std::fmt::Debug for RowTransform {
     }
 }
 
-/// `out = x / sqrt(mean(x²) + ε) ⊙ γ`, row by row (`rows x C`).
-pub fn rms_norm(out: &mut [f32], x: &[f32], gamma: &[f32], eps: f64) {
-    let c = gamma.len();
-    for (o, r) in out.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
-        let ms = r.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / c as f64;
-        let inv = (1.0 / (ms + eps).sqrt()) as f32;
-        for ((o, &v), &g) in o.iter_mut().zip(r).zip(gamma) {
-            *o = v * inv * g;
-        }
-    }
+/// What a pass leaves in the cache's scratch.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// Logits of rows `from..T`.
+    Logits { from: usize },
+    /// The residual stream after `layer` layers (all of them when `layer ≥ L`).
+    Hidden { layer: usize },
 }
 
 impl Llama {
-    /// Wraps weights for inference.
+    /// Wraps owned f32 weights (Hugging Face order) for inference.
     pub fn new(w: LlamaWeights) -> Self {
         Llama {
+            cfg: w.cfg.clone(),
+            w: ModelWeights::from_owned(w),
+            act_bits: None,
+            stats: None,
+            down_transform: None,
+        }
+    }
+
+    /// A model whose weights stay in the GGUF file's mapping, in their stored types.
+    pub fn from_gguf(g: &GgufFile) -> crate::Result<Self> {
+        let cfg = LlamaConfig::from_gguf(g)?;
+        let w = ModelWeights::from_gguf(g, &cfg)?;
+        Ok(Llama {
+            cfg,
             w,
             act_bits: None,
-            down_transform: None,
             stats: None,
-        }
+            down_transform: None,
+        })
     }
 
-    /// An empty KV cache for up to `cap` positions.
-    pub fn new_cache(&self, cap: usize) -> KvCache {
-        let kvd = self.w.cfg.n_kv_head * self.w.cfg.head_dim();
-        let n = self.w.cfg.n_layer;
-        KvCache {
-            k: vec![vec![0.0; cap * kvd]; n],
-            v: vec![vec![0.0; cap * kvd]; n],
-            len: 0,
-            cap,
-        }
+    /// The model's shape.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.cfg
     }
 
-    /// `y (rows x out) = x (rows x in) · Wᵀ`, recording statistics of `x` and quantising it when
-    /// asked.
-    fn linear(&mut self, site: LinearSite, x: &[f32], w: LinearRef, rows: usize) -> Vec<f32> {
-        let (wd, out_dim, in_dim) = weight(&self.w, w);
-        if let Some(s) = self.stats.as_mut() {
-            s.record(site, x, in_dim);
-        }
-        let mut y = vec![0.0; rows * out_dim];
-        // lm_head's input stays in full precision, as in QuaRot.
-        match self.act_bits {
-            Some(b) if b < 16 && site != LinearSite::HeadIn => {
-                let mut xq = x.to_vec();
-                quantize_rows(&mut xq, in_dim, b);
-                matmul(
-                    &mut y,
-                    &xq,
-                    Trans::No,
-                    wd,
-                    Trans::Yes,
-                    rows,
-                    in_dim,
-                    out_dim,
-                    false,
-                    2,
-                );
-            }
-            _ => matmul(
-                &mut y,
-                x,
-                Trans::No,
-                wd,
-                Trans::Yes,
-                rows,
-                in_dim,
-                out_dim,
-                false,
-                2,
-            ),
-        }
-        y
+    /// The weights, as stored.
+    pub fn weights(&self) -> &ModelWeights {
+        &self.w
     }
-}
 
-/// The weight of linear `w` with its (out, in) sizes.
-fn weight(m: &LlamaWeights, w: LinearRef) -> (&[f32], usize, usize) {
-    let c = &m.cfg;
-    let (d, f, qd, kvd) = (
-        c.d_model,
-        c.d_ff,
-        c.n_head * c.head_dim(),
-        c.n_kv_head * c.head_dim(),
-    );
-    match w {
-        LinearRef::Q(l) => (&m.layers[l].wq, qd, d),
-        LinearRef::K(l) => (&m.layers[l].wk, kvd, d),
-        LinearRef::V(l) => (&m.layers[l].wv, kvd, d),
-        LinearRef::O(l) => (&m.layers[l].wo, d, qd),
-        LinearRef::Gate(l) => (&m.layers[l].w_gate, f, d),
-        LinearRef::Up(l) => (&m.layers[l].w_up, f, d),
-        LinearRef::Down(l) => (&m.layers[l].w_down, d, f),
-        LinearRef::Head => (m.lm_head(), c.vocab_size, d),
+    /// `V`.
+    pub fn vocab_size(&self) -> usize {
+        self.cfg.vocab_size
     }
-}
 
-impl Llama {
+    /// The longest context the model was trained for.
+    pub fn context(&self) -> usize {
+        self.cfg.max_context
+    }
+
+    /// An empty KV cache (with its scratch) for up to `cap` positions, `1 ≤ cap ≤ context`.
+    pub fn new_cache(&self, cap: usize) -> crate::Result<KvCache> {
+        KvCache::new(&self.cfg, cap)
+    }
+
     /// Runs `tokens` (positions `cache.len()..`) through the model, appends their keys and
-    /// values to `cache`, and returns the logits (`(T − from) x V`) of positions `from..T`
-    /// of the chunk. With `hidden_at = Some(l)` it instead returns the residual stream after
-    /// `l` layers (`T x C`, `l = 0` is the embedding) and stops there.
-    pub fn forward_ext(
+    /// values to `cache`, and returns the logits (`(T − from) x V`, in the cache's scratch)
+    /// of positions `from..T` of the chunk.
+    pub fn prefill<'c>(
+        &mut self,
+        tokens: &[u32],
+        cache: &'c mut KvCache,
+        from: usize,
+    ) -> crate::Result<&'c [f32]> {
+        let from = from.min(tokens.len());
+        on_pool(|| self.run(tokens, cache, Stop::Logits { from }))?;
+        let n = (tokens.len() - from) * self.cfg.vocab_size;
+        Ok(&cache.s.logits[..n])
+    }
+
+    /// One token at the next position: its logits (`V`). Allocates nothing.
+    pub fn decode_one<'c>(
+        &mut self,
+        token: u32,
+        cache: &'c mut KvCache,
+    ) -> crate::Result<&'c [f32]> {
+        self.prefill(&[token], cache, 0)
+    }
+
+    /// [`prefill`](Self::prefill), copied out.
+    pub fn forward(
         &mut self,
         tokens: &[u32],
         cache: &mut KvCache,
         from: usize,
-        hidden_at: Option<usize>,
     ) -> crate::Result<Vec<f32>> {
-        let cfg = self.w.cfg.clone();
-        let (c, t) = (cfg.d_model, tokens.len());
+        Ok(self.prefill(tokens, cache, from)?.to_vec())
+    }
+
+    /// The residual stream after `layer` layers (`T x C`; `0` is the embedding). Below `L` the
+    /// pass stops there and the cache length is left as it was; at `L` or more it is the
+    /// output of the last layer, before the final norm, and the cache advances.
+    pub fn hidden_states(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        layer: usize,
+    ) -> crate::Result<Vec<f32>> {
+        on_pool(|| self.run(tokens, cache, Stop::Hidden { layer }))?;
+        Ok(cache.s.x[..tokens.len() * self.cfg.d_model].to_vec())
+    }
+
+    fn run(&mut self, tokens: &[u32], cache: &mut KvCache, stop: Stop) -> crate::Result<()> {
+        let Llama {
+            cfg,
+            w,
+            act_bits,
+            stats,
+            down_transform,
+        } = self;
+        let (c, t, f) = (cfg.d_model, tokens.len(), cfg.d_ff);
         let (nh, nkv, dh) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim());
+        let (qd, kvd, half) = (nh * dh, nkv * dh, dh / 2);
         let p0 = cache.len;
-        if p0 + t > cache.cap {
+        if t == 0 || p0 + t > cache.cap {
             return Err(ModelError::Config(format!(
-                "context overflow: {} cached + {t} new positions exceed the cache of {}",
-                p0, cache.cap
+                "context overflow: {p0} cached + {t} new positions (at least 1) exceed the \
+                 cache of {}",
+                cache.cap
             ))
             .into());
         }
@@ -203,177 +187,172 @@ impl Llama {
             ))
             .into());
         }
-        let mut x = vec![0.0f32; t * c];
+        let from = match stop {
+            Stop::Logits { from } => from,
+            Stop::Hidden { .. } => t,
+        };
+        let KvCache {
+            k: kc,
+            v: vc,
+            cos,
+            sin,
+            s,
+            cap,
+            ..
+        } = cache;
+        s.ensure(cfg, t, p0 + t, t - from);
+        let mut hooks = Hooks {
+            act_bits: *act_bits,
+            stats,
+            xq: &mut s.xq,
+        };
+        let (x, h) = (&mut s.x[..t * c], &mut s.h[..t * c]);
+        let (q, att, y) = (&mut s.q[..t * qd], &mut s.att[..t * qd], &mut s.y[..t * c]);
+        let (g, u) = (&mut s.g[..t * f], &mut s.u[..t * f]);
+        let embed = w.embed.view();
         for (row, &tok) in x.chunks_exact_mut(c).zip(tokens) {
-            row.copy_from_slice(&self.w.embed[tok as usize * c..(tok as usize + 1) * c]);
+            dequantize_rows(row, embed.slice_rows(tok as usize..tok as usize + 1));
         }
-        let (cos, sin) = rope_tables(dh, cfg.rope_theta, p0, t);
-        let mut h = vec![0.0f32; t * c];
-        for l in 0..cfg.n_layer {
-            if hidden_at == Some(l) {
-                return Ok(x);
+        let (cos, sin) = (
+            &cos[p0 * half..(p0 + t) * half],
+            &sin[p0 * half..(p0 + t) * half],
+        );
+        let eps = cfg.rms_eps;
+        let scale = 1.0 / (dh as f32).sqrt();
+        // Statistics count every row, so only a plain logits pass may drop rows.
+        let trim = hooks.stats.is_none() && matches!(stop, Stop::Logits { .. });
+        let n_layer = w.layers.len();
+        for (l, layer) in w.layers.iter().enumerate() {
+            if stop == (Stop::Hidden { layer: l }) {
+                return Ok(());
             }
-            rms_norm(&mut h, &x, &self.w.layers[l].attn_norm, cfg.rms_eps);
-            let mut q = self.linear(LinearSite::AttnIn, &h, LinearRef::Q(l), t);
-            let mut k = self.linear(LinearSite::AttnIn, &h, LinearRef::K(l), t);
-            let v = self.linear(LinearSite::AttnIn, &h, LinearRef::V(l), t);
-            apply_rope(&mut q, nh, dh, &cos, &sin);
-            apply_rope(&mut k, nkv, dh, &cos, &sin);
-            let kvd = nkv * dh;
-            cache.k[l][p0 * kvd..(p0 + t) * kvd].copy_from_slice(&k);
-            cache.v[l][p0 * kvd..(p0 + t) * kvd].copy_from_slice(&v);
-            let att = attention(
-                &q,
-                &cache.k[l][..(p0 + t) * kvd],
-                &cache.v[l][..(p0 + t) * kvd],
-                p0,
-                nh,
-                nkv,
-                dh,
+            // Rows r0..t go past attention (all but the last layer need every row).
+            let r0 = if trim && l + 1 == n_layer { from } else { 0 };
+            let n = t - r0;
+            rmsnorm::forward(h, x, &layer.attn_norm, eps);
+            let kl = &mut kc[l][p0 * kvd..(p0 + t) * kvd];
+            let vl = &mut vc[l][p0 * kvd..(p0 + t) * kvd];
+            let mut qkv = [
+                (&mut q[..], layer.q.view()),
+                (kl, layer.k.view()),
+                (vl, layer.v.view()),
+            ];
+            hooks.linear(LinearSite::AttnIn, &mut qkv, h, t);
+            let [(ql, _), (kl, _), _] = qkv;
+            rope::apply(ql, qd, nh, dh, cos, sin, w.rope);
+            rope::apply(kl, kvd, nkv, dh, cos, sin, w.rope);
+            let (ql, cl) = (HeadLayout::rows(n, qd, dh), HeadLayout::rows(*cap, kvd, dh));
+            attention_cached::forward(
+                HeadsMut {
+                    x: &mut att[r0 * qd..],
+                    layout: ql,
+                },
+                &mut s.scores,
+                Heads {
+                    x: &q[r0 * qd..],
+                    layout: ql,
+                },
+                Heads {
+                    x: &kc[l],
+                    layout: cl,
+                },
+                Heads {
+                    x: &vc[l],
+                    layout: cl,
+                },
+                attention_cached::CachedDims {
+                    b: 1,
+                    h: nh,
+                    kv_h: nkv,
+                    t: n,
+                    past: p0 + r0,
+                    d: dh,
+                },
+                scale,
             );
-            let o = self.linear(LinearSite::OIn, &att, LinearRef::O(l), t);
-            x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
-            rms_norm(&mut h, &x, &self.w.layers[l].ffn_norm, cfg.rms_eps);
-            let mut g = self.linear(LinearSite::MlpIn, &h, LinearRef::Gate(l), t);
-            let u = self.linear(LinearSite::MlpIn, &h, LinearRef::Up(l), t);
-            // SwiGLU: silu(g) ⊙ u.
-            g.iter_mut()
-                .zip(&u)
-                .for_each(|(a, &b)| *a = *a / (1.0 + (-*a).exp()) * b);
-            if let Some(tr) = &self.down_transform {
-                (tr.0)(&mut g);
+            let (xr, hr, yr) = (&mut x[r0 * c..], &mut h[r0 * c..], &mut y[r0 * c..]);
+            let (gr, ur) = (&mut g[..n * f], &mut u[..n * f]);
+            hooks.linear(
+                LinearSite::OIn,
+                &mut [(yr, layer.o.view())],
+                &att[r0 * qd..],
+                n,
+            );
+            simd::add_assign_par(xr, yr);
+            rmsnorm::forward(hr, xr, &layer.ffn_norm, eps);
+            let mut gu = [(&mut gr[..], layer.gate.view()), (ur, layer.up.view())];
+            hooks.linear(LinearSite::MlpIn, &mut gu, hr, n);
+            swiglu::forward(gr, &u[..n * f]);
+            if let Some(tr) = down_transform {
+                (tr.0)(gr);
             }
-            let dn = self.linear(LinearSite::DownIn, &g, LinearRef::Down(l), t);
-            x.iter_mut().zip(&dn).for_each(|(a, b)| *a += b);
+            hooks.linear(LinearSite::DownIn, &mut [(yr, layer.down.view())], gr, n);
+            simd::add_assign_par(xr, yr);
         }
         cache.len = p0 + t;
-        if hidden_at.is_some() {
-            return Ok(x);
+        if let Stop::Logits { from } = stop {
+            let rows = t - from;
+            let hf = &mut s.h[..rows * c];
+            rmsnorm::forward(hf, &s.x[from * c..t * c], &w.final_norm, eps);
+            let logits = &mut s.logits[..rows * cfg.vocab_size];
+            let mut head = [(logits, w.head().view())];
+            let mut hooks = Hooks {
+                act_bits: *act_bits,
+                stats,
+                xq: &mut s.xq,
+            };
+            hooks.linear(LinearSite::HeadIn, &mut head, hf, rows);
         }
-        let from = from.min(t);
-        let mut hf = vec![0.0f32; (t - from) * c];
-        rms_norm(&mut hf, &x[from * c..], &self.w.final_norm, cfg.rms_eps);
-        Ok(self.linear(LinearSite::HeadIn, &hf, LinearRef::Head, t - from))
+        Ok(())
     }
+}
 
-    /// Logits (`(T − from) x V`) of positions `from..T` of `tokens`, continuing `cache`.
-    pub fn forward(
+/// Runs `f` on a thread of the rayon pool. A pass starts a hundred or more parallel loops (a
+/// decode step: five per layer); started from a thread outside the pool, each would wait on
+/// a lock and wake a worker (measured: 15% of a decode step's CPU time in the kernel's task
+/// switching), while from inside the pool the calling worker takes part and the others are
+/// still spinning between loops.
+fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    rayon::scope(|_| f())
+}
+
+/// The research hooks around every linear layer: statistics of its input, and simulated
+/// quantisation of it.
+struct Hooks<'a> {
+    act_bits: Option<u32>,
+    stats: &'a mut Option<ActStats>,
+    xq: &'a mut Vec<f32>,
+}
+
+impl Hooks<'_> {
+    /// `y_j (rows x out_j) = x (rows x in) · W_jᵀ` for every job (the linear layers reading
+    /// one input), after recording statistics of `x` and quantising it when asked.
+    fn linear(
         &mut self,
-        tokens: &[u32],
-        cache: &mut KvCache,
-        from: usize,
-    ) -> crate::Result<Vec<f32>> {
-        self.forward_ext(tokens, cache, from, None)
-    }
-}
-
-/// Which linear layer (layer index inside).
-#[derive(Debug, Clone, Copy)]
-enum LinearRef {
-    Q(usize),
-    K(usize),
-    V(usize),
-    O(usize),
-    Gate(usize),
-    Up(usize),
-    Down(usize),
-    Head,
-}
-
-/// cos/sin of `pos·θ^(−2i/D)` for positions `p0..p0+t`, `i < D/2` (each `t x D/2`).
-fn rope_tables(dh: usize, theta: f64, p0: usize, t: usize) -> (Vec<f32>, Vec<f32>) {
-    let half = dh / 2;
-    let mut cos = Vec::with_capacity(t * half);
-    let mut sin = Vec::with_capacity(t * half);
-    for p in p0..p0 + t {
-        for i in 0..half {
-            let a = p as f64 * theta.powf(-2.0 * i as f64 / dh as f64);
-            cos.push(a.cos() as f32);
-            sin.push(a.sin() as f32);
-        }
-    }
-    (cos, sin)
-}
-
-/// Rotate-half RoPE in place on `x` (`T x heads·D`): pairs `(i, i + D/2)` of each head.
-fn apply_rope(x: &mut [f32], heads: usize, dh: usize, cos: &[f32], sin: &[f32]) {
-    let half = dh / 2;
-    for (row, (c, s)) in x
-        .chunks_exact_mut(heads * dh)
-        .zip(cos.chunks_exact(half).zip(sin.chunks_exact(half)))
-    {
-        for hd in row.chunks_exact_mut(dh) {
-            for i in 0..half {
-                let (a, b) = (hd[i], hd[i + half]);
-                hd[i] = a * c[i] - b * s[i];
-                hd[i + half] = b * c[i] + a * s[i];
+        site: LinearSite,
+        jobs: &mut [(&mut [f32], QMatrix)],
+        x: &[f32],
+        rows: usize,
+    ) {
+        let in_dim = jobs.first().map_or(0, |j| j.1.cols());
+        if let Some(s) = self.stats.as_mut() {
+            for _ in jobs.iter() {
+                s.record(site, x, in_dim);
             }
         }
-    }
-}
-
-/// Causal grouped-query attention of `T` new queries (`T x H·D`, absolute positions
-/// `p0..p0+T`) over `N = p0 + T` cached keys/values (`N x K·D`). Returns `T x H·D`.
-///
-/// Per head, on contiguous copies: `S = Q_h·K_gᵀ/√D` (`T x N`, GEMM), causal mask and softmax
-/// per row, `O_h = P·V_g` (GEMM). Heads run in parallel, each GEMM single-threaded.
-fn attention(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    p0: usize,
-    nh: usize,
-    nkv: usize,
-    dh: usize,
-) -> Vec<f32> {
-    let (qd, kvd) = (nh * dh, nkv * dh);
-    let t = q.len() / qd;
-    let n = k.len() / kvd;
-    let group = nh / nkv;
-    let scale = 1.0 / (dh as f32).sqrt();
-    let gather = |src: &[f32], width: usize, rows: usize, col: usize| -> Vec<f32> {
-        let mut out = Vec::with_capacity(rows * dh);
-        for r in 0..rows {
-            out.extend_from_slice(&src[r * width + col..r * width + col + dh]);
-        }
-        out
-    };
-    let heads: Vec<Vec<f32>> = (0..nh)
-        .into_par_iter()
-        .map(|h| {
-            let g = h / group;
-            let qh = gather(q, qd, t, h * dh);
-            let kg = gather(k, kvd, n, g * dh);
-            let vg = gather(v, kvd, n, g * dh);
-            let mut s = vec![0.0f32; t * n];
-            matmul(&mut s, &qh, Trans::No, &kg, Trans::Yes, t, dh, n, false, 1);
-            for (i, row) in s.chunks_exact_mut(n).enumerate() {
-                // Query i (absolute position p0 + i) sees keys 0..=p0 + i.
-                let visible = p0 + i + 1;
-                let mut mx = f32::NEG_INFINITY;
-                for x in &mut row[..visible] {
-                    *x *= scale;
-                    mx = mx.max(*x);
+        // lm_head's input stays in full precision, as in QuaRot.
+        let x = match self.act_bits {
+            Some(b) if b < 16 && site != LinearSite::HeadIn => {
+                if self.xq.len() < x.len() {
+                    self.xq.resize(x.len(), 0.0);
                 }
-                let mut sum = 0.0f32;
-                for x in &mut row[..visible] {
-                    *x = (*x - mx).exp();
-                    sum += *x;
-                }
-                let inv = 1.0 / sum;
-                row[..visible].iter_mut().for_each(|x| *x *= inv);
-                row[visible..].iter_mut().for_each(|x| *x = 0.0);
+                let xq = &mut self.xq[..x.len()];
+                xq.copy_from_slice(x);
+                quantize_rows(xq, in_dim, b);
+                &*xq
             }
-            let mut oh = vec![0.0f32; t * dh];
-            matmul(&mut oh, &s, Trans::No, &vg, Trans::No, t, n, dh, false, 1);
-            oh
-        })
-        .collect();
-    let mut out = vec![0.0f32; t * qd];
-    for (h, oh) in heads.iter().enumerate() {
-        for (r, src) in oh.chunks_exact(dh).enumerate() {
-            out[r * qd + h * dh..r * qd + (h + 1) * dh].copy_from_slice(src);
-        }
+            _ => x,
+        };
+        matmul_xwt_many(jobs, x, rows);
     }
-    out
 }

@@ -1,11 +1,16 @@
 //! One entry point for pretrained models: a `.gguf` file, or a folder holding
 //! `model.safetensors`, `config.json` and `tokenizer.json` (Hugging Face layout).
+//!
+//! [`load_model`] gives owned f32 weights (what rotation, quantisation and alignment edit);
+//! [`load_engine`] gives a model ready to run, whose GGUF weights stay in the file's mapping in
+//! their stored types, so its resident memory is about the file size.
 
 use std::path::Path;
 
 use tokenizers::Tokenizer;
 
 use super::config::LlamaConfig;
+use super::forward::Llama;
 use super::tokenizer::{tokenizer_from_gguf, tokenizer_from_json};
 use super::weights::LlamaWeights;
 use crate::io::gguf::{GgufFile, Value};
@@ -22,28 +27,18 @@ pub struct LoadedModel {
     pub gguf_metadata: Option<Vec<(String, Value)>>,
 }
 
-/// Loads a model from a GGUF file or a Hugging Face folder.
+/// A model ready for inference, with its tokenizer.
+pub struct LoadedEngine {
+    /// The model (GGUF weights mapped, in their stored types).
+    pub model: Llama,
+    /// The tokenizer.
+    pub tokenizer: Tokenizer,
+}
+
+/// Loads a model from a GGUF file or a Hugging Face folder, as owned f32 weights.
 pub fn load_model(path: &Path) -> crate::Result<LoadedModel> {
     if path.is_dir() {
-        let read = |name: &str| -> crate::Result<Vec<u8>> {
-            let p = path.join(name);
-            std::fs::read(&p).map_err(|e| crate::Error::io(p, e))
-        };
-        let cfg_text = String::from_utf8(read("config.json")?).map_err(|_| {
-            ModelError::Config(format!("{}/config.json is not UTF-8", path.display()))
-        })?;
-        let (cfg, tied) = LlamaConfig::from_hf_json(&cfg_text)
-            .map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))?;
-        let bytes = read("model.safetensors")?;
-        let st_path = path.join("model.safetensors").display().to_string();
-        let weights = LlamaWeights::from_safetensors(cfg, tied, &bytes, &st_path)?;
-        let tok_text = String::from_utf8(read("tokenizer.json")?).map_err(|_| {
-            ModelError::Config(format!("{}/tokenizer.json is not UTF-8", path.display()))
-        })?;
-        let tokenizer = tokenizer_from_json(
-            &tok_text,
-            &path.join("tokenizer.json").display().to_string(),
-        )?;
+        let (weights, tokenizer) = load_hf_folder(path)?;
         return Ok(LoadedModel {
             weights,
             tokenizer,
@@ -58,4 +53,44 @@ pub fn load_model(path: &Path) -> crate::Result<LoadedModel> {
         tokenizer,
         gguf_metadata: Some(g.metadata),
     })
+}
+
+/// Loads a model for inference from a GGUF file (weights left in the file's mapping) or a
+/// Hugging Face folder (f32).
+pub fn load_engine(path: &Path) -> crate::Result<LoadedEngine> {
+    if path.is_dir() {
+        let (weights, tokenizer) = load_hf_folder(path)?;
+        return Ok(LoadedEngine {
+            model: Llama::new(weights),
+            tokenizer,
+        });
+    }
+    let g = GgufFile::open(path)?;
+    Ok(LoadedEngine {
+        model: Llama::from_gguf(&g)?,
+        tokenizer: tokenizer_from_gguf(&g)?,
+    })
+}
+
+/// `model.safetensors`, `config.json` and `tokenizer.json` of a folder.
+fn load_hf_folder(path: &Path) -> crate::Result<(LlamaWeights, Tokenizer)> {
+    let read = |name: &str| -> crate::Result<Vec<u8>> {
+        let p = path.join(name);
+        std::fs::read(&p).map_err(|e| crate::Error::io(p, e))
+    };
+    let cfg_text = String::from_utf8(read("config.json")?)
+        .map_err(|_| ModelError::Config(format!("{}/config.json is not UTF-8", path.display())))?;
+    let (cfg, tied) = LlamaConfig::from_hf_json(&cfg_text)
+        .map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))?;
+    let bytes = read("model.safetensors")?;
+    let st_path = path.join("model.safetensors").display().to_string();
+    let weights = LlamaWeights::from_safetensors(cfg, tied, &bytes, &st_path)?;
+    let tok_text = String::from_utf8(read("tokenizer.json")?).map_err(|_| {
+        ModelError::Config(format!("{}/tokenizer.json is not UTF-8", path.display()))
+    })?;
+    let tokenizer = tokenizer_from_json(
+        &tok_text,
+        &path.join("tokenizer.json").display().to_string(),
+    )?;
+    Ok((weights, tokenizer))
 }

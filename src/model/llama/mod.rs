@@ -2,18 +2,22 @@
 //! embeddings): configuration, weights, tokenizer, and inference with a KV cache, loaded from
 //! GGUF or from Hugging Face `model.safetensors` + `config.json`.
 
+pub mod cache;
 pub mod config;
 pub mod export;
 pub mod forward;
+pub mod linear;
 pub mod load;
 pub mod perplexity;
 pub mod quant;
 pub mod tokenizer;
 pub mod weights;
 
+pub use cache::KvCache;
 pub use config::LlamaConfig;
-pub use forward::{KvCache, Llama, RowTransform};
-pub use load::{LoadedModel, load_model};
+pub use forward::{Llama, RowTransform};
+pub use linear::{Layer, Linear, ModelWeights};
+pub use load::{LoadedEngine, LoadedModel, load_engine, load_model};
 /// The Hugging Face tokenizer a pretrained model carries.
 pub use tokenizers::Tokenizer;
 pub use weights::{LayerWeights, LlamaWeights};

@@ -116,3 +116,12 @@ pub fn decode(tok: &Tokenizer, ids: &[u32]) -> crate::Result<String> {
     tok.decode(ids, false)
         .map_err(|e| err(format!("detokenizing: {e}")))
 }
+
+/// The ids of the tokenizer's end-of-text markers (`<|endoftext|>`, `<|im_end|>`, `</s>`,
+/// `<|eot_id|>`, those it has): generation stops after any of them.
+pub fn stop_ids(tok: &Tokenizer) -> Vec<u32> {
+    ["<|endoftext|>", "<|im_end|>", "</s>", "<|eot_id|>"]
+        .iter()
+        .filter_map(|t| tok.token_to_id(t))
+        .collect()
+}

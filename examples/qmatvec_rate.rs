@@ -1,0 +1,64 @@
+//! scratch: matvec GB/s on SmolLM2 shapes per ISA
+use orthoformer::io::gguf::GgmlType;
+use orthoformer::nn::qmatvec::{QMatrix, matvec, matvec_rows};
+use orthoformer::nn::simd::{available, with_isa};
+use std::time::Instant;
+fn cpu_ns() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse::<f64>()
+        .unwrap()
+}
+fn main() {
+    for (ty, rows, cols) in [
+        (GgmlType::Q4_1, 1536, 576),
+        (GgmlType::Q4_1, 576, 1536),
+        (GgmlType::Q8_0, 49152, 576),
+        (GgmlType::F32, 1536, 576),
+        (GgmlType::F32, 49152, 576),
+        (GgmlType::F16, 1536, 576),
+    ] {
+        let (per, bytes) = ty.block();
+        let nbytes = rows * cols / per * bytes;
+        let data: Vec<u8> = (0..nbytes).map(|i| (i * 7 % 251) as u8 & 0x3f).collect();
+        let data = {
+            let mut v = vec![0f32; nbytes.div_ceil(4)];
+            bytemuck::cast_slice_mut::<f32, u8>(&mut v)[..nbytes].copy_from_slice(&data);
+            v
+        };
+        let bytes_: &[u8] = &bytemuck::cast_slice(&data)[..nbytes];
+        let w = QMatrix::new(ty, rows, cols, bytes_).unwrap();
+        let x: Vec<f32> = (0..cols).map(|i| i as f32 * 1e-3).collect();
+        let mut y = vec![0f32; rows];
+        let reps = (4e9 / nbytes as f64) as usize + 1;
+        let mut line = format!("{ty:?} {rows}x{cols} ({:.1} MB):", nbytes as f64 / 1e6);
+        for isa in available() {
+            let mut best = f64::MAX;
+            for _ in 0..3 {
+                let t = cpu_ns();
+                for _ in 0..reps {
+                    with_isa(isa, || matvec_rows(&mut y, w, &x));
+                }
+                best = best.min((cpu_ns() - t) * 1e-9 / reps as f64);
+            }
+            line += &format!(" {isa:?}-1t {:.1} GB/s", nbytes as f64 / best / 1e9);
+        }
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = Instant::now();
+            for _ in 0..reps {
+                matvec(&mut y, w, &x);
+            }
+            best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+        }
+        line += &format!(
+            " par {:.1} GB/s ({:.1} us)",
+            nbytes as f64 / best / 1e9,
+            best * 1e6
+        );
+        println!("{line}");
+    }
+}

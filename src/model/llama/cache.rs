@@ -1,0 +1,148 @@
+//! A generation's state: the keys and values of the positions seen so far, the RoPE angles of
+//! every position the cache can hold, and the buffers a forward pass works in, so a decode
+//! step allocates nothing (prefill grows the buffers once for its window and reuses them).
+
+use super::config::LlamaConfig;
+use crate::model::ModelError;
+use crate::nn::rope;
+
+/// Keys and values per layer (`cap x K·D` each, RoPE applied to keys), and scratch.
+#[derive(Debug, Clone)]
+pub struct KvCache {
+    pub(super) k: Vec<Vec<f32>>,
+    pub(super) v: Vec<Vec<f32>>,
+    pub(super) len: usize,
+    pub(super) cap: usize,
+    /// `cos`, `sin` of every position's angles (`cap x D/2`).
+    pub(super) cos: Vec<f32>,
+    pub(super) sin: Vec<f32>,
+    pub(super) s: Scratch,
+}
+
+impl KvCache {
+    /// An empty cache for up to `cap` positions of a model shaped `cfg`, with scratch for
+    /// one-token steps. `cap` must be between 1 and the model's context.
+    pub fn new(cfg: &LlamaConfig, cap: usize) -> crate::Result<Self> {
+        if cap == 0 || cap > cfg.max_context {
+            return Err(ModelError::Config(format!(
+                "a cache of {cap} positions: the model's context is 1 to {}",
+                cfg.max_context
+            ))
+            .into());
+        }
+        // K and V of every layer, f32: checked before the allocation, not after an abort.
+        crate::io::memory::check_fits(
+            crate::io::memory::bytes(&[cap, cfg.n_kv_head, cfg.head_dim(), cfg.n_layer, 2, 4]),
+            format_args!("a KV cache of {cap} positions"),
+        )?;
+        let kvd = cfg.n_kv_head * cfg.head_dim();
+        let half = cfg.head_dim() / 2;
+        let (mut cos, mut sin) = (vec![0.0; cap * half], vec![0.0; cap * half]);
+        rope::tables(&mut cos, &mut sin, 0..cap, cfg.head_dim(), cfg.rope_theta);
+        let mut s = Scratch::default();
+        s.ensure(cfg, 1, cap, 1);
+        Ok(KvCache {
+            k: vec![vec![0.0; cap * kvd]; cfg.n_layer],
+            v: vec![vec![0.0; cap * kvd]; cfg.n_layer],
+            len: 0,
+            cap,
+            cos,
+            sin,
+            s,
+        })
+    }
+
+    /// Number of cached positions.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is cached yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Maximum positions this cache holds.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Forgets every position (keeps the memory).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Bytes held: keys, values, RoPE tables and scratch.
+    pub fn bytes(&self) -> usize {
+        let kv: usize = self.k.iter().chain(&self.v).map(Vec::len).sum();
+        4 * (kv + self.cos.len() + self.sin.len() + self.s.len())
+    }
+}
+
+/// The buffers of a forward pass over `rows` tokens (row-major, one row per token).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Scratch {
+    /// Residual stream (`rows x C`).
+    pub x: Vec<f32>,
+    /// Normed residual (`rows x C`).
+    pub h: Vec<f32>,
+    /// Queries (`rows x H·D`).
+    pub q: Vec<f32>,
+    /// Attention output (`rows x H·D`).
+    pub att: Vec<f32>,
+    /// A linear layer's output added to the residual (`rows x C`).
+    pub y: Vec<f32>,
+    /// SwiGLU gate, then its output (`rows x F`).
+    pub g: Vec<f32>,
+    /// SwiGLU up projection (`rows x F`).
+    pub u: Vec<f32>,
+    /// A quantised copy of a linear layer's input, when activations are quantised.
+    pub xq: Vec<f32>,
+    /// Attention scores (`H x rows x keys`).
+    pub scores: Vec<f32>,
+    /// Logits of the scored rows (`rows x V`).
+    pub logits: Vec<f32>,
+}
+
+/// Grows `v` to at least `n` elements (never shrinks, so steady state allocates nothing).
+fn grow(v: &mut Vec<f32>, n: usize) {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+}
+
+impl Scratch {
+    /// Makes room for `rows` tokens attending to `keys` keys, `logit_rows` of them scored.
+    pub fn ensure(&mut self, c: &LlamaConfig, rows: usize, keys: usize, logit_rows: usize) {
+        let (d, f) = (c.d_model, c.d_ff);
+        let qd = c.n_head * c.head_dim();
+        grow(&mut self.x, rows * d);
+        grow(&mut self.h, rows * d);
+        grow(&mut self.q, rows * qd);
+        grow(&mut self.att, rows * qd);
+        grow(&mut self.y, rows * d);
+        grow(&mut self.g, rows * f);
+        grow(&mut self.u, rows * f);
+        grow(&mut self.scores, c.n_head * rows * keys);
+        grow(&mut self.logits, logit_rows * c.vocab_size);
+    }
+
+    /// Floats held.
+    fn len(&self) -> usize {
+        [
+            &self.x,
+            &self.h,
+            &self.q,
+            &self.att,
+            &self.y,
+            &self.g,
+            &self.u,
+            &self.xq,
+            &self.scores,
+            &self.logits,
+        ]
+        .iter()
+        .map(|v| v.len())
+        .sum()
+    }
+}

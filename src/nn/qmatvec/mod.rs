@@ -1,0 +1,170 @@
+//! Matrix-vector products `y = W·x` that read a weight in its GGUF storage type (F32, F16,
+//! Q8_0, Q4_0, Q4_1) in place: each block is dequantised in registers and multiplied into
+//! f32 activations with fused multiply-adds, so decoding from a quantised model streams its
+//! bytes (4.5 to 8.5 bits a weight) instead of an f32 copy four to seven times larger.
+//!
+//! Every weight is dequantised to exactly the value [`dequantize`] gives (`d·q`, `d·(q−8)`,
+//! `d·q + m` in f32, not fused), so a product differs from the dequantise-then-f32 product
+//! only in the order of its sums. The activations stay f32: llama.cpp instead rounds them to
+//! 8 bits for integer dot products, which changes the logits.
+//!
+//! Bodies: AVX-512 and AVX2 (`std::arch` intrinsics, F16C for the f16 scales) and a portable
+//! one, chosen per call by [`simd::isa`] (tests force each with [`simd::with_isa`]). Rows are
+//! split over rayon; each row is one task's work from start to end, so the result does not
+//! depend on the thread count.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod scalar;
+
+use rayon::prelude::*;
+
+use super::simd::{self, Isa};
+use crate::io::gguf::GgmlType;
+pub use crate::io::gguf::dtype::dequantize;
+
+/// Rows per rayon work item (rayon's adaptive splitting groups them further).
+const ROWS: usize = 16;
+
+/// A row-major `rows x cols` weight (`out x in`, so `y = W·x`) in a GGUF storage type: each
+/// row is `cols / block` whole blocks, `row_bytes()` bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct QMatrix<'a> {
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    data: &'a [u8],
+}
+
+impl<'a> QMatrix<'a> {
+    /// A view of `data` as a `rows x cols` matrix of `ty`. `None` when a row is not a whole
+    /// number of blocks, `data` is not exactly `rows` rows long, or F32 data is not aligned
+    /// to 4 bytes.
+    pub fn new(ty: GgmlType, rows: usize, cols: usize, data: &'a [u8]) -> Option<Self> {
+        let (per, bytes) = ty.block();
+        if !cols.is_multiple_of(per) {
+            return None;
+        }
+        let len = (cols / per).checked_mul(bytes)?.checked_mul(rows)?;
+        let aligned = ty != GgmlType::F32 || data.as_ptr().align_offset(4) == 0;
+        (data.len() == len && aligned).then_some(QMatrix {
+            ty,
+            rows,
+            cols,
+            data,
+        })
+    }
+
+    /// An f32 matrix (`w.len() == rows·cols`, else `None`).
+    pub fn from_f32(w: &'a [f32], rows: usize, cols: usize) -> Option<Self> {
+        Self::new(GgmlType::F32, rows, cols, bytemuck::cast_slice(w))
+    }
+
+    /// Storage type.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+
+    /// Rows (outputs).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns (inputs).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        let (per, bytes) = self.ty.block();
+        self.cols / per * bytes
+    }
+
+    /// The stored bytes (`rows · row_bytes()`).
+    pub fn bytes(&self) -> &'a [u8] {
+        self.data
+    }
+
+    /// Rows `r` of the matrix.
+    pub fn slice_rows(&self, r: std::ops::Range<usize>) -> QMatrix<'a> {
+        let rb = self.row_bytes();
+        QMatrix {
+            rows: r.len(),
+            data: &self.data[r.start * rb..r.end * rb],
+            ..*self
+        }
+    }
+
+    /// The weights as f32 when stored as F32.
+    pub fn as_f32(&self) -> Option<&'a [f32]> {
+        // Alignment and length were checked in `new`.
+        (self.ty == GgmlType::F32).then(|| bytemuck::cast_slice(self.data))
+    }
+}
+
+/// `y = W·x` (`y`: `rows`, `x`: `cols`), rows split over the rayon pool.
+pub fn matvec(y: &mut [f32], w: QMatrix, x: &[f32]) {
+    check(y, &w, x);
+    y.par_chunks_mut(ROWS).enumerate().for_each(|(i, yc)| {
+        let r0 = i * ROWS;
+        matvec_rows(yc, w.slice_rows(r0..r0 + yc.len()), x);
+    });
+}
+
+/// Several products of one input at once (`y_j = W_j·x`, e.g. Q, K and V of one normed
+/// activation): one parallel region instead of one per matrix.
+pub fn matvec_many(jobs: &mut [(&mut [f32], QMatrix)], x: &[f32]) {
+    for (y, w) in jobs.iter() {
+        check(y, w, x);
+    }
+    jobs.par_iter_mut().for_each(|(y, w)| {
+        let w = *w;
+        y.par_chunks_mut(ROWS).enumerate().for_each(|(i, yc)| {
+            let r0 = i * ROWS;
+            matvec_rows(yc, w.slice_rows(r0..r0 + yc.len()), x);
+        });
+    });
+}
+
+fn check(y: &[f32], w: &QMatrix, x: &[f32]) {
+    assert!(
+        y.len() == w.rows && x.len() == w.cols,
+        "matvec: y {} x {} for a {}x{} matrix",
+        y.len(),
+        x.len(),
+        w.rows,
+        w.cols
+    );
+}
+
+/// [`matvec`] on the calling thread.
+pub fn matvec_rows(y: &mut [f32], w: QMatrix, x: &[f32]) {
+    check(y, &w, x);
+    match simd::isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `isa` reports AVX-512 only when the CPU has it; shapes checked above.
+        Isa::Avx512 => unsafe { avx512::matvec(w.ty, w.data, w.cols, x, y) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above, for AVX2/FMA/F16C.
+        Isa::Avx2 => unsafe { avx2::matvec(w.ty, w.data, w.cols, x, y) },
+        _ => scalar::matvec(w.ty, w.data, w.cols, x, y),
+    }
+}
+
+/// Dequantises every row of `w` into `out` (`rows x cols`, f32), on the calling thread; the
+/// values equal [`dequantize`]'s.
+pub fn dequantize_rows(out: &mut [f32], w: QMatrix) {
+    assert_eq!(out.len(), w.rows * w.cols, "dequantize_rows: out length");
+    match simd::isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `isa` reports AVX-512 only when the CPU has it; length checked above.
+        Isa::Avx512 => unsafe { avx512::dequantize(w.ty, w.data, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above, for AVX2/FMA/F16C.
+        Isa::Avx2 => unsafe { avx2::dequantize(w.ty, w.data, out) },
+        _ => dequantize(w.ty, w.data, out),
+    }
+}

@@ -1,0 +1,194 @@
+//! The quantised kernels against dequantise-then-f64: `matvec` (each SIMD body forced in turn
+//! with `simd::with_isa`, and the parallel driver), `dequantize_rows` (bit-identical to the
+//! GGUF reader's dequantisation), and `matmul_xwt` (panels + gemm, and the matvec path).
+
+use half::f16;
+use orthoformer::io::gguf::GgmlType;
+use orthoformer::nn::qmatmul::matmul_xwt;
+use orthoformer::nn::qmatvec::{
+    QMatrix, dequantize, dequantize_rows, matvec, matvec_many, matvec_rows,
+};
+use orthoformer::nn::simd::{available, with_isa};
+
+/// A deterministic stream of pseudo-random u64 (SplitMix64).
+struct Mix(u64);
+
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [lo, hi).
+    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// Random bytes of a `rows x cols` matrix of `ty` with sane scales.
+fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
+    let mut r = Mix(seed);
+    let mut out = Vec::new();
+    let half = |v: f32| f16::from_f32(v).to_le_bytes();
+    for _ in 0..rows {
+        match ty {
+            GgmlType::F32 => {
+                for _ in 0..cols {
+                    out.extend_from_slice(&r.uniform(-1.0, 1.0).to_le_bytes());
+                }
+            }
+            GgmlType::F16 => {
+                for _ in 0..cols {
+                    out.extend_from_slice(&half(r.uniform(-2.0, 2.0)));
+                }
+            }
+            _ => {
+                for _ in 0..cols / 32 {
+                    out.extend_from_slice(&half(r.uniform(0.001, 0.1)));
+                    let quants = match ty {
+                        GgmlType::Q8_0 => 32,
+                        GgmlType::Q4_1 => {
+                            out.extend_from_slice(&half(r.uniform(-0.5, 0.5)));
+                            16
+                        }
+                        _ => 16,
+                    };
+                    for _ in 0..quants {
+                        out.push(r.next() as u8);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+const TYPES: [GgmlType; 5] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+];
+
+/// Column counts: odd and even block counts, and (for F32/F16) tails of every length.
+fn widths(ty: GgmlType) -> Vec<usize> {
+    match ty {
+        GgmlType::F32 | GgmlType::F16 => vec![1, 7, 45, 64, 96, 577],
+        _ => vec![32, 96, 576, 1536],
+    }
+}
+
+/// `W·x` in f64 from the dequantised weights, and `Σ|w·x|` per row (the error scale).
+fn reference(w: &[f32], x: &[f32], cols: usize) -> Vec<(f64, f64)> {
+    w.chunks(cols)
+        .map(|row| {
+            row.iter().zip(x).fold((0.0, 0.0), |(s, a), (&wv, &xv)| {
+                let p = wv as f64 * xv as f64;
+                (s + p, a + p.abs())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn matvec_matches_dequantised_product_on_every_body() {
+    let rows = 37;
+    for ty in TYPES {
+        for cols in widths(ty) {
+            let data = random_matrix(ty, rows, cols, cols as u64 * 31 + ty.id() as u64);
+            let w = QMatrix::new(ty, rows, cols, &data).expect("valid matrix");
+            let mut deq = vec![0.0f32; rows * cols];
+            dequantize(ty, &data, &mut deq);
+            let x: Vec<f32> = (0..cols)
+                .map(|i| ((i * 7 % 23) as f32 - 11.0) * 0.09)
+                .collect();
+            let want = reference(&deq, &x, cols);
+            for isa in available() {
+                let mut y = vec![f32::NAN; rows];
+                with_isa(isa, || matvec_rows(&mut y, w, &x));
+                for (r, (&g, &(s, a))) in y.iter().zip(&want).enumerate() {
+                    assert!(
+                        (g as f64 - s).abs() <= 1e-6 * a + 1e-30,
+                        "{ty:?} {cols} cols, {isa:?}, row {r}: {g} vs {s}"
+                    );
+                }
+                let mut d = vec![f32::NAN; rows * cols];
+                with_isa(isa, || dequantize_rows(&mut d, w));
+                assert!(
+                    d.iter().zip(&deq).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{ty:?} {cols} cols, {isa:?}: dequantize_rows differs from dequantize"
+                );
+            }
+            let mut y = vec![0.0f32; rows];
+            let mut y1 = vec![0.0f32; rows];
+            matvec(&mut y, w, &x);
+            matvec_rows(&mut y1, w, &x);
+            assert_eq!(y, y1, "{ty:?}: the parallel split changed a result");
+        }
+    }
+}
+
+#[test]
+fn matvec_many_equals_separate_products() {
+    let (a, b) = (
+        random_matrix(GgmlType::Q4_1, 70, 96, 1),
+        random_matrix(GgmlType::Q8_0, 19, 96, 2),
+    );
+    let wa = QMatrix::new(GgmlType::Q4_1, 70, 96, &a).unwrap();
+    let wb = QMatrix::new(GgmlType::Q8_0, 19, 96, &b).unwrap();
+    let x: Vec<f32> = (0..96).map(|i| (i as f32 * 0.37).sin()).collect();
+    let (mut ya, mut yb) = (vec![0.0; 70], vec![0.0; 19]);
+    matvec_many(&mut [(&mut ya, wa), (&mut yb, wb)], &x);
+    let (mut ra, mut rb) = (vec![0.0; 70], vec![0.0; 19]);
+    matvec(&mut ra, wa, &x);
+    matvec(&mut rb, wb, &x);
+    assert_eq!((ya, yb), (ra, rb));
+}
+
+#[test]
+fn matmul_xwt_matches_dequantised_product() {
+    // 150 weight rows: two full panels and a partial one.
+    let (rows, cols) = (150, 96);
+    for ty in TYPES {
+        let data = random_matrix(ty, rows, cols, 7 + ty.id() as u64);
+        let w = QMatrix::new(ty, rows, cols, &data).unwrap();
+        let mut deq = vec![0.0f32; rows * cols];
+        dequantize(ty, &data, &mut deq);
+        for n in [1, 2, 3, 17] {
+            let x: Vec<f32> = (0..n * cols)
+                .map(|i| ((i * 13 % 29) as f32 - 14.0) * 0.05)
+                .collect();
+            let mut y = vec![f32::NAN; n * rows];
+            matmul_xwt(&mut y, &x, n, w);
+            for t in 0..n {
+                let want = reference(&deq, &x[t * cols..(t + 1) * cols], cols);
+                for (r, &(s, a)) in want.iter().enumerate() {
+                    let g = y[t * rows + r] as f64;
+                    assert!(
+                        (g - s).abs() <= 1e-6 * a + 1e-30,
+                        "{ty:?} N={n} row {t} col {r}: {g} vs {s}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_shapes_are_rejected() {
+    let data = random_matrix(GgmlType::Q4_0, 2, 64, 3);
+    assert!(QMatrix::new(GgmlType::Q4_0, 2, 64, &data).is_some());
+    assert!(QMatrix::new(GgmlType::Q4_0, 3, 64, &data).is_none());
+    assert!(QMatrix::new(GgmlType::Q4_0, 2, 48, &data[..54]).is_none());
+    let f = [0.0f32; 9];
+    let bytes: &[u8] = bytemuck::cast_slice(&f);
+    assert!(
+        QMatrix::new(GgmlType::F32, 2, 4, &bytes[1..33]).is_none(),
+        "misaligned F32"
+    );
+    assert!(QMatrix::from_f32(&f, 3, 3).is_some());
+}
