@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::Outcome;
 use super::common::print_json;
-use super::eval_llama::read_tokens;
+use super::pretrained::read_tokens;
 use super::rotate::RotationKind;
 use orthoformer::model::llama::{Llama, load_model};
 use orthoformer::rotate::Rotation;
@@ -81,7 +81,7 @@ fn hidden(
             args.context
         );
     }
-    super::eval_llama::check_cache_fits(&loaded.weights.cfg, args.context)?;
+    super::pretrained::check_cache_fits(&loaded.weights.cfg, args.context)?;
     let ids = read_tokens(&loaded.tokenizer, data, args.max_tokens)?;
     let c = loaded.weights.cfg.d_model;
     let mut m = Llama::new(loaded.weights);

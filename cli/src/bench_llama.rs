@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::Outcome;
 use super::bench::BenchArgs;
-use super::eval_llama::read_tokens;
+use super::pretrained::read_tokens;
 use orthoformer::model::llama::load_engine;
 use orthoformer::train::llama_bench::{EvalPlan, LlamaBench, bench_llama};
 use orthoformer::train::rss::mib;

@@ -1,11 +1,21 @@
 //! `orthoformer generate`: sample text from a trained checkpoint (`--checkpoint DIR`) or a
 //! pretrained Llama-style model (`--model FILE`), streamed to stdout and reproducible by seed.
-//! The two modes live in `generate_gpt.rs` and `generate_llama.rs`.
+//! Both run the library's one `generate_ids` over the `CausalLm` interface; `--json` prints
+//! the text with the prompt and decode speeds instead of streaming.
 
+use std::io::Write;
 use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
 
 use super::Outcome;
-use orthoformer::train::generate::SampleOptions;
+use orthoformer::model::CausalLm;
+use orthoformer::model::checkpoint::load_model;
+use orthoformer::model::llama::load_engine;
+use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
+use orthoformer::train::checkpoint::{self, MODEL_FILE};
+use orthoformer::train::generate::{GenerateReport, SampleOptions, generate_ids};
 
 /// Flags of `orthoformer generate`.
 #[derive(Debug, clap::Args)]
@@ -35,6 +45,10 @@ pub struct GenerateArgs {
     /// Seed of the sampler.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Print one JSON object (text, token counts, prompt and decode tokens/s) instead of
+    /// streaming the text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl GenerateArgs {
@@ -53,9 +67,105 @@ impl GenerateArgs {
 /// Runs `orthoformer generate`.
 pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
     args.sample_options().validate()?;
-    if args.model.is_some() {
-        super::generate_llama::run(args)
+    let report = if let Some(path) = args.model.as_deref() {
+        let loaded = load_engine(path).context("loading the model")?;
+        let (tok, mut model) = (loaded.tokenizer, loaded.model);
+        let prompt = encode(&tok, &args.prompt)?;
+        if prompt.is_empty() {
+            anyhow::bail!("the prompt is empty: pass --prompt TEXT");
+        }
+        let max = model.context();
+        if prompt.len().saturating_add(args.max_new_tokens) > max {
+            anyhow::bail!(
+                "prompt ({} tokens) + --max-new-tokens {} exceed the model's context of {max}",
+                prompt.len(),
+                args.max_new_tokens
+            );
+        }
+        let cap = prompt.len() + args.max_new_tokens;
+        super::pretrained::check_cache_fits(model.config(), cap)?;
+        let detok = |ids: &[u32]| decode(&tok, ids);
+        stream(&mut model, args, &prompt, &stop_ids(&tok), &detok)?
     } else {
-        super::generate_gpt::run(args)
+        let Some(dir) = args.checkpoint.as_deref() else {
+            anyhow::bail!("pass --checkpoint DIR (a folder written by `orthoformer train`)");
+        };
+        let loaded = checkpoint::load(dir)?;
+        let mut model = load_model(&dir.join(MODEL_FILE))
+            .with_context(|| format!("loading {}", dir.join(MODEL_FILE).display()))?;
+        let mut prompt = loaded.tokenizer.encode(&args.prompt)?;
+        if prompt.is_empty() {
+            // An empty prompt starts from token 0 (a newline for character-level Shakespeare).
+            prompt.push(0);
+        }
+        let detok = |ids: &[u32]| loaded.tokenizer.decode(ids);
+        stream(&mut model, args, &prompt, &[], &detok)?
+    };
+    if args.json {
+        super::common::print_json(&report)?;
     }
+    Ok(Outcome::Success)
+}
+
+/// Generates after `prompt` with `model`, streaming the text to stdout (unless `--json`),
+/// and times the prompt and the decode steps.
+fn stream<M: CausalLm>(
+    model: &mut M,
+    args: &GenerateArgs,
+    prompt: &[u32],
+    stop: &[u32],
+    detok: &dyn Fn(&[u32]) -> orthoformer::Result<String>,
+) -> anyhow::Result<GenerateReport> {
+    let mut stdout = std::io::stdout().lock();
+    if !args.json {
+        write!(stdout, "{}", args.prompt)?;
+    }
+    let mut out: Vec<u32> = Vec::new();
+    let mut printed = 0usize;
+    let started = Instant::now();
+    let mut first: Option<Instant> = None;
+    let mut last = started;
+    generate_ids(model, prompt, args.sample_options(), stop, &mut |next| {
+        last = Instant::now();
+        first.get_or_insert(last);
+        out.push(next);
+        if args.json {
+            return Ok(());
+        }
+        // Decode the whole continuation and print what is new, so characters that span
+        // tokens come out whole.
+        let text = detok(&out)?;
+        if !text.ends_with('\u{FFFD}') && text.len() > printed && text.is_char_boundary(printed) {
+            write!(stdout, "{}", &text[printed..])
+                .and_then(|_| stdout.flush())
+                .map_err(|e| orthoformer::Error::io("stdout", e))?;
+            printed = text.len();
+        }
+        Ok(())
+    })
+    .context("generating")?;
+    let text = detok(&out)?;
+    if !args.json {
+        if text.len() > printed && text.is_char_boundary(printed) {
+            write!(stdout, "{}", &text[printed..])?;
+        }
+        writeln!(stdout)?;
+    }
+    let run = prompt.len().min(model.context());
+    let prompt_secs = first.map_or(0.0, |f| (f - started).as_secs_f64());
+    let decode_secs = first.map_or(0.0, |f| (last - f).as_secs_f64());
+    Ok(GenerateReport {
+        prompt: args.prompt.clone(),
+        text,
+        prompt_tokens: run,
+        new_tokens: out.len(),
+        stopped_on_eos: out.last().is_some_and(|t| stop.contains(t)),
+        prompt_tokens_per_s: if prompt_secs > 0.0 {
+            run as f64 / prompt_secs
+        } else {
+            0.0
+        },
+        decode_tokens_per_s: (out.len() > 1 && decode_secs > 0.0)
+            .then(|| (out.len() - 1) as f64 / decode_secs),
+    })
 }

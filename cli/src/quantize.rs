@@ -10,7 +10,7 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::common::{emit, progress_bar};
-use super::eval_llama::{data_name, read_tokens};
+use super::pretrained::{data_name, read_tokens};
 use orthoformer::model::llama::load_model;
 use orthoformer::rotate::quant_study::{
     self, QuantReport, StudySettings, StudyText, quarot_grid, run_study, single_with_baselines,

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::Outcome;
 use super::common::{print_json, progress_bar};
-use super::eval_llama::{data_name, read_tokens};
+use super::pretrained::{data_name, read_tokens};
 use orthoformer::io::gguf::GgmlType;
 use orthoformer::model::llama::export::{save_gguf, save_hf_folder};
 use orthoformer::model::llama::{Llama, load_model};
@@ -120,7 +120,7 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
         if args.context > max {
             anyhow::bail!("--context {} exceeds the model's {max}", args.context);
         }
-        super::eval_llama::check_cache_fits(&loaded.weights.cfg, args.context)?;
+        super::pretrained::check_cache_fits(&loaded.weights.cfg, args.context)?;
         let ids = read_tokens(&loaded.tokenizer, args.data.as_deref(), args.check_tokens)?;
         // The comparison keeps the original model's logits for every scored token.
         let v = loaded.weights.cfg.vocab_size;

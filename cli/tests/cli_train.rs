@@ -230,6 +230,34 @@ fn eval_and_generation_are_reproducible() {
     assert!(a.starts_with("ROMEO:") && a.chars().count() >= 46, "{a:?}");
     assert_eq!(a, b);
     assert_ne!(a, c);
+    // --json: the same text (seed 1), counts and speeds instead of the stream.
+    let j = run(
+        &dir,
+        &[
+            "generate",
+            "--checkpoint",
+            "run",
+            "--prompt",
+            "ROMEO:",
+            "--max-new-tokens",
+            "40",
+            "--seed",
+            "1",
+            "--top-k",
+            "10",
+            "--json",
+        ],
+    );
+    assert!(j.status.success(), "{}", stderr(&j));
+    let g: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    assert_eq!(format!("ROMEO:{}\n", g["text"].as_str().unwrap()), a);
+    assert_eq!(
+        (g["prompt_tokens"].as_u64(), g["new_tokens"].as_u64()),
+        (Some(6), Some(40))
+    );
+    assert!(g["prompt_tokens_per_s"].as_f64().unwrap() > 0.0);
+    assert!(g["decode_tokens_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(g["stopped_on_eos"], false);
     let e = run(&dir, &["eval", "--checkpoint", "run", "--json"]);
     assert!(e.status.success(), "{}", stderr(&e));
     let v: serde_json::Value = serde_json::from_slice(&e.stdout).unwrap();

@@ -37,6 +37,24 @@ fn generate_eval_rotate_quantize_align() {
     ]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("The capital of France is Paris"));
+    let g = json(&run(&[
+        "generate",
+        "--model",
+        m,
+        "--prompt",
+        "The capital of France is",
+        "--max-new-tokens",
+        "2",
+        "--temperature",
+        "0",
+        "--json",
+    ]));
+    assert!(g["text"].as_str().unwrap().starts_with(" Paris"), "{g}");
+    assert_eq!(
+        (g["prompt_tokens"].as_u64(), g["new_tokens"].as_u64()),
+        (Some(5), Some(2))
+    );
+    assert!(g["decode_tokens_per_s"].as_f64().unwrap() > 0.0);
 
     let e = json(&run(&[
         "eval",

@@ -114,3 +114,23 @@ pub fn generate(
     }
     Ok(all[prompt_len..].to_vec())
 }
+
+/// What one generation did, for `generate --json`: the text, and how fast the prompt was
+/// read and the new tokens were made.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GenerateReport {
+    /// The prompt as given.
+    pub prompt: String,
+    /// The generated continuation (without the prompt).
+    pub text: String,
+    /// Tokens of the prompt that were run (its last `context` tokens at most).
+    pub prompt_tokens: usize,
+    /// Tokens generated.
+    pub new_tokens: usize,
+    /// Whether generation ended on a stop token (else on `max_new_tokens`).
+    pub stopped_on_eos: bool,
+    /// Prompt tokens per second: the prompt's prefill and the first token's sampling.
+    pub prompt_tokens_per_s: f64,
+    /// Generated tokens per second after the first: one decode step and one draw each.
+    pub decode_tokens_per_s: Option<f64>,
+}
