@@ -28,8 +28,32 @@ pub fn save_hf_folder(w: &LlamaWeights, tok: &Tokenizer, dir: &Path) -> crate::R
     })
 }
 
-/// Writes a GGUF file. `source_meta` (from the GGUF the model came from) supplies the
-/// tokenizer and descriptive keys; the `llama.*` shape keys are rewritten from the config.
+/// `source` with the values of `rewritten` in place of its own (in the source's order), then
+/// the keys of `rewritten` the source lacks, and `general.quantization_version` (ggml's
+/// quantisation format version, which llama.cpp's converters always write) when absent.
+pub fn merge_metadata(
+    source: &[(String, Value)],
+    rewritten: Vec<(String, Value)>,
+) -> Vec<(String, Value)> {
+    let mut rest = rewritten;
+    let mut out: Vec<(String, Value)> = source
+        .iter()
+        .map(|(k, v)| match rest.iter().position(|(r, _)| r == k) {
+            Some(i) => rest.remove(i),
+            None => (k.clone(), v.clone()),
+        })
+        .collect();
+    out.extend(rest);
+    if !out.iter().any(|(k, _)| k == keys::QUANTIZATION_VERSION) {
+        out.push((keys::QUANTIZATION_VERSION.into(), Value::U32(2)));
+    }
+    out
+}
+
+/// Writes a GGUF file. Every metadata key of `source_meta` (from the GGUF the model came
+/// from: tokenizer, chat template, descriptive keys, `general.quantization_version`) is kept;
+/// the `llama.*` shape keys and `general.file_type` are rewritten from the config and `ty`.
+/// Matrices are stored as `ty`, norm weights as F32 (see [`write_gguf`]).
 pub fn save_gguf(
     w: &LlamaWeights,
     source_meta: &[(String, Value)],
@@ -44,31 +68,25 @@ pub fn save_gguf(
     }
     let c = &w.cfg;
     let own = |k: &str| format!("llama.{k}");
-    let mut meta: Vec<(String, Value)> =
-        vec![(keys::ARCHITECTURE.into(), Value::Str("llama".into()))];
-    meta.push((own(keys::BLOCK_COUNT), Value::U32(c.n_layer as u32)));
-    meta.push((own(keys::CONTEXT_LENGTH), Value::U32(c.max_context as u32)));
-    meta.push((own(keys::EMBEDDING_LENGTH), Value::U32(c.d_model as u32)));
-    meta.push((own(keys::FEED_FORWARD_LENGTH), Value::U32(c.d_ff as u32)));
-    meta.push((own(keys::HEAD_COUNT), Value::U32(c.n_head as u32)));
-    meta.push((own(keys::HEAD_COUNT_KV), Value::U32(c.n_kv_head as u32)));
-    meta.push((own(keys::ROPE_FREQ_BASE), Value::F32(c.rope_theta as f32)));
-    meta.push((own(keys::RMS_EPS), Value::F32(c.rms_eps as f32)));
-    meta.push((own(keys::VOCAB_SIZE), Value::U32(c.vocab_size as u32)));
-    meta.push((
-        own(keys::ROPE_DIMENSION_COUNT),
-        Value::U32(c.head_dim() as u32),
-    ));
-    meta.push((keys::FILE_TYPE.into(), Value::U32(ty.id())));
-    for (k, v) in source_meta {
-        let skip = k.starts_with("llama.")
-            || k == keys::ARCHITECTURE
-            || k == keys::FILE_TYPE
-            || k == "general.quantization_version";
-        if !skip {
-            meta.push((k.clone(), v.clone()));
-        }
-    }
+    // The keys the rotated weights decide; every other key of the source is kept as it is.
+    let rewritten: Vec<(String, Value)> = vec![
+        (keys::ARCHITECTURE.into(), Value::Str("llama".into())),
+        (own(keys::BLOCK_COUNT), Value::U32(c.n_layer as u32)),
+        (own(keys::CONTEXT_LENGTH), Value::U32(c.max_context as u32)),
+        (own(keys::EMBEDDING_LENGTH), Value::U32(c.d_model as u32)),
+        (own(keys::FEED_FORWARD_LENGTH), Value::U32(c.d_ff as u32)),
+        (own(keys::HEAD_COUNT), Value::U32(c.n_head as u32)),
+        (own(keys::HEAD_COUNT_KV), Value::U32(c.n_kv_head as u32)),
+        (own(keys::ROPE_FREQ_BASE), Value::F32(c.rope_theta as f32)),
+        (own(keys::RMS_EPS), Value::F32(c.rms_eps as f32)),
+        (own(keys::VOCAB_SIZE), Value::U32(c.vocab_size as u32)),
+        (
+            own(keys::ROPE_DIMENSION_COUNT),
+            Value::U32(c.head_dim() as u32),
+        ),
+        (keys::FILE_TYPE.into(), Value::U32(ty.id())),
+    ];
+    let meta = merge_metadata(source_meta, rewritten);
     let (d, f, dh) = (c.d_model as u64, c.d_ff as u64, c.head_dim());
     let kv = (c.n_kv_head * dh) as u64;
     let permuted: Vec<(Vec<f32>, Vec<f32>)> = w
