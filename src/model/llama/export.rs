@@ -1,5 +1,5 @@
 //! Saving a model: a Hugging Face folder (`model.safetensors` F32, `config.json`,
-//! `tokenizer.json`) or a GGUF file (F32 or F16, Q/K rows permuted back to llama.cpp's order,
+//! `tokenizer.json`, `tokenizer_config.json`, `generation_config.json`) or a GGUF file (F32 or F16, Q/K rows permuted back to llama.cpp's order,
 //! tokenizer metadata copied from the source GGUF). The folder's files are written as one file
 //! set (a new folder appears whole or not at all), the GGUF file atomically.
 
@@ -7,16 +7,33 @@ use std::path::Path;
 
 use tokenizers::Tokenizer;
 
+use super::special_tokens::SpecialTokens;
 use super::weights::{LlamaWeights, permute_rope_rows};
 use crate::io::gguf::{GgmlType, TensorOut, Value, keys, write_gguf};
 use crate::model::ModelError;
 
-/// Writes `dir/model.safetensors`, `dir/config.json` and `dir/tokenizer.json` as one set
-/// (`io::file_set::write_folder`, tag `hf-export`): a new folder is staged beside `dir` and
-/// renamed into place; an existing one has the three files replaced together.
-pub fn save_hf_folder(w: &LlamaWeights, tok: &Tokenizer, dir: &Path) -> crate::Result<()> {
-    let cfg = serde_json::to_string_pretty(&w.cfg.to_hf_json(w.lm_head.is_none()))
-        .map_err(|e| ModelError::Config(format!("config.json: {e}")))?;
+/// Writes `dir/model.safetensors`, `dir/config.json` (with the special-token ids),
+/// `dir/tokenizer.json`, `dir/tokenizer_config.json` (special tokens, chat template,
+/// `model_max_length`) and `dir/generation_config.json` (the ids `generate()` stops on) as
+/// one set (`io::file_set::write_folder`, tag `hf-export`): a new folder is staged beside
+/// `dir` and renamed into place; an existing one has the five files replaced together.
+pub fn save_hf_folder(
+    w: &LlamaWeights,
+    tok: &Tokenizer,
+    special: &SpecialTokens,
+    dir: &Path,
+) -> crate::Result<()> {
+    let json = |what: &str, v: &serde_json::Value| {
+        serde_json::to_string_pretty(v).map_err(|e| ModelError::Config(format!("{what}: {e}")))
+    };
+    let mut cfg_json = w.cfg.to_hf_json(w.lm_head.is_none());
+    special.add_to_config(&mut cfg_json);
+    let cfg = json("config.json", &cfg_json)?;
+    let tc = json(
+        "tokenizer_config.json",
+        &special.tokenizer_config(tok, w.cfg.max_context),
+    )?;
+    let gc = json("generation_config.json", &special.generation_config())?;
     let tj = tok
         .to_string(false)
         .map_err(|e| ModelError::Config(format!("tokenizer.json: {e}")))?;
@@ -24,7 +41,9 @@ pub fn save_hf_folder(w: &LlamaWeights, tok: &Tokenizer, dir: &Path) -> crate::R
     crate::io::file_set::write_folder(dir, "hf-export", |set| {
         set.write_bytes("model.safetensors", &bytes)?;
         set.write_bytes("config.json", cfg.as_bytes())?;
-        set.write_bytes("tokenizer.json", tj.as_bytes())
+        set.write_bytes("tokenizer.json", tj.as_bytes())?;
+        set.write_bytes("tokenizer_config.json", tc.as_bytes())?;
+        set.write_bytes("generation_config.json", gc.as_bytes())
     })
 }
 

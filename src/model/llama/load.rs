@@ -6,6 +6,7 @@ use std::path::Path;
 use tokenizers::Tokenizer;
 
 use super::config::LlamaConfig;
+use super::special_tokens::SpecialTokens;
 use super::tokenizer::{tokenizer_from_gguf, tokenizer_from_json};
 use super::weights::LlamaWeights;
 use crate::io::gguf::{GgufFile, Value};
@@ -20,6 +21,8 @@ pub struct LoadedModel {
     pub tokenizer: Tokenizer,
     /// Metadata of the source GGUF, when it was one.
     pub gguf_metadata: Option<Vec<(String, Value)>>,
+    /// Special tokens and chat template of the source.
+    pub special: SpecialTokens,
 }
 
 /// Loads a model from a GGUF file or a Hugging Face folder.
@@ -44,10 +47,12 @@ pub fn load_model(path: &Path) -> crate::Result<LoadedModel> {
             &tok_text,
             &path.join("tokenizer.json").display().to_string(),
         )?;
+        let special = SpecialTokens::from_hf_folder(path, &tokenizer);
         return Ok(LoadedModel {
             weights,
             tokenizer,
             gguf_metadata: None,
+            special,
         });
     }
     let g = GgufFile::open(path)?;
@@ -56,6 +61,7 @@ pub fn load_model(path: &Path) -> crate::Result<LoadedModel> {
     Ok(LoadedModel {
         weights,
         tokenizer,
+        special: SpecialTokens::from_gguf(&g.metadata),
         gguf_metadata: Some(g.metadata),
     })
 }

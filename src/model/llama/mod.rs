@@ -8,12 +8,14 @@ pub mod forward;
 pub mod load;
 pub mod perplexity;
 pub mod quant;
+pub mod special_tokens;
 pub mod tokenizer;
 pub mod weights;
 
 pub use config::LlamaConfig;
 pub use forward::{KvCache, Llama, RowTransform};
 pub use load::{LoadedModel, load_model};
+pub use special_tokens::SpecialTokens;
 /// The Hugging Face tokenizer a pretrained model carries.
 pub use tokenizers::Tokenizer;
 pub use weights::{LayerWeights, LlamaWeights};
