@@ -17,6 +17,7 @@ mod compare;
 mod eval;
 mod eval_gpt;
 mod eval_llama;
+mod export;
 mod generate;
 mod generate_gpt;
 mod generate_llama;
@@ -68,6 +69,8 @@ pub enum Command {
     Train(train::TrainArgs),
     /// Evaluate a trained checkpoint or a pretrained model (loss, perplexity).
     Eval(eval::EvalArgs),
+    /// Write a trained checkpoint as a Hugging Face GPT-2 model (config, safetensors, tokenizer).
+    Export(export::ExportArgs),
     /// Generate text from a trained checkpoint or a pretrained model.
     Generate(generate::GenerateArgs),
     /// Time a training step in Orthoformer and in PyTorch in one run.
@@ -101,6 +104,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Params(a) => params::run(&a),
         Command::Train(a) => train::run(&a),
         Command::Eval(a) => eval::run(&a),
+        Command::Export(a) => export::run(&a),
         Command::Generate(a) => generate::run(&a),
         Command::Bench(a) => bench::run(&a),
         Command::Memory(a) => memory::run(&a),
