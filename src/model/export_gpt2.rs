@@ -68,6 +68,12 @@ pub fn gpt2_config(cfg: &GptConfig) -> Result<Json, ModelError> {
         Gelu::Tanh => "gelu_new",
         Gelu::Erf => "gelu",
     };
+    // The f32 ε as its shortest decimal (1e-5, not 9.9999997e-6): PyTorch rounds it to the
+    // same f32 in a float32 LayerNorm.
+    let eps: f64 = crate::nn::layernorm::EPS
+        .to_string()
+        .parse()
+        .unwrap_or(1e-5);
     Ok(json!({
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",
@@ -82,7 +88,7 @@ pub fn gpt2_config(cfg: &GptConfig) -> Result<Json, ModelError> {
         "resid_pdrop": cfg.dropout,
         "embd_pdrop": cfg.dropout,
         "attn_pdrop": cfg.dropout,
-        "layer_norm_epsilon": crate::nn::layernorm::EPS,
+        "layer_norm_epsilon": eps,
         "initializer_range": 0.02,
         "scale_attn_weights": true,
         "scale_attn_by_inverse_layer_idx": false,
