@@ -29,7 +29,10 @@ fn hf_folder_has_tokenizer_and_generation_configs() {
     meta.push(("tokenizer.ggml.unknown_token_id".into(), Value::U32(0)));
     meta.push(("tokenizer.ggml.padding_token_id".into(), Value::U32(4)));
     meta.push(("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)));
-    meta.push(("tokenizer.chat_template".into(), Value::Str(TEMPLATE.into())));
+    meta.push((
+        "tokenizer.chat_template".into(),
+        Value::Str(TEMPLATE.into()),
+    ));
     tiny_llama::write_tiny_with(&src, None, &meta);
     let loaded = load_model(&src).unwrap();
     let want = SpecialTokens {

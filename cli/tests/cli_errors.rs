@@ -354,7 +354,7 @@ fn a_broken_tokenizer_json_is_an_error() {
         &loaded.special,
         &dir,
     )
-        .unwrap();
+    .unwrap();
     let path = dir.join("tokenizer.json");
     let text = std::fs::read_to_string(&path).unwrap();
     // A syntax error inside the decoder: the tokenizers crate panics on it.

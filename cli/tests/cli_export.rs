@@ -124,10 +124,7 @@ fn orthogonal_char_model_exports_as_gpt2() {
     assert_eq!(shape("transformer.wte.weight"), [v, c]);
     assert_eq!(shape("transformer.wpe.weight"), [t, c]);
     assert_eq!(shape("transformer.ln_f.bias"), [c]);
-    assert!(
-        st.tensor("lm_head.weight").is_err(),
-        "tied head not stored"
-    );
+    assert!(st.tensor("lm_head.weight").is_err(), "tied head not stored");
     for i in 0..l {
         let p = |s: &str| format!("transformer.h.{i}.{s}");
         assert_eq!(shape(&p("attn.c_attn.weight")), [c, 3 * c]);
@@ -160,8 +157,7 @@ fn orthogonal_char_model_exports_as_gpt2() {
     // The WordLevel tokenizer gives the checkpoint's character ids.
     let tc = json(&hf.join("tokenizer_config.json"));
     assert_eq!(tc["model_max_length"], t);
-    let tok =
-        orthoformer::model::llama::Tokenizer::from_file(hf.join("tokenizer.json")).unwrap();
+    let tok = orthoformer::model::llama::Tokenizer::from_file(hf.join("tokenizer.json")).unwrap();
     let vocab = json(&dir.join("ck/state.json"))["tokenizer"]["vocab"]
         .as_str()
         .unwrap()
@@ -242,7 +238,9 @@ fn identity_q_exports_the_identity_matrix() {
     ok(&run(&dir, &["export", "--checkpoint", "ck", "--out", "hf"]));
     let bytes = std::fs::read(dir.join("hf/model.safetensors")).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
-    let c = json(&dir.join("hf/config.json"))["n_embd"].as_u64().unwrap() as usize;
+    let c = json(&dir.join("hf/config.json"))["n_embd"]
+        .as_u64()
+        .unwrap() as usize;
     let c_attn = f32s(&st, "transformer.h.0.attn.c_attn.weight");
     for r in 0..c {
         for o in 0..c {

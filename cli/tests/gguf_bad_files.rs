@@ -178,7 +178,7 @@ fn missing_tensor_and_disagreeing_config_are_errors() {
         &loaded.special,
         &dir,
     )
-        .unwrap();
+    .unwrap();
     assert_eq!(generate(&dir).0, 0, "the folder itself is valid");
     let cfg = std::fs::read_to_string(dir.join("config.json")).unwrap();
     std::fs::write(

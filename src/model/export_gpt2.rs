@@ -187,7 +187,11 @@ pub fn gpt2_tensors(model: &Gpt) -> Result<Vec<Gpt2Tensor>, ModelError> {
         push(h("attn.c_attn.bias"), vec![3 * c], b.concat());
         let wo = need(&h("attn.o.weight"))?;
         push(h("attn.c_proj.weight"), vec![c, c], transpose(&wo, c, c));
-        push(h("attn.c_proj.bias"), vec![c], or_zeros(&h("attn.o.bias"), c));
+        push(
+            h("attn.c_proj.bias"),
+            vec![c],
+            or_zeros(&h("attn.o.bias"), c),
+        );
         push(h("ln_2.weight"), vec![c], need(&h("ln2.weight"))?);
         push(h("ln_2.bias"), vec![c], or_zeros(&h("ln2.bias"), c));
         let fc = need(&h("mlp.fc.weight"))?;

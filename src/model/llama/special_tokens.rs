@@ -31,7 +31,8 @@ pub struct SpecialTokens {
 }
 
 fn id_of(v: Option<&Value>) -> Option<u32> {
-    v.and_then(Value::as_u64).and_then(|x| u32::try_from(x).ok())
+    v.and_then(Value::as_u64)
+        .and_then(|x| u32::try_from(x).ok())
 }
 
 impl SpecialTokens {
