@@ -68,12 +68,8 @@ pub fn gpt2_config(cfg: &GptConfig) -> Result<Json, ModelError> {
         Gelu::Tanh => "gelu_new",
         Gelu::Erf => "gelu",
     };
-    // The f32 ε as its shortest decimal (1e-5, not 9.9999997e-6): PyTorch rounds it to the
-    // same f32 in a float32 LayerNorm.
-    let eps: f64 = crate::nn::layernorm::EPS
-        .to_string()
-        .parse()
-        .unwrap_or(1e-5);
+    let eps = shortest(crate::nn::layernorm::EPS);
+    let p = shortest(cfg.dropout);
     Ok(json!({
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",
@@ -85,9 +81,9 @@ pub fn gpt2_config(cfg: &GptConfig) -> Result<Json, ModelError> {
         "n_head": cfg.n_head,
         "n_inner": cfg.d_ff,
         "activation_function": act,
-        "resid_pdrop": cfg.dropout,
-        "embd_pdrop": cfg.dropout,
-        "attn_pdrop": cfg.dropout,
+        "resid_pdrop": p,
+        "embd_pdrop": p,
+        "attn_pdrop": p,
         "layer_norm_epsilon": eps,
         "initializer_range": 0.02,
         "scale_attn_weights": true,
@@ -103,6 +99,12 @@ pub fn gpt2_config(cfg: &GptConfig) -> Result<Json, ModelError> {
     }))
 }
 
+/// An f32 as the f64 of its shortest decimal (1e-5, not 9.99999974e-6): PyTorch parses it
+/// back to the same f32.
+fn shortest(x: f32) -> f64 {
+    x.to_string().parse().unwrap_or(f64::from(x))
+}
+
 /// `w` (`rows x cols`, row-major) transposed.
 fn transpose(w: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut t = vec![0.0f32; w.len()];
@@ -116,9 +118,16 @@ fn transpose(w: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 
 /// The GPT-2 tensors of `model` in `save_pretrained` order (an error when it has no GPT-2
 /// form). `c_attn.weight` is `C x 3C` with column blocks `W_Qᵀ, W_Kᵀ, W_Vᵀ`.
-pub fn gpt2_tensors(model: &Gpt) -> Result<Vec<Gpt2Tensor>, ModelError> {
+pub fn gpt2_tensors(model: &Gpt) -> crate::Result<Vec<Gpt2Tensor>> {
     let cfg = model.config();
     gpt2_config(cfg)?;
+    // The GPT-2 tensors are a copy of the model (frozen values included) and the file a
+    // second one; both must fit before either is built.
+    let values = model.params().len().checked_add(model.frozen().len());
+    crate::io::memory::check_fits(
+        values.and_then(|n| crate::io::memory::bytes(&[n, 4, 2])),
+        "the GPT-2 export (two copies of the weights)",
+    )?;
     let (c, f) = (cfg.d_model, cfg.d_ff);
     let p = model.params();
     let frozen = model.frozen();
@@ -131,10 +140,10 @@ pub fn gpt2_tensors(model: &Gpt) -> Result<Vec<Gpt2Tensor>, ModelError> {
                 .map(|t| t.data.as_slice())
         })
     };
-    let need = |name: &str| -> Result<Vec<f32>, ModelError> {
+    let need = |name: &str| -> crate::Result<Vec<f32>> {
         get(name)
             .map(<[f32]>::to_vec)
-            .ok_or_else(|| ModelError::Checkpoint(format!("tensor {name} is missing")))
+            .ok_or_else(|| ModelError::Checkpoint(format!("tensor {name} is missing")).into())
     };
     let or_zeros = |name: &str, n: usize| get(name).map_or_else(|| vec![0.0; n], <[f32]>::to_vec);
     let mut out = Vec::new();

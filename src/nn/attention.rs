@@ -183,7 +183,7 @@ fn blocks(t: usize) -> impl DoubleEndedIterator<Item = (usize, usize)> {
 ///
 /// In closed form: full block `i` (of `n = ⌊t/64⌋`) has 64 rows reading `64(i+1)` keys, so
 /// the full blocks read `64²·n(n+1)/2`, and a last partial block of `r = t mod 64` rows reads
-/// all `t` (the sum over [`blocks`], without a loop, for any `t`).
+/// all `t` (the sum over `blocks`, without a loop, for any `t`).
 pub fn causal_pairs(t: usize) -> Option<usize> {
     let (n, r) = (t / BLOCK, t % BLOCK);
     let triangle = if n % 2 == 0 {
