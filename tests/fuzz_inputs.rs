@@ -656,6 +656,8 @@ fn mutated_inputs_never_panic_over_allocate_or_print_several_lines() {
     ));
 
     std::panic::set_hook(default_hook);
+    // The scratch folder holds a copy of the ~100 MB model: never leave it behind.
+    let _ = std::fs::remove_dir_all(scratch_root());
     let secs = started.elapsed().as_secs_f64();
     println!(
         "fuzz: seed {seed}, {} cases ({} rejected with an error) in {secs:.1} s; largest \

@@ -74,6 +74,25 @@ fn tampered_frozen_weights_fail_to_load() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Issue 20: frozen weights imported from elsewhere (PyTorch) have no generator; their model
+/// file must still carry the hash the loader checks, and load back bit for bit.
+#[test]
+fn imported_frozen_weights_round_trip() {
+    let dir = std::env::temp_dir().join(format!("ortho-imported-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut m = Gpt::new(cfg(AttentionKind::Orthogonal, 0.0), 3).unwrap();
+    let negated: Vec<f32> = m.frozen().tensors[0].data.iter().map(|v| -v).collect();
+    m.import_frozen("h.0.attn.q.weight", &negated).unwrap();
+    assert!(m.frozen().generator.is_none());
+    let p = dir.join("imported.safetensors");
+    save_model(&p, &m).unwrap();
+    let back = load_model(&p).unwrap();
+    assert!(back.frozen().generator.is_none());
+    assert_eq!(back.frozen().hash(), m.frozen().hash());
+    assert!(back.frozen().tensors[0].data == negated);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn dropout_is_reproducible_and_seeded() {
     let (x, y) = (toks(16, 3), toks(16, 7));

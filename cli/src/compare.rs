@@ -11,9 +11,7 @@ use super::train::{
     BarProgress, DataFlags, ModelFlags, OptimFlags, interrupt_flag, parse_attention,
 };
 use orthoformer::data::Corpus;
-use orthoformer::train::compare::{
-    self, ComparePlan, CompareProgress, CompareSummary, Limits, plan::PLAN_FILE,
-};
+use orthoformer::train::compare::{self, ComparePlan, CompareSummary, Limits, plan::PLAN_FILE};
 use orthoformer::train::recipe::recipe;
 use orthoformer::train::session::{Progress, data_record, prepare};
 
@@ -66,24 +64,30 @@ pub struct CompareArgs {
     pub json: bool,
 }
 
+/// One bar per run: a run's start replaces the bar of the run before.
 struct Bars {
     quiet: bool,
-    steps: usize,
     tokens_per_step: usize,
+    run: Option<BarProgress>,
 }
 
-impl CompareProgress for Bars {
-    fn run(
-        &mut self,
-        name: &str,
-        seed: u64,
-        i: usize,
-        n: usize,
-        done: usize,
-    ) -> Box<dyn Progress + '_> {
-        let label = format!("{name} seed {seed} ({}/{n})", i + 1);
-        let bar = super::common::progress_bar(self.steps as u64, &label, self.quiet);
-        Box::new(BarProgress::new(bar, self.tokens_per_step, done))
+impl Progress for Bars {
+    fn start(&mut self, label: &str, steps: usize, done: usize) {
+        if let Some(old) = self.run.take() {
+            old.bar.finish();
+        }
+        let bar = super::common::progress_bar(steps as u64, label, self.quiet);
+        self.run = Some(BarProgress::new(bar, self.tokens_per_step, done));
+    }
+    fn step(&mut self, step: usize, loss: f32, lr: f64) {
+        if let Some(r) = &mut self.run {
+            r.step(step, loss, lr);
+        }
+    }
+    fn eval(&mut self, state: &orthoformer::train::RunState) {
+        if let Some(r) = &mut self.run {
+            r.eval(state);
+        }
     }
 }
 
@@ -103,20 +107,24 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     }
     let mut bars = Bars {
         quiet: args.json,
-        steps: plan.options.steps,
         tokens_per_step: plan.options.batch * plan.model.context,
+        run: None,
     };
     let stop = interrupt_flag();
     let limits = Limits {
         stop: Some(&stop),
         stop_at: args.stop_at,
     };
-    let outcome = compare::run(&plan, &corpus, &prepared, &out, limits, &mut bars)
+    let outcome = compare::run(&plan, &corpus, &prepared, &out, limits, &mut bars);
+    if let Some(r) = bars.run.take() {
+        r.bar.finish();
+    }
+    let outcome = outcome
         .map_err(|e| anyhow::anyhow!(e))
         .map_err(|e| e.context(format!("comparing into {}", out.display())))?;
     match outcome {
         compare::Outcome::Finished(summary) if args.json => super::common::print_json(&summary)?,
-        compare::Outcome::Finished(summary) => print_table(&summary, &out),
+        compare::Outcome::Finished(summary) => print_table(&summary, &out)?,
         compare::Outcome::Stopped { finished, total } => {
             let msg = format!(
                 "stopped at step {} of {}: {finished} of {total} runs finished; continue with \
@@ -220,88 +228,14 @@ fn resumed_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, Path
     Ok((plan, corpus, out))
 }
 
-fn print_table(s: &CompareSummary, out: &Path) {
-    let ctx = s.model.get("context").and_then(|c| c.as_u64()).unwrap_or(0);
-    let seeds: Vec<String> = s.seeds.iter().map(|x| x.to_string()).collect();
-    println!(
-        "{}{} steps x {} sequences x {ctx} tokens on {} ({} tokenizer, vocab {}), seeds {}",
-        s.recipe
-            .as_deref()
-            .map(|r| format!("recipe {r} (flags over it): "))
-            .unwrap_or_default(),
-        s.options.steps,
-        s.options.batch,
-        s.data,
-        s.tokenizer,
-        s.vocab_size,
-        seeds.join(", ")
-    );
-    println!(
-        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:<17}  {:<24}  to {}'s loss:",
-        "",
-        "",
-        "",
-        "",
-        "",
-        "",
-        "val loss (whole",
-        format!("vs {}, paired:", s.baseline),
-        s.baseline
-    );
-    println!(
-        "{:<19} {:>9} {:>9} {:>8} {:>7} {:>7}  {:<17}  {:<24}  steps / seconds",
-        "attention",
-        "params",
-        "trainable",
-        "frozen",
-        "memory",
-        "ms/step",
-        "split) mean ± sd",
-        "mean [95% interval]",
-    );
-    for v in &s.variants {
-        let sd = v.val_loss_sd.map_or("-".to_string(), |x| format!("{x:.4}"));
-        let diff = match &v.vs_baseline {
-            None => "base".to_string(),
-            Some(d) => match (d.percent.lo, d.percent.hi) {
-                (Some(lo), Some(hi)) => {
-                    format!("{:+.2}% [{lo:+.2}, {hi:+.2}]", d.percent.mean)
-                }
-                _ => format!("{:+.2}% (1 seed)", d.percent.mean),
-            },
-        };
-        let to_target = match (v.to_target.steps, v.to_target.seconds) {
-            (Some(st), Some(se)) => format!("{st:.0} / {se:.1}"),
-            (Some(st), None) => format!("{st:.0} / not reached"),
-            _ => "not reached".to_string(),
-        };
-        println!(
-            "{:<19} {:>9} {:>9} {:>8} {:>6.1}M {:>7.1}  {:<17}  {:<24}  {}",
-            v.attention,
-            v.params_total,
-            v.params_trainable,
-            v.params_frozen,
-            v.memory_bytes as f64 / 1e6,
-            v.ms_per_step,
-            format!("{:.4} ± {sd}", v.val_loss_mean),
-            diff,
-            to_target
-        );
-    }
-    for line in &s.verdicts {
-        println!("{line}.");
-    }
-    println!(
-        "Time to {}'s loss: interpolated between evaluations of the mean curve over seeds \
-         (target {:.4} on the evaluation batches); seconds are training-step time on this \
-         machine.",
-        s.baseline, s.target_val_loss
-    );
+fn print_table(s: &CompareSummary, out: &Path) -> anyhow::Result<()> {
+    super::common::emit(s, false)?;
     println!(
         "wrote {0}/loss.png, {0}/loss.svg, {0}/summary.json and one checkpoint folder per run \
          (seed-S/ATTENTION)",
         out.display()
     );
+    Ok(())
 }
 
 /// `runs/compare-YYYYMMDD-HHMMSS` (UTC).

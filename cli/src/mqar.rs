@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use super::Outcome;
 use orthoformer::analysis::mqar::report::MqarReport;
-use orthoformer::analysis::mqar::run::{MqarPlan, MqarProgress};
+use orthoformer::analysis::mqar::run::{MqarPlan, Progress};
 use orthoformer::model::AttentionKind;
 
 /// Flags of `orthoformer mqar`.
@@ -63,11 +63,12 @@ pub struct MqarArgs {
 
 struct Bar(indicatif::ProgressBar);
 
-impl MqarProgress for Bar {
-    fn start(&mut self, label: &str) {
+impl Progress for Bar {
+    // One bar over every run of the grid: a run's start names it, each step advances it.
+    fn start(&mut self, label: &str, _steps: usize, _done: usize) {
         self.0.set_prefix(label.to_string());
     }
-    fn step(&mut self) {
+    fn step(&mut self, _step: usize, _loss: f32, _lr: f64) {
         self.0.inc(1);
     }
 }
@@ -159,12 +160,17 @@ pub fn run(args: &MqarArgs) -> anyhow::Result<Outcome> {
         threads: orthoformer::nn::threads::current_threads(),
     };
     let json = serde_json::to_vec_pretty(&report)?;
-    orthoformer::io::write_atomic_bytes(&args.out.join("mqar.json"), &json)?;
+    // The report and its heatmap appear together or not at all (`io::file_set`).
+    let mut set = orthoformer::io::file_set::FileSet::begin(&args.out, "mqar")?;
+    set.write_bytes("mqar.json", &json)?;
+    report
+        .heatmap()
+        .stage(&mut set, "mqar_heatmap.png", "mqar_heatmap.svg")?;
+    set.commit()?;
     let (png, svg) = (
         args.out.join("mqar_heatmap.png"),
         args.out.join("mqar_heatmap.svg"),
     );
-    report.heatmap().write(&png, &svg)?;
     if args.json {
         super::common::print_json(&report)?;
     } else {

@@ -1,28 +1,23 @@
 //! `orthoformer quantize`: simulated round-to-nearest quantisation of a pretrained model's
 //! weights and activations, with and without an orthogonal rotation, measured as perplexity on
 //! real text, plus the statistics (kurtosis, max/mean) of the activations entering the linear
-//! layers that explain why rotation helps. `--table` runs QuaRot's grid.
+//! layers that explain why rotation helps. `--table` runs QuaRot's grid. The study itself lives
+//! in the library (`rotate::quant_study`).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use serde::Serialize;
 
 use super::Outcome;
-use super::common::{print_json, progress_bar};
+use super::common::{emit, progress_bar};
 use super::eval_llama::{data_name, read_tokens};
-use orthoformer::model::llama::RowTransform;
-use orthoformer::model::llama::perplexity::perplexity;
-use orthoformer::model::llama::quant::ActStats;
-use orthoformer::model::llama::{Llama, LlamaWeights, load_model};
-use orthoformer::rotate::quant::quantize_model_weights;
-use orthoformer::rotate::{
-    Rotation, fold_norms, online_transform, rotate_down_inputs, rotate_weights,
+use orthoformer::model::llama::load_model;
+use orthoformer::rotate::quant_study::{
+    self, QuantReport, StudySettings, StudyText, quarot_grid, run_study, single_with_baselines,
 };
 
 /// Whether and how to rotate before quantising.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum RotateChoice {
     /// Quantise the original model.
     None,
@@ -83,74 +78,14 @@ fn bits_parser(s: &str) -> Result<u32, String> {
     }
 }
 
-#[derive(Serialize)]
-struct Row {
-    config: String,
-    wbits: u32,
-    abits: u32,
-    rotate: RotateChoice,
-    online_hadamard: bool,
-    /// Perplexity per text, in `--data` order.
-    ppl: Vec<f64>,
-}
-
-#[derive(Serialize)]
-struct StatsRow {
-    rotate: RotateChoice,
-    online_hadamard: bool,
-    data: String,
-    stats: ActStats,
-}
-
-#[derive(Serialize)]
-struct Report {
-    model: String,
-    note: &'static str,
-    data: Vec<String>,
-    tokens_per_text: usize,
-    context: usize,
-    group: usize,
-    rows: Vec<Row>,
-    activation_stats: Vec<StatsRow>,
-}
-
-const NOTE: &str = "the FP baseline is itself dequantised from the GGUF's Q4_1/Q8_0 weights; \
-    RTN is symmetric round-to-nearest, weights per output channel (or group), activations per \
-    token at the inputs of every decoder linear layer (lm_head and embedding stay FP); rotation \
-    folds RMSNorm weights first and changes the inputs of q/k/v and gate/up only (o_proj and \
-    down_proj inputs are not on the residual stream); online H adds QuaRot's run-time Hadamard \
-    transform on every down_proj input (F = 1536 = 12·128)";
-
-/// Prepares the weights of one configuration.
-fn prepare(
-    base: &LlamaWeights,
-    rotate: RotateChoice,
-    online: bool,
-    seed: u64,
-    wbits: u32,
-    group: usize,
-) -> anyhow::Result<Llama> {
-    let mut w = base.clone();
-    let c = w.cfg.d_model;
-    let r = match rotate {
-        RotateChoice::None => None,
-        RotateChoice::Random => Some(Rotation::random(c, seed)?),
-        RotateChoice::Hadamard => Some(Rotation::hadamard(c, seed)?),
-    };
-    if let Some(r) = r {
-        fold_norms(&mut w);
-        rotate_weights(&mut w, &r)?;
+impl From<RotateChoice> for quant_study::RotateChoice {
+    fn from(r: RotateChoice) -> Self {
+        match r {
+            RotateChoice::None => quant_study::RotateChoice::None,
+            RotateChoice::Random => quant_study::RotateChoice::Random,
+            RotateChoice::Hadamard => quant_study::RotateChoice::Hadamard,
+        }
     }
-    let mut transform = None;
-    if online {
-        let h = Rotation::hadamard(w.cfg.d_ff, seed.wrapping_add(1))?;
-        rotate_down_inputs(&mut w, &h)?;
-        transform = Some(RowTransform(std::sync::Arc::new(online_transform(h))));
-    }
-    quantize_model_weights(&mut w, wbits, group);
-    let mut m = Llama::new(w);
-    m.down_transform = transform;
-    Ok(m)
 }
 
 /// Runs `orthoformer quantize`.
@@ -168,141 +103,50 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
         .iter()
         .map(|p| read_tokens(&loaded.tokenizer, *p, args.max_tokens))
         .collect::<anyhow::Result<_>>()?;
-    let h = RotateChoice::Hadamard;
-    let mut configs: Vec<(String, u32, u32, RotateChoice, bool)> = Vec::new();
-    if args.table {
-        configs.push(("FP".into(), 16, 16, RotateChoice::None, false));
-        configs.push(("FP + rotation".into(), 16, 16, h, false));
-        configs.push(("FP + rotation + online H".into(), 16, 16, h, true));
-        for (wb, ab) in [(8, 8), (4, 16), (4, 8), (4, 4)] {
-            configs.push((format!("W{wb}A{ab} RTN"), wb, ab, RotateChoice::None, false));
-            configs.push((format!("W{wb}A{ab} RTN + rotation"), wb, ab, h, false));
-            configs.push((format!("W{wb}A{ab} RTN + rot + online H"), wb, ab, h, true));
-        }
+    let configs = if args.table {
+        quarot_grid()
     } else {
-        let (r, o) = (args.rotate, args.online_hadamard);
-        let name = format!("W{}A{}", args.wbits, args.abits);
-        configs.push((name, args.wbits, args.abits, r, o));
-        if (r != RotateChoice::None || o) && (args.wbits < 16 || args.abits < 16) {
-            configs.insert(0, ("FP + rotation".into(), 16, 16, r, o));
-        }
-        if r != RotateChoice::None || o || args.wbits < 16 || args.abits < 16 {
-            configs.insert(0, ("FP".into(), 16, 16, RotateChoice::None, false));
-        }
-    }
-    let total: usize = texts.iter().map(|t| t.len() - 1).sum::<usize>() * configs.len();
+        single_with_baselines(
+            args.wbits,
+            args.abits,
+            args.rotate.into(),
+            args.online_hadamard,
+        )
+    };
+    let study_texts: Vec<StudyText<'_>> = texts
+        .iter()
+        .zip(&data)
+        .map(|(t, p)| StudyText {
+            name: data_name(*p),
+            tokens: t,
+        })
+        .collect();
+    let per_config: usize = texts.iter().map(|t| t.len().saturating_sub(1)).sum();
+    let total = per_config.saturating_mul(configs.len());
     let bar = progress_bar(total as u64, "quantize", args.json);
-    let stride = (args.context / 2).max(1);
-    let (mut rows, mut stats_rows, mut done) = (Vec::new(), Vec::new(), 0usize);
-    for (name, wb, ab, rot, online) in &configs {
-        let mut model = prepare(&loaded.weights, *rot, *online, args.seed, *wb, args.group)?;
-        model.act_bits = Some(*ab);
-        let fp = *wb == 16 && *ab == 16;
-        let mut ppl = Vec::new();
-        for (tokens, path) in texts.iter().zip(&data) {
-            model.stats = fp.then(ActStats::default);
-            let base = done;
-            let p = perplexity(
-                &mut model,
-                tokens,
-                args.context,
-                stride,
-                &mut |n| bar.set_position((base + n) as u64),
-                &mut |_, _| {},
-            )?;
-            done += tokens.len() - 1;
-            ppl.push(p.ppl);
-            if let Some(s) = model.stats.take() {
-                stats_rows.push(StatsRow {
-                    rotate: *rot,
-                    online_hadamard: *online,
-                    data: data_name(*path),
-                    stats: s,
-                });
-            }
-        }
-        rows.push(Row {
-            config: name.clone(),
-            wbits: *wb,
-            abits: *ab,
-            rotate: *rot,
-            online_hadamard: *online,
-            ppl,
-        });
-    }
+    let settings = StudySettings {
+        context: args.context,
+        group: args.group,
+        seed: args.seed,
+    };
+    let (rows, activation_stats) = run_study(
+        &loaded.weights,
+        &configs,
+        &study_texts,
+        settings,
+        &mut |n| bar.set_position(n as u64),
+    )?;
     bar.finish_and_clear();
-    let report = Report {
+    let report = QuantReport {
         model: args.model.display().to_string(),
-        note: NOTE,
-        data: data.iter().map(|p| data_name(*p)).collect(),
+        note: quant_study::NOTE,
+        data: study_texts.iter().map(|t| t.name.clone()).collect(),
         tokens_per_text: args.max_tokens,
         context: args.context,
         group: args.group,
         rows,
-        activation_stats: stats_rows,
+        activation_stats,
     };
-    if args.json {
-        print_json(&report)?;
-    } else {
-        print_table(&report);
-    }
+    emit(&report, args.json)?;
     Ok(Outcome::Success)
-}
-
-fn print_table(r: &Report) {
-    println!(
-        "perplexity of {} ({} tokens per text, window {})",
-        r.model, r.tokens_per_text, r.context
-    );
-    let names: Vec<String> = r
-        .data
-        .iter()
-        .map(|d| {
-            std::path::Path::new(d)
-                .file_name()
-                .map_or(d.clone(), |n| n.to_string_lossy().into_owned())
-        })
-        .collect();
-    print!("{:<32}", "config");
-    for n in &names {
-        print!(" {:>18}", n);
-    }
-    println!();
-    for row in &r.rows {
-        print!("{:<32}", row.config);
-        for p in &row.ppl {
-            print!(" {:>18.3}", p);
-        }
-        println!();
-    }
-    println!(
-        "\nactivations entering the linear layers (mean per-token kurtosis; mean max|x|/mean|x|):"
-    );
-    println!(
-        "{:<10} {:<18} {:>16} {:>16} {:>16} {:>16}",
-        "rotation", "data", "q/k/v in", "gate/up in", "o_proj in", "down in"
-    );
-    for s in &r.activation_stats {
-        let d = std::path::Path::new(&s.data)
-            .file_name()
-            .map_or(s.data.clone(), |n| n.to_string_lossy().into_owned());
-        let f = |x: &orthoformer::model::llama::quant::SiteStats| {
-            format!("{:.1}; {:.1}", x.mean_kurtosis, x.mean_max_over_mean)
-        };
-        println!(
-            "{:<18} {:<18} {:>16} {:>16} {:>16} {:>16}",
-            format!(
-                "{:?}{}",
-                s.rotate,
-                if s.online_hadamard { " + online H" } else { "" }
-            )
-            .to_lowercase(),
-            d,
-            f(&s.stats.attn_in),
-            f(&s.stats.mlp_in),
-            f(&s.stats.o_in),
-            f(&s.stats.down_in)
-        );
-    }
-    println!("\nnote: {}", r.note);
 }

@@ -8,9 +8,10 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::Outcome;
-use orthoformer::analysis::theory::plot::{Series, write_scatter};
+use orthoformer::analysis::theory::plot::{Series, stage_scatter};
 use orthoformer::analysis::theory::report::{HeadTheory, measure, table};
 use orthoformer::data::corpus::Corpus;
+use orthoformer::io::file_set::FileSet;
 
 /// Flags of `orthoformer theory`.
 #[derive(Debug, clap::Args)]
@@ -78,10 +79,9 @@ pub fn run(args: &TheoryArgs) -> anyhow::Result<Outcome> {
     };
     let out = args.out.clone().unwrap_or_else(|| dir.clone());
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    orthoformer::io::write_atomic_bytes(
-        &out.join("theory.json"),
-        &serde_json::to_vec_pretty(&report)?,
-    )?;
+    // The report and its plot appear together or not at all (`io::file_set`).
+    let mut set = FileSet::begin(&out, "theory")?;
+    set.write_bytes("theory.json", &serde_json::to_vec_pretty(&report)?)?;
     let (png, svg) = (out.join("theory_qk.png"), out.join("theory_qk.svg"));
     if let Some(h) = report.heads.first() {
         let series = [
@@ -94,8 +94,9 @@ pub fn run(args: &TheoryArgs) -> anyhow::Result<Outcome> {
             points: c.sample.clone(),
         });
         let title = format!("q·k vs x·y, layer 0 head 0 ({})", report.attention);
-        write_scatter(&series, &title, &png, &svg)?;
+        stage_scatter(&series, &title, &mut set, "theory_qk.png", "theory_qk.svg")?;
     }
+    set.commit()?;
     if args.json {
         super::common::print_json(&report)?;
     } else {

@@ -137,15 +137,8 @@ pub struct TrainArgs {
     pub json: bool,
 }
 
-/// The default model of `train` and `compare` (4 layers, 4 heads, width 128, char-level
-/// vocabulary) with [`DEFAULT_CONTEXT`]: trains in minutes on 2 cores.
-pub const DEFAULT_PRESET: &str = "shakespeare-char";
-
-/// Context of the default model (the preset's own 128 when a preset is named).
-pub const DEFAULT_CONTEXT: usize = 64;
-
-/// Default BPE vocabulary.
-pub const DEFAULT_BPE_VOCAB: usize = 512;
+// The defaults live in the library, so the Python package's trainer reads the same ones.
+pub use orthoformer::train::options::{DEFAULT_BPE_VOCAB, DEFAULT_CONTEXT, DEFAULT_PRESET};
 
 /// The options of `train` when no flag and no recipe is given: the library's defaults
 /// (`TrainOptions::default`), defined nowhere else.

@@ -27,7 +27,14 @@ fn seed_003_orthogonal_table_and_claims() {
     assert_eq!(code, 0);
     assert!(out.contains("124,402,944"), "{out}");
     assert!(out.contains("14,155,776"), "{out}");
-    assert!(out.contains("seed 1,536 | true 3,072"), "{out}");
+    let claim = out
+        .lines()
+        .find(|l| l.starts_with("LayerNorm parameters per layer"))
+        .unwrap_or_else(|| panic!("no LayerNorm claim in {out}"));
+    assert!(
+        claim.contains(" 1,536 ") && claim.contains(" 3,072 "),
+        "{claim}"
+    );
     assert!(out.contains("11.38% of all parameters"), "{out}");
 }
 

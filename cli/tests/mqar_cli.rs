@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use orthoformer::analysis::mqar::run::{MqarPlan, NoProgress};
+use orthoformer::analysis::mqar::run::{MqarPlan, Silent};
 use orthoformer::analysis::mqar::{IGNORE, MqarTask};
 use orthoformer::model::{AttentionKind, Gpt};
 
@@ -153,7 +153,7 @@ fn masked_step_ignores_unscored_positions() {
     for (x, y) in m.params().grad.iter().zip(&u.params().grad) {
         assert!((x - y).abs() <= 1e-5 * scale.max(1.0), "{x} vs {y}");
     }
-    let cells = plan.run(&mut NoProgress).unwrap();
+    let cells = plan.run(&mut Silent).unwrap();
     assert_eq!(cells.len(), 1);
 }
 

@@ -88,8 +88,10 @@ impl Gpt {
         Ok(model)
     }
 
-    /// A validated model with all trainable values zero and frozen weights generated.
-    pub(crate) fn zeroed(cfg: GptConfig) -> crate::Result<Self> {
+    /// A validated model with all trainable values zero and frozen weights generated (what a
+    /// checkpoint loader fills in; public so the Python bindings can write weights trained
+    /// elsewhere without drawing an initialisation first).
+    pub fn zeroed(cfg: GptConfig) -> crate::Result<Self> {
         cfg.validate()?;
         check_model_fits(&cfg)?;
         let specs = layout::trainable(&cfg);

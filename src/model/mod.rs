@@ -12,6 +12,7 @@ mod gpt_forward;
 mod gpt_masked;
 pub mod layout;
 pub mod llama;
+pub mod params_report;
 pub mod seed_claims;
 pub mod store;
 

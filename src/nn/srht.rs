@@ -72,6 +72,17 @@ impl Srht {
         self.c
     }
 
+    /// The random signs `s` (`C` values, ±1), for other implementations of the transform
+    /// (the Python package's PyTorch module); the factors are [`factors`]`(C)`.
+    pub fn signs(&self) -> &[f32] {
+        &self.signs
+    }
+
+    /// The output permutation `π` (`y_o = v_{π(o)}/√C`).
+    pub fn perm(&self) -> &[usize] {
+        &self.perm
+    }
+
     /// Additions and multiplications per transformed row (for the FLOP account).
     pub fn ops_per_row(&self) -> usize {
         let per: usize = self

@@ -7,6 +7,7 @@ pub mod fold;
 pub use crate::nn::hadamard;
 pub mod procrustes;
 pub mod quant;
+pub mod quant_study;
 pub mod rotation;
 
 pub use apply::{online_transform, rotate_down_inputs, rotate_weights};

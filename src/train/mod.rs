@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod model_api;
 pub mod options;
 pub mod plot;
+pub mod progress;
 pub mod recipe;
 pub mod rss;
 pub mod sample;

@@ -88,13 +88,7 @@ pub struct Session {
     pub out: PathBuf,
 }
 
-/// Called after each step with (step, loss, lr) and after each evaluation.
-pub trait Progress {
-    /// After a training step.
-    fn step(&mut self, step: usize, loss: f32, lr: f64);
-    /// After an evaluation (its record is the last of `state.metrics`).
-    fn eval(&mut self, state: &RunState);
-}
+pub use super::progress::Progress;
 
 impl Session {
     /// Checks everything about a fresh run on `corpus`, then creates `out` (which must not
@@ -252,19 +246,50 @@ impl Observer<Gpt> for Writer<'_> {
 
     fn on_eval(&mut self, model: &Gpt, state: &RunState) -> Result<()> {
         self.progress.eval(state);
-        let model_json = serde_json::to_value(model.config())
-            .map_err(|e| super::invalid(format!("serialising the model config: {e}")))?;
-        let parts = CheckpointParts {
-            run: state,
+        let run = RunRecord {
             options: self.options,
-            model: model_json,
+            prepared: self.prepared,
             model_seed: self.model_seed,
             seq_len: self.seq_len,
-            tokenizer: &self.prepared.tokenizer,
-            data: &self.prepared.data,
         };
-        checkpoint::save(self.out, &parts, &mut |w| write_model(w, model))
+        write_checkpoint(self.out, &run, model, state)
     }
+}
+
+/// What a checkpoint records about a run besides the model and the loop state.
+#[derive(Clone, Copy)]
+pub struct RunRecord<'a> {
+    /// The training options.
+    pub options: &'a TrainOptions,
+    /// Tokenizer, split and data provenance.
+    pub prepared: &'a Prepared,
+    /// Seed of the model's initialisation.
+    pub model_seed: u64,
+    /// Sequence length trained on.
+    pub seq_len: usize,
+}
+
+/// Writes the checkpoint of `model` at `state` into `out` (which must exist), as the training
+/// loop does at every evaluation. Public so other trainers (the Python package's
+/// data-parallel one) write exactly this format.
+pub fn write_checkpoint(
+    out: &Path,
+    run: &RunRecord<'_>,
+    model: &Gpt,
+    state: &RunState,
+) -> Result<()> {
+    let model_json = serde_json::to_value(model.config())
+        .map_err(|e| super::invalid(format!("serialising the model config: {e}")))?;
+    let parts = CheckpointParts {
+        run: state,
+        options: run.options,
+        model: model_json,
+        model_seed: run.model_seed,
+        seq_len: run.seq_len,
+        tokenizer: &run.prepared.tokenizer,
+        data: &run.prepared.data,
+    };
+    checkpoint::save(out, &parts, &mut |w| write_model(w, model))
 }
 
 /// The file that tests an output folder is writable (one fixed name, so a crash leaves at

@@ -20,8 +20,9 @@ use crate::Result;
 use crate::data::{BatchSampler, Split};
 
 /// Offset of the evaluation sampler's seed from the training seed: evaluation draws the same
-/// batches at every evaluation and never disturbs the training batches.
-const EVAL_SEED_OFFSET: u64 = 0x0e7a_15ee_d000_0001;
+/// batches at every evaluation and never disturbs the training batches. Public so other
+/// trainers (the Python package's data-parallel one) evaluate on the same batches.
+pub const EVAL_SEED_OFFSET: u64 = 0x0e7a_15ee_d000_0001;
 
 /// The resumable state of a run (besides the model).
 #[derive(Debug, Clone)]

@@ -14,21 +14,7 @@ use crate::train::adamw::{AdamW, AdamWConfig, groups_from};
 use crate::train::clip::clip_grad_norm;
 use crate::train::schedule::Schedule;
 
-/// Receives progress from [`MqarPlan::run`] (a progress bar in the CLI).
-pub trait MqarProgress {
-    /// A training run starts; `label` names it.
-    fn start(&mut self, label: &str);
-    /// One optimizer step finished.
-    fn step(&mut self);
-}
-
-/// Ignores progress (tests, library use).
-pub struct NoProgress;
-
-impl MqarProgress for NoProgress {
-    fn start(&mut self, _label: &str) {}
-    fn step(&mut self) {}
-}
+pub use crate::train::progress::{Progress, Silent};
 
 /// Everything one MQAR sweep runs: the grid and the per-run budget.
 #[derive(Clone, Debug, Serialize)]
@@ -123,7 +109,7 @@ impl MqarPlan {
     }
 
     /// Runs the whole grid, reporting each run's start and each optimizer step to `progress`.
-    pub fn run(&self, progress: &mut dyn MqarProgress) -> crate::Result<Vec<MqarCell>> {
+    pub fn run(&self, progress: &mut dyn Progress) -> crate::Result<Vec<MqarCell>> {
         let mut cells = Vec::new();
         for &(t, p) in &self.settings {
             let task = MqarTask {
@@ -137,10 +123,8 @@ impl MqarPlan {
                     let mut runs = Vec::new();
                     let mut params = 0;
                     for &lr in &self.lrs {
-                        progress.start(&format!(
-                            "{} d={width} T={t} P={p} lr={lr:.0e}",
-                            kind.name()
-                        ));
+                        let label = format!("{} d={width} T={t} P={p} lr={lr:.0e}", kind.name());
+                        progress.start(&label, self.steps, 0);
                         let (run, n) = self.train_one(&task, cfg.clone(), lr, progress)?;
                         params = n;
                         runs.push(run);
@@ -175,7 +159,7 @@ impl MqarPlan {
         task: &MqarTask,
         cfg: GptConfig,
         lr: f64,
-        progress: &mut dyn MqarProgress,
+        progress: &mut dyn Progress,
     ) -> crate::Result<(LrRun, usize)> {
         let start = std::time::Instant::now();
         let (b, t) = (self.batch, task.seq_len);
@@ -210,8 +194,9 @@ impl MqarPlan {
             }
             let store = model.params_mut();
             clip_grad_norm(&mut store.grad, 1.0);
-            opt.step(&mut store.data, &store.grad, &groups, schedule.lr(step));
-            progress.step();
+            let lr_now = schedule.lr(step);
+            opt.step(&mut store.data, &store.grad, &groups, lr_now);
+            progress.step(step + 1, loss, lr_now);
         }
         let accuracy = self.evaluate(&mut model, task)?;
         let run = LrRun {

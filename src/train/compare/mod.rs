@@ -17,6 +17,7 @@
 
 pub mod plan;
 pub mod plot;
+pub mod report;
 pub mod summary;
 
 use std::collections::BTreeMap;
@@ -36,20 +37,6 @@ pub use summary::{CompareSummary, FinalEval, SeedRun, VariantSummary};
 pub const FINALS_FILE: &str = "finals.json";
 /// The summary written when every run is finished.
 pub const SUMMARY_FILE: &str = "summary.json";
-
-/// Reports progress of the comparison to the caller.
-pub trait CompareProgress {
-    /// A progress sink for run `i` of `n` (variant `name`, seed `seed`), which starts at
-    /// step `done`.
-    fn run(
-        &mut self,
-        name: &str,
-        seed: u64,
-        i: usize,
-        n: usize,
-        done: usize,
-    ) -> Box<dyn Progress + '_>;
-}
 
 /// How far to go this time.
 #[derive(Debug, Clone, Copy, Default)]
@@ -88,7 +75,7 @@ pub fn run(
     prepared: &Prepared,
     out: &Path,
     limits: Limits,
-    progress: &mut dyn CompareProgress,
+    progress: &mut dyn Progress,
 ) -> Result<Outcome> {
     plan.check_data(prepared)?;
     let mut finals = read_finals(out)?;
@@ -104,9 +91,10 @@ pub fn run(
                 .stop_at
                 .map_or(plan.options.steps, |s| s.min(plan.options.steps));
             if session.state.step < end {
-                let mut p = progress.run(kind.name(), seed, i, total, session.state.step);
+                let label = format!("{} seed {seed} ({}/{total})", kind.name(), i + 1);
+                progress.start(&label, plan.options.steps, session.state.step);
                 session
-                    .run(limits.stop, limits.stop_at, p.as_mut())
+                    .run(limits.stop, limits.stop_at, progress)
                     .map_err(|e| interrupted_hint(e, out))?;
             }
             i += 1;

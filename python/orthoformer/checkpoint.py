@@ -1,0 +1,129 @@
+"""Checkpoint folders of ``orthoformer train`` (``model.safetensors``, ``optimizer.safetensors``,
+``state.json``, ``metrics.jsonl``, ``tokenizer.json`` for BPE), read and written only by the
+Rust library, so this package follows the library's format. Reading verifies every file's
+hash and the frozen weights."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from os import PathLike
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from . import _native
+from .config import GPTConfig
+from .data import DEFAULTS, Data
+from .model import FrozenTensor, RustGPT, f32, f32_bytes, flatten, unflatten
+
+PathArg = Union[str, "PathLike[str]"]
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """A verified checkpoint folder: its configuration, model, parsed ``state.json`` (step,
+    options, tokenizer, data provenance, ...) and AdamW moments by tensor name."""
+
+    config: GPTConfig
+    model: RustGPT
+    state: dict[str, Any]
+    adam_m: dict[str, np.ndarray]
+    adam_v: dict[str, np.ndarray]
+
+    @property
+    def params(self) -> dict[str, np.ndarray]:
+        """Trainable tensors by name."""
+        return self.model.params()
+
+    @property
+    def frozen(self) -> dict[str, FrozenTensor]:
+        """Frozen projections by name."""
+        return self.model.frozen()
+
+    @property
+    def step(self) -> int:
+        """Optimizer steps done."""
+        return int(self.state["step"])
+
+
+def load_checkpoint(path: PathArg) -> Checkpoint:
+    """Reads and verifies the checkpoint folder ``path``; ``ValueError`` when it is corrupt,
+    incomplete or not a checkpoint, ``OSError`` when it cannot be read."""
+    state, model, m, v = _native.load_checkpoint(os.fspath(path))
+    rust = RustGPT(None, _native_model=model)  # type: ignore[arg-type]
+    table = rust.table
+    return Checkpoint(
+        config=rust.config,
+        model=rust,
+        state=json.loads(state),
+        adam_m=unflatten(f32(m), table),
+        adam_v=unflatten(f32(v), table),
+    )
+
+
+def save_checkpoint(
+    path: PathArg,
+    config: GPTConfig,
+    params: dict[str, Any],
+    *,
+    frozen: Optional[dict[str, Any]] = None,
+    data: Optional[Data] = None,
+    options: Optional[dict[str, Any]] = None,
+    step: int = 0,
+    model_seed: int = 0,
+    metrics: Optional[list] = None,
+    adam: Optional[tuple[dict[str, Any], dict[str, Any], int]] = None,
+    sampler_word_pos: str = "0",
+) -> None:
+    """Writes a model trained anywhere as the checkpoint folder ``path`` (created), which
+    ``orthoformer eval``, ``generate``, ``theory`` and ``train --resume`` accept.
+
+    ``params`` holds every trainable tensor by name (PyTorch layout). ``frozen`` (optional) are
+    the frozen projections; when they differ from the ones the config's seed regenerates they
+    are stored in full. ``data`` is the text and tokenizer the model was trained with (default:
+    TinyShakespeare, character level); its vocabulary must be the model's. ``options`` are
+    training options (default: ``orthoformer train``'s), ``adam`` the AdamW moments ``(m, v,
+    t)`` by name (default: zeros, no step taken), ``metrics`` the evaluation records.
+    """
+    model = _native.Gpt.zeroed(config.to_json())
+    table = model.tensors()
+    model.set_params(flatten(params, table))
+    if frozen:
+        _import_if_different(model, frozen)
+    data = data if data is not None else Data(context=config.context)
+    opts = dict(DEFAULTS["options"]) if options is None else dict(options)
+    moments = None
+    adam_t = 0
+    if adam is not None:
+        m, v, adam_t = adam
+        moments = (flatten(m, table), flatten(v, table))
+    run = {
+        "options": opts,
+        "model_seed": model_seed,
+        "state": {
+            "step": step,
+            "sampler_word_pos": sampler_word_pos,
+            "adam_t": adam_t,
+            "window_loss": 0.0,
+            "window_steps": 0,
+            "metrics": list(metrics or []),
+        },
+    }
+    _native.save_checkpoint(os.fspath(path), model, data._d, json.dumps(run), moments)
+
+
+def _import_if_different(model: Any, frozen: dict[str, Any]) -> None:
+    """Keeps the regenerated frozen weights when ``frozen`` equals them bit for bit (the
+    checkpoint then records the generator); otherwise imports all of ``frozen``."""
+    regenerated = {r[0]: f32(r[2], tuple(r[1])) for r in model.frozen()}
+    extra = sorted(set(frozen) - set(regenerated))
+    if extra:
+        raise ValueError(f"{extra[0]} is not a frozen tensor of this model")
+    given = {k: np.asarray(getattr(v, "value", v), dtype=np.float32) for k, v in frozen.items()}
+    if all(np.array_equal(given[k], regenerated[k]) for k in given):
+        return
+    for name in regenerated:
+        value = given.get(name, regenerated[name])
+        model.import_frozen(name, f32_bytes(value))

@@ -1,0 +1,88 @@
+"""``GPTConfig``: the shape and variant of a GPT, field for field the Rust library's
+``model::config::GptConfig``. Presets, defaults and validation come from the library."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from os import PathLike
+from typing import Any, Optional, Union
+
+from . import _native
+
+PRESETS, ATTENTIONS = (list(x) for x in _native.model_names())
+
+
+@dataclasses.dataclass
+class GPTConfig:
+    """A GPT configuration (``vocab_size`` ``V``, ``context`` ``T``, ``n_layer`` ``L``,
+    ``n_head`` ``H``, ``d_model`` ``C``, ``d_ff`` ``F``); see ``orthoformer params``."""
+
+    vocab_size: int
+    context: int
+    n_layer: int
+    n_head: int
+    d_model: int
+    d_ff: int
+    attention: str = "softmax"
+    norm: str = "pre"
+    attn_bias: bool = False
+    ffn_bias: bool = True
+    norm_bias: bool = True
+    gelu: str = "tanh"
+    dropout: float = 0.0
+    frozen_method: str = "qr"
+    frozen_seed: int = 0
+
+    @classmethod
+    def preset(cls, name: str, attention: Optional[str] = None, context: Optional[int] = None) -> GPTConfig:
+        """The library's preset ``name`` (one of :data:`PRESETS`), with ``attention`` and
+        ``context`` overridden when given."""
+        return cls.from_json(_native.config_resolve(name, None, attention, context))
+
+    @classmethod
+    def resolve(
+        cls,
+        preset: Optional[str] = None,
+        config: Union[str, PathLike[str], None] = None,
+        attention: Optional[str] = None,
+        context: Optional[int] = None,
+    ) -> GPTConfig:
+        """The model ``orthoformer train`` builds from ``--preset``/``--config``,
+        ``--attention`` and ``--context`` (none given: its default model)."""
+        path = None if config is None else str(config)
+        return cls.from_json(_native.config_resolve(preset, path, attention, context))
+
+    @classmethod
+    def from_json(cls, text: str) -> GPTConfig:
+        """Parses and validates the library's JSON form (unknown fields are an error)."""
+        return cls(**json.loads(_native.config_check(text)))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
+        """From a dict of every field."""
+        return cls.from_json(json.dumps(d))
+
+    def to_json(self) -> str:
+        """The library's canonical JSON form; raises ``ValueError`` when invalid."""
+        return _native.config_check(json.dumps(dataclasses.asdict(self)))
+
+    def validate(self) -> GPTConfig:
+        """Checks every field (the library's rules) and returns ``self``."""
+        self.to_json()
+        return self
+
+    @property
+    def d_head(self) -> int:
+        """Head width ``D = C / H``."""
+        return self.d_model // max(self.n_head, 1)
+
+    def projections(self) -> tuple[str, str]:
+        """How ``W_Q`` and ``W_K`` work: ``trainable``, ``frozen-dense``, ``tied-to-q``,
+        ``identity`` or ``hadamard``."""
+        return tuple(_native.attention_projections(self.attention))  # type: ignore[return-value]
+
+    @property
+    def is_linear(self) -> bool:
+        """Whether the attention is the causal linear (kernel) form."""
+        return self.attention in ("linear", "orthogonal-linear")

@@ -1,0 +1,66 @@
+"""Small configurations and CLI-trained checkpoints shared by the model and trainer tests."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any, Callable
+
+from orthoformer import GPTConfig
+
+
+def small_config(attention: str = "softmax", norm: str = "pre", d_model: int = 16, **kw: Any) -> GPTConfig:
+    """A 2-layer, 2-head model over TinyShakespeare's 65 characters, context 16."""
+    fields = dict(
+        vocab_size=65,
+        context=16,
+        n_layer=2,
+        n_head=2,
+        d_model=d_model,
+        d_ff=2 * d_model,
+        attention=attention,
+        norm=norm,
+        attn_bias=True,
+        ffn_bias=True,
+        dropout=0.0,
+        frozen_method="qr",
+        frozen_seed=3,
+    )
+    fields.update(kw)
+    return GPTConfig(**fields).validate()
+
+
+def cli_train(
+    cli: Callable[..., Any], tmp: pathlib.Path, cfg: GPTConfig, steps: int = 3, *extra: Any
+) -> pathlib.Path:
+    """Trains ``cfg`` with ``orthoformer train`` for a few steps at a high rate (so the weights
+    are far from their initialisation); returns the checkpoint folder."""
+    path = tmp / "config.json"
+    path.write_text(cfg.to_json())
+    out = tmp / "run"
+    cli(
+        "train",
+        "--config",
+        path,
+        "--steps",
+        steps,
+        "--batch",
+        4,
+        "--lr",
+        3e-2,
+        "--warmup",
+        0,
+        "--eval-every",
+        steps,
+        "--eval-iters",
+        1,
+        "--out",
+        out,
+        *extra,
+    )
+    return out
+
+
+def read_json(path: pathlib.Path) -> Any:
+    """A JSON file's content."""
+    return json.loads(path.read_text())

@@ -1,0 +1,176 @@
+"""``python -m orthoformer.train``: two gloo processes with batch b each reach the weights one
+process reaches with batch 2b; a stopped run resumes to the same weights; the trainer matches
+``orthoformer train`` step for step; its checkpoints load in ``orthoformer eval``; bad options
+exit 2 with one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import orthoformer
+from conftest import python_module
+
+COMMON = [
+    "--context",
+    "16",
+    "--steps",
+    20,
+    "--lr",
+    1e-2,
+    "--warmup",
+    2,
+    "--eval-every",
+    10,
+    "--eval-iters",
+    2,
+    "--seed",
+    3,
+]
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """``--config`` of the ``tiny`` preset without attention biases: a key bias has a zero
+    gradient in exact arithmetic (softmax ignores a shift of all keys), so AdamW would turn
+    its rounding noise into steps of size lr and no two summation orders would agree on it."""
+    cfg = orthoformer.GPTConfig.preset("tiny")
+    cfg.attn_bias = False
+    path = tmp_path / "tiny.json"
+    path.write_text(cfg.to_json())
+    return ["--config", path]
+
+
+def train(*args, torchrun: int = 0):
+    p = python_module("orthoformer.train", *args, torchrun=torchrun)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def weights(run) -> dict[str, np.ndarray]:
+    return orthoformer.load_checkpoint(run).params
+
+
+def read_metrics(run) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def max_diff(a: dict, b: dict) -> float:
+    assert set(a) == set(b)
+    return max(float(np.abs(a[k] - b[k]).max()) for k in a)
+
+
+def test_two_gloo_processes_equal_one_with_the_whole_batch(cli_json, tmp_path, tiny) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    train(*tiny, *COMMON, "--attention", "orthogonal", "--batch", 8, "--out", one, "--device", "cpu")
+    train(
+        *tiny, *COMMON, "--attention", "orthogonal", "--batch", 8, "--out", two, "--device", "cpu", torchrun=2
+    )
+    a, b = weights(one), weights(two)
+    assert max_diff(a, b) < 1e-5
+    sa, sb = (orthoformer.load_checkpoint(r).state for r in (one, two))
+    assert sa["sampler_word_pos"] == sb["sampler_word_pos"] and sb["step"] == 20
+    ev = cli_json("eval", "--checkpoint", two, "--eval-iters", 2)
+    assert ev["step"] == 20 and np.isfinite(ev["report"]["loss"])
+
+
+def test_stopped_run_resumes_to_the_same_weights(tmp_path, tiny) -> None:
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    train(*tiny, *COMMON, "--attention", "linear", "--batch", 4, "--out", whole)
+    train(*tiny, *COMMON, "--attention", "linear", "--batch", 4, "--out", parts, "--stop-at", 7)
+    assert orthoformer.load_checkpoint(parts).step == 7
+    train("--out", parts, "--resume")
+    a, b = weights(whole), weights(parts)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    ma = (whole / "metrics.jsonl").read_text().splitlines()
+    mb = (parts / "metrics.jsonl").read_text().splitlines()
+    assert len(ma) == len(mb) == 3
+
+
+def test_matches_the_rust_trainer(cli, tmp_path, tiny) -> None:
+    rust, py = tmp_path / "rust", tmp_path / "py"
+    args = [*tiny, *COMMON, "--attention", "orthogonal-hadamard", "--batch", 4]
+    cli("train", *args, "--out", rust)
+    train(*args, "--out", py)
+    a, b = orthoformer.load_checkpoint(rust), orthoformer.load_checkpoint(py)
+    assert max_diff(a.params, b.params) < 1e-4
+    assert a.state["sampler_word_pos"] == b.state["sampler_word_pos"]
+    ma, mb = (read_metrics(r) for r in (rust, py))
+    assert [m["step"] for m in ma] == [m["step"] for m in mb] == [0, 10, 20]
+    for ra, rb in zip(ma, mb):
+        assert ra["lr"] == rb["lr"]
+        assert ra["val_loss"] == pytest.approx(rb["val_loss"], abs=1e-4)
+    # Each tool continues the other's checkpoint.
+    cli("train", "--out", py, "--resume", "--steps", 22)
+    train("--out", rust, "--resume", "--steps", 22)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--batch", 3], "not divisible"),
+        (["--lr", -1], "--lr must be a positive number"),
+        (["--attention", "quadratic"], "unknown attention"),
+        (["--tokenizer", "char", "--vocab-size", 300], "applies to --tokenizer bpe only"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line(tmp_path, tiny, args, message) -> None:
+    torchrun = 2 if message == "not divisible" else 0
+    p = python_module("orthoformer.train", *tiny, *COMMON, *args, "--out", tmp_path / "x", torchrun=torchrun)
+    assert p.returncode != 0 and message in p.stderr
+
+
+def test_resume_refuses_new_options(tmp_path, tiny) -> None:
+    run = tmp_path / "r"
+    train(*tiny, *COMMON, "--batch", 4, "--out", run, "--stop-at", 2)
+    p = python_module("orthoformer.train", "--out", run, "--resume", "--lr", 1e-3)
+    assert p.returncode == 2 and "only --steps may change" in p.stderr
+
+
+def test_defaults_are_the_cli_defaults(cli, tmp_path) -> None:
+    rust, py = tmp_path / "rust", tmp_path / "py"
+    cli("train", "--steps", 1, "--eval-iters", 1, "--out", rust)
+    train("--steps", 1, "--eval-iters", 1, "--out", py)
+    a, b = (orthoformer.load_checkpoint(r).state for r in (rust, py))
+    assert a["options"] == b["options"] and a["model"] == b["model"] and a["model_seed"] == b["model_seed"]
+    assert a["options"]["batch"] == 16 and a["model"]["context"] == 64
+
+
+def test_cuda_selects_nccl_and_the_gpu(monkeypatch) -> None:
+    import torch
+
+    from orthoformer.torch import distributed
+
+    assert distributed.backend_for(torch.device("cpu")) == "gloo"
+    assert distributed.backend_for(torch.device("cuda", 0)) == "nccl"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert distributed.pick_device("auto") == torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert distributed.pick_device("auto") == torch.device("cpu")
+    with pytest.raises(ValueError, match="no CUDA device"):
+        distributed.pick_device("cuda")
+
+
+def test_ctrl_c_checkpoints_and_resumes(tmp_path, tiny) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    run = tmp_path / "r"
+    cmd = [sys.executable, "-m", "orthoformer.train", *map(str, tiny), *map(str, COMMON)]
+    cmd += ["--steps", "100000", "--batch", "4", "--eval-every", "5", "--out", str(run)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert p.stdout is not None
+    first = p.stdout.readline()  # the first evaluation line: training is under way
+    assert first.startswith("step"), first
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "interrupted at step" in err, err
+    step = int(err.split("interrupted at step ")[1].split(";")[0])
+    assert orthoformer.load_checkpoint(run).step == step
+    train("--out", run, "--resume", "--steps", step + 3)
+    assert orthoformer.load_checkpoint(run).step == step + 3
