@@ -87,7 +87,7 @@ fn rotation_preserves_logits_tying_and_round_trips() {
     let mut w = folded.clone();
     rotate_weights(&mut w, &Rotation::hadamard(c, 4).unwrap()).unwrap();
     let dir = std::env::temp_dir().join(format!("orthoformer-rot-{}", std::process::id()));
-    save_hf_folder(&w, &loaded.tokenizer, &dir).unwrap();
+    save_hf_folder(&w, &loaded.tokenizer, &loaded.special, &dir).unwrap();
     let gguf = dir.join("rotated.gguf");
     save_gguf(
         &w,

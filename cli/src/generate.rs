@@ -70,6 +70,10 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
     let report = if let Some(path) = args.model.as_deref() {
         let loaded = load_engine(path).context("loading the model")?;
         let (tok, mut model) = (loaded.tokenizer, loaded.model);
+        // The model's own end-of-sequence id (GGUF or config metadata), and the usual
+        // end-of-turn tokens its vocabulary has.
+        let mut stop = stop_ids(&tok);
+        stop.extend(loaded.special.eos.filter(|e| !stop.contains(e)));
         let prompt = encode(&tok, &args.prompt)?;
         if prompt.is_empty() {
             anyhow::bail!("the prompt is empty: pass --prompt TEXT");
@@ -85,7 +89,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
         let cap = prompt.len() + args.max_new_tokens;
         super::pretrained::check_cache_fits(model.config(), cap)?;
         let detok = |ids: &[u32]| decode(&tok, ids);
-        stream(&mut model, args, &prompt, &stop_ids(&tok), &detok)?
+        stream(&mut model, args, &prompt, &stop, &detok)?
     } else {
         let Some(dir) = args.checkpoint.as_deref() else {
             anyhow::bail!("pass --checkpoint DIR (a folder written by `orthoformer train`)");

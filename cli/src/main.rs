@@ -16,6 +16,7 @@ mod bench_llama;
 mod common;
 mod compare;
 mod eval;
+mod export;
 mod generate;
 mod init;
 mod init_bench;
@@ -66,6 +67,8 @@ pub enum Command {
     Train(train::TrainArgs),
     /// Evaluate a trained checkpoint or a pretrained model (loss, perplexity).
     Eval(eval::EvalArgs),
+    /// Write a trained checkpoint as a Hugging Face GPT-2 model (config, safetensors, tokenizer).
+    Export(export::ExportArgs),
     /// Generate text from a trained checkpoint or a pretrained model.
     Generate(generate::GenerateArgs),
     /// Time a training step in Orthoformer and in PyTorch in one run.
@@ -99,6 +102,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Params(a) => params::run(&a),
         Command::Train(a) => train::run(&a),
         Command::Eval(a) => eval::run(&a),
+        Command::Export(a) => export::run(&a),
         Command::Generate(a) => generate::run(&a),
         Command::Bench(a) => bench::run(&a),
         Command::Memory(a) => memory::run(&a),

@@ -43,7 +43,8 @@ pub struct RotateArgs {
     #[arg(long)]
     pub model: PathBuf,
     /// Where to write: a path ending in `.gguf` writes a GGUF file, anything else a Hugging
-    /// Face folder (model.safetensors + config.json + tokenizer.json). Repeat for both.
+    /// Face folder (model.safetensors, config.json, tokenizer.json, tokenizer_config.json,
+    /// generation_config.json). Repeat for both.
     #[arg(long)]
     pub out: Vec<PathBuf>,
     /// The orthogonal matrix.
@@ -156,7 +157,7 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
             };
             save_gguf(&w, meta, out, ty).with_context(|| format!("writing {}", out.display()))?;
         } else {
-            save_hf_folder(&w, &loaded.tokenizer, out)
+            save_hf_folder(&w, &loaded.tokenizer, &loaded.special, out)
                 .with_context(|| format!("writing {}", out.display()))?;
         }
     }

@@ -348,8 +348,13 @@ fn a_broken_tokenizer_json_is_an_error() {
     write_tiny(&gguf, None);
     let loaded = orthoformer::model::llama::load_model(&gguf).unwrap();
     let dir = tmp("hf-broken-tokenizer");
-    orthoformer::model::llama::export::save_hf_folder(&loaded.weights, &loaded.tokenizer, &dir)
-        .unwrap();
+    orthoformer::model::llama::export::save_hf_folder(
+        &loaded.weights,
+        &loaded.tokenizer,
+        &loaded.special,
+        &dir,
+    )
+    .unwrap();
     let path = dir.join("tokenizer.json");
     let text = std::fs::read_to_string(&path).unwrap();
     // A syntax error inside the decoder: the tokenizers crate panics on it.

@@ -172,8 +172,13 @@ fn missing_tensor_and_disagreeing_config_are_errors() {
     // A Hugging Face folder whose config.json disagrees with model.safetensors.
     let loaded = orthoformer::model::llama::load_model(&good).unwrap();
     let dir = tmp("hf");
-    orthoformer::model::llama::export::save_hf_folder(&loaded.weights, &loaded.tokenizer, &dir)
-        .unwrap();
+    orthoformer::model::llama::export::save_hf_folder(
+        &loaded.weights,
+        &loaded.tokenizer,
+        &loaded.special,
+        &dir,
+    )
+    .unwrap();
     assert_eq!(generate(&dir).0, 0, "the folder itself is valid");
     let cfg = std::fs::read_to_string(dir.join("config.json")).unwrap();
     std::fs::write(

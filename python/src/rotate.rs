@@ -77,7 +77,7 @@ fn run(
             let meta = loaded.gguf_metadata.as_deref().unwrap_or(&[]);
             save_gguf(&w, meta, out, ty).or_py()?;
         } else {
-            save_hf_folder(&w, &loaded.tokenizer, out).or_py()?;
+            save_hf_folder(&w, &loaded.tokenizer, &loaded.special, out).or_py()?;
         }
     }
     let comparison = match check {

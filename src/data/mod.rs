@@ -9,6 +9,7 @@ pub mod batch;
 pub mod bpe;
 pub mod char_level;
 pub mod corpus;
+pub mod hf_tokenizer;
 pub mod split;
 pub mod tokenizer;
 

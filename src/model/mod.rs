@@ -5,6 +5,7 @@ pub mod accounting;
 pub mod causal_lm;
 pub mod checkpoint;
 pub mod config;
+pub mod export_gpt2;
 pub mod gpt;
 mod gpt_acts;
 mod gpt_backward;

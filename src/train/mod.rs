@@ -6,6 +6,7 @@ pub mod checkpoint;
 pub mod clip;
 pub mod compare;
 pub mod evaluate;
+pub mod export;
 pub mod generate;
 pub mod gpt_adapter;
 pub mod llama_bench;

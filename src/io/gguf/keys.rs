@@ -12,6 +12,17 @@ pub const ALIGNMENT: &str = "general.alignment";
 /// `general.file_type` (the dominant ggml type).
 pub const FILE_TYPE: &str = "general.file_type";
 
+/// `general.quantization_version`: version of ggml's quantisation formats (2 today).
+pub const QUANTIZATION_VERSION: &str = "general.quantization_version";
+/// `tokenizer.chat_template`: the Jinja chat template of an instruction-tuned model.
+pub const CHAT_TEMPLATE: &str = "tokenizer.chat_template";
+/// `tokenizer.ggml.unknown_token_id`.
+pub const TOKENIZER_UNK: &str = "tokenizer.ggml.unknown_token_id";
+/// `tokenizer.ggml.padding_token_id`.
+pub const TOKENIZER_PAD: &str = "tokenizer.ggml.padding_token_id";
+/// `tokenizer.ggml.add_bos_token`: whether the model expects a BOS token first.
+pub const TOKENIZER_ADD_BOS: &str = "tokenizer.ggml.add_bos_token";
+
 /// `{arch}.block_count`: number of layers.
 pub const BLOCK_COUNT: &str = "block_count";
 /// `{arch}.embedding_length`: model width.

@@ -1,4 +1,8 @@
 //! Writing GGUF version 3 files with F32 or F16 tensors, atomically.
+//!
+//! As llama.cpp's own converters (`convert_hf_to_gguf.py`: `n_dims <= 1` stays F32), a
+//! one-dimensional tensor (norm weights, biases) is always stored F32, whatever type the
+//! matrices get: llama.cpp's kernels read norms as F32, and an F16 norm corrupts its output.
 
 use std::io::Write;
 use std::path::Path;
@@ -49,8 +53,26 @@ fn put_value(buf: &mut Vec<u8>, v: &Value) {
     }
 }
 
-/// Writes a GGUF v3 file: `metadata` (in order; `general.alignment` is dropped and the default
-/// 32 used) and `tensors` stored as `ty` (F32 or F16).
+/// The type a tensor of `dims` is stored as when the file's matrices are `ty`: F32 for a
+/// one-dimensional tensor, `ty` otherwise (llama.cpp's converter rule).
+pub fn stored_type(ty: GgmlType, dims: &[u64]) -> GgmlType {
+    if dims.len() <= 1 { GgmlType::F32 } else { ty }
+}
+
+/// The tensor-data alignment `metadata` asks for: `general.alignment` when it is a power of
+/// two from 8 to 65536 (llama.cpp requires a power of two), else the default 32.
+fn alignment(metadata: &[(String, Value)]) -> u64 {
+    metadata
+        .iter()
+        .find(|(k, _)| k == keys::ALIGNMENT)
+        .and_then(|(_, v)| v.as_u64())
+        .filter(|a| a.is_power_of_two() && (8..=65536).contains(a))
+        .unwrap_or(keys::DEFAULT_ALIGNMENT)
+}
+
+/// Writes a GGUF v3 file: every `metadata` entry in order (a `general.alignment` that is not a
+/// power of two from 8 to 65536 is dropped and the default 32 used) and `tensors`, matrices
+/// stored as `ty` (F32 or F16) and one-dimensional tensors as F32 ([`stored_type`]).
 pub fn write_gguf(
     path: &Path,
     metadata: &[(String, Value)],
@@ -64,14 +86,14 @@ pub fn write_gguf(
         }
         .into());
     }
-    let align = keys::DEFAULT_ALIGNMENT;
+    let align = alignment(metadata);
     let mut head = Vec::new();
     head.extend_from_slice(keys::MAGIC);
     head.extend_from_slice(&3u32.to_le_bytes());
     head.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
     let meta: Vec<&(String, Value)> = metadata
         .iter()
-        .filter(|(k, _)| k != keys::ALIGNMENT)
+        .filter(|(k, v)| k != keys::ALIGNMENT || v.as_u64() == Some(align))
         .collect();
     head.extend_from_slice(&(meta.len() as u64).to_le_bytes());
     for (k, v) in meta {
@@ -86,9 +108,10 @@ pub fn write_gguf(
         for d in &t.dims {
             head.extend_from_slice(&d.to_le_bytes());
         }
-        head.extend_from_slice(&ty.id().to_le_bytes());
+        let t_ty = stored_type(ty, &t.dims);
+        head.extend_from_slice(&t_ty.id().to_le_bytes());
         head.extend_from_slice(&offset.to_le_bytes());
-        let size = ty.byte_size(t.data.len() as u64).unwrap_or(0);
+        let size = t_ty.byte_size(t.data.len() as u64).unwrap_or(0);
         offset = (offset + size).div_ceil(align) * align;
     }
     let pad = |n: usize| (n as u64).div_ceil(align) * align - n as u64;
@@ -99,7 +122,7 @@ pub fn write_gguf(
         let mut chunk = Vec::new();
         for t in tensors {
             chunk.clear();
-            match ty {
+            match stored_type(ty, &t.dims) {
                 GgmlType::F16 => {
                     for x in t.data {
                         chunk.extend_from_slice(&f16::from_f32(*x).to_le_bytes());

@@ -11,6 +11,7 @@ use tokenizers::Tokenizer;
 
 use super::config::LlamaConfig;
 use super::forward::Llama;
+use super::special_tokens::SpecialTokens;
 use super::tokenizer::{tokenizer_from_gguf, tokenizer_from_json};
 use super::weights::LlamaWeights;
 use crate::io::gguf::{GgufFile, Value};
@@ -25,6 +26,8 @@ pub struct LoadedModel {
     pub tokenizer: Tokenizer,
     /// Metadata of the source GGUF, when it was one.
     pub gguf_metadata: Option<Vec<(String, Value)>>,
+    /// Special tokens and chat template of the source.
+    pub special: SpecialTokens,
 }
 
 /// A model ready for inference, with its tokenizer.
@@ -33,16 +36,20 @@ pub struct LoadedEngine {
     pub model: Llama,
     /// The tokenizer.
     pub tokenizer: Tokenizer,
+    /// Special tokens of the source (its end-of-sequence id stops generation).
+    pub special: SpecialTokens,
 }
 
 /// Loads a model from a GGUF file or a Hugging Face folder, as owned f32 weights.
 pub fn load_model(path: &Path) -> crate::Result<LoadedModel> {
     if path.is_dir() {
         let (weights, tokenizer) = load_hf_folder(path)?;
+        let special = SpecialTokens::from_hf_folder(path, &tokenizer);
         return Ok(LoadedModel {
             weights,
             tokenizer,
             gguf_metadata: None,
+            special,
         });
     }
     let g = GgufFile::open(path)?;
@@ -51,6 +58,7 @@ pub fn load_model(path: &Path) -> crate::Result<LoadedModel> {
     Ok(LoadedModel {
         weights,
         tokenizer,
+        special: SpecialTokens::from_gguf(&g.metadata),
         gguf_metadata: Some(g.metadata),
     })
 }
@@ -60,15 +68,18 @@ pub fn load_model(path: &Path) -> crate::Result<LoadedModel> {
 pub fn load_engine(path: &Path) -> crate::Result<LoadedEngine> {
     if path.is_dir() {
         let (weights, tokenizer) = load_hf_folder(path)?;
+        let special = SpecialTokens::from_hf_folder(path, &tokenizer);
         return Ok(LoadedEngine {
             model: Llama::new(weights),
             tokenizer,
+            special,
         });
     }
     let g = GgufFile::open(path)?;
     Ok(LoadedEngine {
         model: Llama::from_gguf(&g)?,
         tokenizer: tokenizer_from_gguf(&g)?,
+        special: SpecialTokens::from_gguf(&g.metadata),
     })
 }
 

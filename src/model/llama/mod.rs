@@ -10,6 +10,7 @@ pub mod linear;
 pub mod load;
 pub mod perplexity;
 pub mod quant;
+pub mod special_tokens;
 pub mod tokenizer;
 pub mod weights;
 
@@ -18,6 +19,7 @@ pub use config::LlamaConfig;
 pub use forward::{Llama, RowTransform};
 pub use linear::{Layer, Linear, ModelWeights};
 pub use load::{LoadedEngine, LoadedModel, load_engine, load_model};
+pub use special_tokens::SpecialTokens;
 /// The Hugging Face tokenizer a pretrained model carries.
 pub use tokenizers::Tokenizer;
 pub use weights::{LayerWeights, LlamaWeights};
