@@ -4,8 +4,8 @@
 llama.cpp comes from the PyPI wheel `llama-cpp-cffi` 0.4.42 (`pip install
 llama-cpp-cffi==0.4.42 cffi`); its `_llama_cpp_cpu` module (built for AVX2) needs the C++
 runtime symbol `__cxa_call_terminate`, which Debian 12's libstdc++ lacks. When the import
-fails for that reason, this script compiles a one-line C shim defining it with `gcc` into a
-temporary directory and re-runs itself with the shim in `LD_PRELOAD` (nothing is written
+fails for that reason, `llamacpp_loader.py` compiles a one-line C shim defining it with `gcc` into a
+temporary directory and re-runs this script with the shim in `LD_PRELOAD` (nothing is written
 elsewhere, no binary is kept).
 
 The measurement: a prompt of PROMPT token ids (given with --ids, comma-separated, else a fixed
@@ -19,36 +19,10 @@ usage: python3 scripts/bench_llamacpp.py MODEL.gguf [--threads 2] [--prompt 256]
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
-SHIM_SOURCE = "#include <stdlib.h>\nvoid __cxa_call_terminate(void *e) { (void)e; abort(); }\n"
-
-
-def import_llama():
-    """The cffi `lib` and `ffi` of llama.cpp's CPU build, re-executing with the shim if needed."""
-    try:
-        from llama._llama_cpp_cpu import ffi, lib  # noqa: PLC0415
-        return lib, ffi
-    except ImportError as e:
-        if "__cxa_call_terminate" not in str(e) or os.environ.get("BENCH_LLAMACPP_SHIM"):
-            raise
-    tmp = tempfile.mkdtemp(prefix="llamacpp-shim-")
-    src, so = os.path.join(tmp, "shim.c"), os.path.join(tmp, "libshim.so")
-    with open(src, "w") as f:
-        f.write(SHIM_SOURCE)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", so, src], check=True)
-    env = dict(os.environ, BENCH_LLAMACPP_SHIM="1")
-    env["LD_PRELOAD"] = (so + " " + env.get("LD_PRELOAD", "")).strip()
-    try:
-        r = subprocess.run([sys.executable] + sys.argv, env=env)
-    finally:
-        for p in (src, so):
-            os.remove(p)
-        os.rmdir(tmp)
-    sys.exit(r.returncode)
+from llamacpp_loader import import_llama  # noqa: E402
 
 
 def main():

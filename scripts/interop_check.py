@@ -34,7 +34,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release", "orthoformer")
 TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak."
-SHIM_SOURCE = "#include <stdlib.h>\nvoid __cxa_call_terminate(void *e) { (void)e; abort(); }\n"
+from llamacpp_loader import import_llama  # noqa: E402
 PROMPT = "What is the capital of France?"
 PASSAGE = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak."
            "\n\nFirst Citizen:\nYou are all resolved rather to die than to famish?\n\nAll:\n"
@@ -156,29 +156,6 @@ def check_gguf_reader(model, f32, f16):
         qv = r.fields.get("general.quantization_version")
         record(section, f"{os.path.basename(path)}: general.quantization_version",
                None if qv is None else int(qv.parts[qv.data[0]][0]), qv is not None)
-
-
-def import_llama():
-    try:
-        from llama._llama_cpp_cpu import ffi, lib  # noqa: PLC0415
-        return lib, ffi
-    except ImportError as e:
-        if "__cxa_call_terminate" not in str(e) or os.environ.get("INTEROP_LLAMACPP_SHIM"):
-            raise
-    tmp = tempfile.mkdtemp(prefix="llamacpp-shim-")
-    src, so = os.path.join(tmp, "shim.c"), os.path.join(tmp, "libshim.so")
-    with open(src, "w") as f:
-        f.write(SHIM_SOURCE)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", so, src], check=True)
-    env = dict(os.environ, INTEROP_LLAMACPP_SHIM="1")
-    env["LD_PRELOAD"] = (so + " " + env.get("LD_PRELOAD", "")).strip()
-    try:
-        r = subprocess.run([sys.executable] + sys.argv, env=env)
-    finally:
-        for p in (src, so):
-            os.remove(p)
-        os.rmdir(tmp)
-    sys.exit(r.returncode)
 
 
 class LlamaCpp:
