@@ -6,10 +6,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use serde::Serialize;
 
 use super::Outcome;
-use super::common::{print_json, progress_bar};
+use super::common::{emit, progress_bar};
 use super::pretrained::{
     DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, check_cache_fits, data_name, read_tokens,
 };
@@ -19,6 +18,7 @@ use orthoformer::model::checkpoint::load_model;
 use orthoformer::model::llama::load_engine;
 use orthoformer::model::llama::perplexity::perplexity;
 use orthoformer::train::checkpoint::{self, MODEL_FILE};
+use orthoformer::train::eval_report::{CheckpointEval, ModelEval};
 use orthoformer::train::evaluate::{evaluate_tokens, units_per_token};
 
 /// Flags of `orthoformer eval`.
@@ -118,38 +118,15 @@ fn run_checkpoint(args: &EvalArgs) -> anyhow::Result<Outcome> {
         units_per,
         tok.kind().unit(),
     )?;
-    if args.json {
-        super::common::print_json(&serde_json::json!({
-            "checkpoint": dir,
-            "data": text_desc,
-            "step": st.step,
-            "tokenizer": tok.kind().name(),
-            "report": report,
-        }))?;
-    } else {
-        println!("checkpoint   {} (step {})", dir.display(), st.step);
-        println!("data         {text_desc}");
-        println!("tokens       {}", report.tokens);
-        println!("loss         {:.4} nats/token", report.loss);
-        println!("perplexity   {:.3}", report.perplexity);
-        // At least one space after the label: "bits/character" is longer than the column.
-        let label = format!("bits/{}", report.unit);
-        println!("{label:<12} {:.4}", report.bits_per_unit);
-    }
+    let out = CheckpointEval {
+        checkpoint: dir.to_path_buf(),
+        data: text_desc,
+        step: st.step,
+        tokenizer: tok.kind().name().to_string(),
+        report,
+    };
+    super::common::emit(&out, args.json)?;
     Ok(Outcome::Success)
-}
-
-#[derive(Serialize)]
-struct Report {
-    model: String,
-    data: String,
-    tokens: usize,
-    context: usize,
-    stride: usize,
-    nll: f64,
-    ppl: f64,
-    seconds: f64,
-    tokens_per_second: f64,
 }
 
 /// `eval --model`: sliding-window perplexity of a GGUF or Hugging Face model on a text.
@@ -187,7 +164,7 @@ fn run_model(args: &EvalArgs) -> anyhow::Result<Outcome> {
     )?;
     bar.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
-    let r = Report {
+    let r = ModelEval {
         model: path.display().to_string(),
         data: data_name(data),
         tokens: p.tokens,
@@ -198,20 +175,6 @@ fn run_model(args: &EvalArgs) -> anyhow::Result<Outcome> {
         seconds: secs,
         tokens_per_second: p.tokens as f64 / secs,
     };
-    if args.json {
-        print_json(&r)?;
-    } else {
-        println!("model       {}", r.model);
-        println!(
-            "data        {} ({} tokens, window {}, stride {})",
-            r.data, r.tokens, context, stride
-        );
-        println!("nll         {:.4} nats/token", r.nll);
-        println!("perplexity  {:.3}", r.ppl);
-        println!(
-            "speed       {:.1} tokens/s scored ({:.1} s)",
-            r.tokens_per_second, secs
-        );
-    }
+    emit(&r, args.json)?;
     Ok(Outcome::Success)
 }

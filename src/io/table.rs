@@ -81,7 +81,7 @@ impl Table {
         Ok(())
     }
 
-    /// The table as text: title, header line, rows, notes; columns two spaces apart, each as
+    /// The table as text: title, header line (none when every header is empty), rows, notes; columns two spaces apart, each as
     /// wide as its widest cell (counted in characters). A row with too few cells is padded
     /// with empty ones, one with too many has its extra cells dropped, so rendering never
     /// fails (the tests use [`Table::check`] to catch both).
@@ -121,7 +121,10 @@ impl Table {
             let _ = writeln!(out, "{}", text.trim_end());
         };
         if n > 0 {
-            line(&mut out, &self.headers);
+            // A key-value table (every header empty) has no header line.
+            if self.headers.iter().any(|h| !h.is_empty()) {
+                line(&mut out, &self.headers);
+            }
             for r in &self.rows {
                 line(&mut out, r);
             }

@@ -5,6 +5,7 @@ pub mod adamw;
 pub mod checkpoint;
 pub mod clip;
 pub mod compare;
+pub mod eval_report;
 pub mod evaluate;
 pub mod export;
 pub mod generate;
