@@ -10,7 +10,8 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 
 use super::Outcome;
-use super::common::{print_json, progress_bar};
+use super::common::{emit, progress_bar};
+use orthoformer::init::bench_report::{InitBenchReport, InitBenchRow, TorchInitReport};
 use orthoformer::init::orthogonal::{OrthoMethod, ortho_error, orthogonal_f64};
 
 /// Flags of `orthoformer init-bench`.
@@ -40,46 +41,6 @@ pub struct InitBenchArgs {
     pub json: bool,
 }
 
-/// One method on one shape.
-#[derive(Debug, serde::Serialize)]
-struct Row {
-    method: &'static str,
-    rows: usize,
-    cols: usize,
-    haar: bool,
-    ortho_error_f32: f64,
-    ortho_error_f64: f64,
-    median_ms: f64,
-    runs: usize,
-}
-
-/// PyTorch's times on one shape (milliseconds, medians).
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-struct TorchRow {
-    rows: usize,
-    cols: usize,
-    orthogonal_ms: f64,
-    qr_ms: f64,
-    svd_ms: f64,
-}
-
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-struct TorchReport {
-    torch: String,
-    threads: usize,
-    dtype: String,
-    shapes: Vec<TorchRow>,
-}
-
-#[derive(Debug, serde::Serialize)]
-struct Report {
-    rows: Vec<Row>,
-    torch: Option<TorchReport>,
-    torch_error: Option<String>,
-    /// Our `qr` median over torch's `orthogonal_` median, per shape (below 1 means faster).
-    qr_over_torch_orthogonal: Vec<f64>,
-}
-
 /// Parses `MxN` into `(m, n)`, both at least 1.
 pub fn parse_shape(s: &str) -> anyhow::Result<(usize, usize)> {
     let bad = || anyhow::anyhow!("bad --shape {s:?}: write it as MxN with M, N >= 1, e.g. 768x64");
@@ -107,8 +68,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Runs the PyTorch script; `Err` carries a message to print instead of its table.
-fn run_torch(python: &str, shapes: &[(usize, usize)], runs: usize) -> Result<TorchReport, String> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/torch_init_bench.py");
+fn run_torch(
+    python: &str,
+    shapes: &[(usize, usize)],
+    runs: usize,
+) -> Result<TorchInitReport, String> {
+    // The repository's script (this crate lives in `cli/`, the scripts one level up).
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/torch_init_bench.py");
     let mut cmd = Command::new(python);
     cmd.arg(&script).arg("--runs").arg(runs.to_string());
     for (m, n) in shapes {
@@ -190,7 +156,7 @@ pub fn run(args: &InitBenchArgs) -> anyhow::Result<Outcome> {
                     e32 = e32.max(ortho_error(&w32, m, n, 1.0));
                 }
             }
-            rows.push(Row {
+            rows.push(InitBenchRow {
                 method: method.name(),
                 rows: m,
                 cols: n,
@@ -204,96 +170,15 @@ pub fn run(args: &InitBenchArgs) -> anyhow::Result<Outcome> {
         }
     }
     bar.finish_and_clear();
-    let (torch, torch_error) = if args.torch {
+    let torch = if args.torch {
         if !args.json {
             eprintln!("timing PyTorch ({})...", args.python);
         }
-        match run_torch(&args.python, &shapes, args.runs) {
-            Ok(t) => (Some(t), None),
-            Err(e) => (None, Some(e)),
-        }
+        run_torch(&args.python, &shapes, args.runs).map(Some)
     } else {
-        (None, None)
+        Ok(None)
     };
-    let qr_over_torch_orthogonal = match &torch {
-        Some(t) => t
-            .shapes
-            .iter()
-            .filter_map(|tr| {
-                rows.iter()
-                    .find(|r| r.method == "qr" && r.rows == tr.rows && r.cols == tr.cols)
-                    .map(|r| r.median_ms / tr.orthogonal_ms)
-            })
-            .collect(),
-        None => Vec::new(),
-    };
-    let report = Report {
-        rows,
-        torch,
-        torch_error,
-        qr_over_torch_orthogonal,
-    };
-    if args.json {
-        print_json(&report)?;
-    } else {
-        print_table(&report);
-    }
+    let report = InitBenchReport::new(rows, torch);
+    emit(&report, args.json)?;
     Ok(Outcome::Success)
-}
-
-fn seed_ms(method: &str, m: usize, n: usize) -> String {
-    match (method, m, n) {
-        ("qr", 768, 64) => "0.523".into(),
-        ("svd", 768, 64) => "2.341".into(),
-        ("householder", 768, 64) => "1.876".into(),
-        _ => "-".into(),
-    }
-}
-
-fn print_table(r: &Report) {
-    println!(
-        "{:<12} {:>11} {:>5} {:>14} {:>14} {:>10} {:>9}",
-        "method", "shape", "haar", "err f32", "err f64", "ms (med)", "seed ms"
-    );
-    for row in &r.rows {
-        println!(
-            "{:<12} {:>11} {:>5} {:>14.3e} {:>14.3e} {:>10.3} {:>9}",
-            row.method,
-            format!("{}x{}", row.rows, row.cols),
-            if row.haar { "yes" } else { "no" },
-            row.ortho_error_f32,
-            row.ortho_error_f64,
-            row.median_ms,
-            seed_ms(row.method, row.rows, row.cols)
-        );
-    }
-    if let Some(t) = &r.torch {
-        println!(
-            "\nPyTorch {} ({} threads, {}), same run, median of {} runs:",
-            t.torch,
-            t.threads,
-            t.dtype,
-            r.rows.first().map(|x| x.runs).unwrap_or(0)
-        );
-        println!(
-            "{:>11} {:>15} {:>12} {:>12} {:>16}",
-            "shape", "orthogonal_ ms", "linalg.qr ms", "linalg.svd ms", "our qr / orth_"
-        );
-        for (i, tr) in t.shapes.iter().enumerate() {
-            println!(
-                "{:>11} {:>15.3} {:>12.3} {:>12.3} {:>16}",
-                format!("{}x{}", tr.rows, tr.cols),
-                tr.orthogonal_ms,
-                tr.qr_ms,
-                tr.svd_ms,
-                r.qr_over_torch_orthogonal
-                    .get(i)
-                    .map(|x| format!("{x:.2}x"))
-                    .unwrap_or_else(|| "-".into())
-            );
-        }
-    }
-    if let Some(e) = &r.torch_error {
-        println!("\nPyTorch not timed: {e}");
-    }
 }
