@@ -5,7 +5,6 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::Context;
 
@@ -15,7 +14,7 @@ use orthoformer::model::checkpoint::load_model;
 use orthoformer::model::llama::load_engine;
 use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
 use orthoformer::train::checkpoint::{self, MODEL_FILE};
-use orthoformer::train::generate::{GenerateReport, SampleOptions, generate_ids};
+use orthoformer::train::generate::{GenerateReport, SampleOptions, generate_text};
 
 /// Flags of `orthoformer generate`.
 #[derive(Debug, clap::Args)]
@@ -111,8 +110,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-/// Generates after `prompt` with `model`, streaming the text to stdout (unless `--json`),
-/// and times the prompt and the decode steps.
+/// Generates after `prompt` with `model`, streaming the text to stdout (unless `--json`).
 fn stream<M: CausalLm>(
     model: &mut M,
     args: &GenerateArgs,
@@ -120,56 +118,28 @@ fn stream<M: CausalLm>(
     stop: &[u32],
     detok: &dyn Fn(&[u32]) -> orthoformer::Result<String>,
 ) -> anyhow::Result<GenerateReport> {
+    let opts = args.sample_options();
+    if args.json {
+        return generate_text(model, &args.prompt, prompt, opts, stop, detok, None)
+            .context("generating");
+    }
     let mut stdout = std::io::stdout().lock();
-    if !args.json {
-        write!(stdout, "{}", args.prompt)?;
-    }
-    let mut out: Vec<u32> = Vec::new();
-    let mut printed = 0usize;
-    let started = Instant::now();
-    let mut first: Option<Instant> = None;
-    let mut last = started;
-    generate_ids(model, prompt, args.sample_options(), stop, &mut |next| {
-        last = Instant::now();
-        first.get_or_insert(last);
-        out.push(next);
-        if args.json {
-            return Ok(());
-        }
-        // Decode the whole continuation and print what is new, so characters that span
-        // tokens come out whole.
-        let text = detok(&out)?;
-        if !text.ends_with('\u{FFFD}') && text.len() > printed && text.is_char_boundary(printed) {
-            write!(stdout, "{}", &text[printed..])
-                .and_then(|_| stdout.flush())
-                .map_err(|e| orthoformer::Error::io("stdout", e))?;
-            printed = text.len();
-        }
-        Ok(())
-    })
+    write!(stdout, "{}", args.prompt)?;
+    let mut print = |piece: &str| {
+        write!(stdout, "{piece}")
+            .and_then(|_| stdout.flush())
+            .map_err(|e| orthoformer::Error::io("stdout", e))
+    };
+    let report = generate_text(
+        model,
+        &args.prompt,
+        prompt,
+        opts,
+        stop,
+        detok,
+        Some(&mut print),
+    )
     .context("generating")?;
-    let text = detok(&out)?;
-    if !args.json {
-        if text.len() > printed && text.is_char_boundary(printed) {
-            write!(stdout, "{}", &text[printed..])?;
-        }
-        writeln!(stdout)?;
-    }
-    let run = prompt.len().min(model.context());
-    let prompt_secs = first.map_or(0.0, |f| (f - started).as_secs_f64());
-    let decode_secs = first.map_or(0.0, |f| (last - f).as_secs_f64());
-    Ok(GenerateReport {
-        prompt: args.prompt.clone(),
-        text,
-        prompt_tokens: run,
-        new_tokens: out.len(),
-        stopped_on_eos: out.last().is_some_and(|t| stop.contains(t)),
-        prompt_tokens_per_s: if prompt_secs > 0.0 {
-            run as f64 / prompt_secs
-        } else {
-            0.0
-        },
-        decode_tokens_per_s: (out.len() > 1 && decode_secs > 0.0)
-            .then(|| (out.len() - 1) as f64 / decode_secs),
-    })
+    writeln!(stdout)?;
+    Ok(report)
 }

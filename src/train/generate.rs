@@ -1,13 +1,15 @@
 //! Generation, once for every [`CausalLm`]: prefill the prompt, then sample a token from the
 //! last row of logits and decode it through the model's cache, until `max_new_tokens` or a stop
-//! id ([`generate_ids`]). [`generate`] wraps it for a GPT checkpoint's text, handing each new
-//! piece of text to the caller as soon as it is complete (streaming). The seed fixes the text.
+//! id ([`generate_ids`]). [`generate_text`] wraps it for text, handing each new piece to the
+//! caller as soon as it is complete (streaming) and timing the prompt and the decode steps.
+//! The seed fixes the text.
+
+use std::time::Instant;
 
 use super::sample::sample_next;
 use crate::Result;
-use crate::data::Tokenizer;
 use crate::init::rng::seeded;
-use crate::model::{CausalLm, Gpt};
+use crate::model::CausalLm;
 
 /// Sampling settings.
 #[derive(Debug, Clone, Copy)]
@@ -82,37 +84,63 @@ pub fn generate_ids<M: CausalLm>(
     }
 }
 
-/// Generates after `prompt`, calling `emit` with each new piece of text. Returns the ids.
-pub fn generate(
-    model: &mut Gpt,
-    tokenizer: &Tokenizer,
-    prompt: &str,
+/// Receives each new piece of generated text.
+pub type TextSink<'a> = dyn FnMut(&str) -> Result<()> + 'a;
+
+/// Generates after the ids `prompt` (the text `prompt_text`) with any [`CausalLm`], handing
+/// each new piece of text to `emit` as soon as it is complete (when given: streaming), and
+/// reports the continuation with the prompt and decode speeds. `detok` turns ids into text;
+/// the whole continuation is decoded each time, so characters that span tokens come out whole.
+pub fn generate_text<M: CausalLm>(
+    model: &mut M,
+    prompt_text: &str,
+    prompt: &[u32],
     opts: SampleOptions,
-    emit: &mut dyn FnMut(&str) -> Result<()>,
-) -> Result<Vec<u32>> {
-    let mut ids = tokenizer.encode(prompt)?;
-    if ids.is_empty() {
-        // An empty prompt starts from token 0 (a newline for character-level Shakespeare).
-        ids.push(0);
-    }
-    let prompt_len = ids.len();
-    let mut shown = tokenizer.decode(&ids)?;
-    let mut all = ids.clone();
-    generate_ids(model, &ids, opts, &[], &mut |next| {
-        all.push(next);
-        // Emit only text that is complete (BPE may stop inside a multi-byte character).
-        let text = tokenizer.decode(&all)?;
-        if !text.ends_with('\u{FFFD}') && text.len() > shown.len() && text.starts_with(&shown) {
-            emit(&text[shown.len()..])?;
-            shown = text;
+    stop: &[u32],
+    detok: &dyn Fn(&[u32]) -> Result<String>,
+    mut emit: Option<&mut TextSink<'_>>,
+) -> Result<GenerateReport> {
+    let (mut out, mut printed) = (Vec::new(), 0usize);
+    let started = Instant::now();
+    let (mut first, mut last): (Option<Instant>, Instant) = (None, started);
+    generate_ids(model, prompt, opts, stop, &mut |next| {
+        last = Instant::now();
+        first.get_or_insert(last);
+        out.push(next);
+        if let Some(emit) = emit.as_mut() {
+            let text = detok(&out)?;
+            if !text.ends_with('\u{FFFD}') && text.len() > printed && text.is_char_boundary(printed)
+            {
+                emit(&text[printed..])?;
+                printed = text.len();
+            }
         }
         Ok(())
     })?;
-    let text = tokenizer.decode(&all)?;
-    if text.len() > shown.len() && text.starts_with(&shown) {
-        emit(&text[shown.len()..])?;
+    let text = detok(&out)?;
+    if let Some(emit) = emit
+        && text.len() > printed
+        && text.is_char_boundary(printed)
+    {
+        emit(&text[printed..])?;
     }
-    Ok(all[prompt_len..].to_vec())
+    let run = prompt.len().min(model.context());
+    let prompt_secs = first.map_or(0.0, |f| (f - started).as_secs_f64());
+    let decode_secs = first.map_or(0.0, |f| (last - f).as_secs_f64());
+    Ok(GenerateReport {
+        prompt: prompt_text.to_string(),
+        text,
+        prompt_tokens: run,
+        new_tokens: out.len(),
+        stopped_on_eos: out.last().is_some_and(|t| stop.contains(t)),
+        prompt_tokens_per_s: if prompt_secs > 0.0 {
+            run as f64 / prompt_secs
+        } else {
+            0.0
+        },
+        decode_tokens_per_s: (out.len() > 1 && decode_secs > 0.0)
+            .then(|| (out.len() - 1) as f64 / decode_secs),
+    })
 }
 
 /// What one generation did, for `generate --json`: the text, and how fast the prompt was
