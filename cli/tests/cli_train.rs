@@ -206,34 +206,8 @@ fn eval_and_generation_are_reproducible() {
     let dir = temp("gen");
     let o = train(&dir, "run", &["--steps", "10", "--eval-every", "10"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let sample = |seed: &str| {
-        let o = run(
-            &dir,
-            &[
-                "generate",
-                "--checkpoint",
-                "run",
-                "--prompt",
-                "ROMEO:",
-                "--max-new-tokens",
-                "40",
-                "--seed",
-                seed,
-                "--top-k",
-                "10",
-            ],
-        );
-        assert!(o.status.success(), "{}", stderr(&o));
-        String::from_utf8(o.stdout).unwrap()
-    };
-    let (a, b, c) = (sample("1"), sample("1"), sample("2"));
-    assert!(a.starts_with("ROMEO:") && a.chars().count() >= 46, "{a:?}");
-    assert_eq!(a, b);
-    assert_ne!(a, c);
-    // --json: the same text (seed 1), counts and speeds instead of the stream.
-    let j = run(
-        &dir,
-        &[
+    let generate = |seed: &str, extra: &[&str]| {
+        let mut args = vec![
             "generate",
             "--checkpoint",
             "run",
@@ -242,14 +216,22 @@ fn eval_and_generation_are_reproducible() {
             "--max-new-tokens",
             "40",
             "--seed",
-            "1",
+            seed,
             "--top-k",
             "10",
-            "--json",
-        ],
-    );
-    assert!(j.status.success(), "{}", stderr(&j));
-    let g: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&dir, &args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        o.stdout
+    };
+    let sample = |seed: &str| String::from_utf8(generate(seed, &[])).unwrap();
+    let (a, b, c) = (sample("1"), sample("1"), sample("2"));
+    assert!(a.starts_with("ROMEO:") && a.chars().count() >= 46, "{a:?}");
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    // --json: the same text (seed 1), counts and speeds instead of the stream.
+    let g: serde_json::Value = serde_json::from_slice(&generate("1", &["--json"])).unwrap();
     assert_eq!(format!("ROMEO:{}\n", g["text"].as_str().unwrap()), a);
     assert_eq!(
         (g["prompt_tokens"].as_u64(), g["new_tokens"].as_u64()),
