@@ -25,9 +25,9 @@ block() {
     fi
     shift # --
     if [[ -f $OUT/$name/plan.json ]]; then
-        nice -n 10 "$BIN" compare --resume --out "$OUT/$name" "${stop[@]}" >"$OUT/$name.txt"
+        nice -n ${NICE:-10} "$BIN" compare --resume --out "$OUT/$name" "${stop[@]}" >"$OUT/$name.txt"
     else
-        nice -n 10 "$BIN" compare "$@" --out "$OUT/$name" "${stop[@]}" >"$OUT/$name.txt"
+        nice -n ${NICE:-10} "$BIN" compare "$@" --out "$OUT/$name" "${stop[@]}" >"$OUT/$name.txt"
     fi
     cat "$OUT/$name.txt"
 }

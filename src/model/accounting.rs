@@ -4,7 +4,7 @@
 //! buffer of a checkpoint write) and matrix-product
 //! FLOPs per token for the forward and the backward.
 
-use super::config::{AttentionKind, GptConfig, Projection};
+use super::config::{AttentionKind, GptConfig};
 use super::layout;
 use crate::io::memory::{self, MemoryError};
 use serde::Serialize;
@@ -142,10 +142,9 @@ pub fn flops_per_token(cfg: &GptConfig, t: usize) -> Option<Flops> {
     // Hadamard projections are fast transforms (`nn::srht`, about C·(log₂C + 2) additions per
     // token each, not matrix products and not counted here).
     let a = cfg.attention;
-    let dense = |p: Projection| matches!(p, Projection::Trainable | Projection::FrozenDense);
     let qk_products = [a.q_projection(), a.k_projection()]
         .into_iter()
-        .filter(|&p| dense(p))
+        .filter(|p| p.dense_product())
         .count() as u128;
     let qk_trained = [a.q_projection(), a.k_projection()]
         .into_iter()

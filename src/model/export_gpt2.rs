@@ -24,7 +24,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value as Json, json};
 
 use super::ModelError;
-use super::config::{GptConfig, NormPlacement, Projection};
+use super::attention_kind::{AttnWeight, Projection};
+use super::config::{GptConfig, NormPlacement};
 use super::gpt::Gpt;
 use crate::io::safetensors_writer::{TensorOut, to_bytes};
 use crate::nn::gelu::Gelu;
@@ -166,12 +167,8 @@ pub fn gpt2_tensors(model: &Gpt) -> crate::Result<Vec<Gpt2Tensor>> {
         // W_Q, W_K, W_V as `out x in` (PyTorch) and their biases.
         let mut w: Vec<Vec<f32>> = Vec::with_capacity(3);
         let mut b: Vec<Vec<f32>> = Vec::with_capacity(3);
-        for (which, name) in ["q", "k", "v"].into_iter().enumerate() {
-            let proj = if which < 2 {
-                cfg.attention.projection(which)
-            } else {
-                Projection::Trainable
-            };
+        for which in [AttnWeight::Q, AttnWeight::K, AttnWeight::V] {
+            let (name, proj) = (which.name(), cfg.attention.projection(which));
             let (wi, bi) = match proj {
                 Projection::Identity => (identity.clone(), vec![0.0; c]),
                 Projection::TiedToQ => (w[0].clone(), b[0].clone()),

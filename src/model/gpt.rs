@@ -4,6 +4,7 @@
 //! activations are preallocated per batch shape (see `gpt_acts`), so a step allocates nothing.
 
 use super::ModelError;
+use super::attention_kind::AttnWeight;
 use super::config::GptConfig;
 use super::gpt_acts::Acts;
 use super::layout::{self, InitRule};
@@ -12,37 +13,115 @@ use crate::init::rng::seeded;
 use crate::io::memory;
 use rand::Rng as _;
 
-/// Offsets of one block's tensors in the store (`None`: absent or frozen).
+/// Where a LayerNorm's gain `γ` and bias `β` sit in the parameter store.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NormAt {
+    pub gain: usize,
+    /// `None` without `norm_bias`.
+    pub bias: Option<usize>,
+}
+
+/// Where one block's tensors sit: offsets in the parameter store (`None`: the variant has no
+/// such trained tensor) and the frozen `W_Q, W_K` in the frozen store.
 #[derive(Clone, Debug)]
-pub(crate) struct LayerIdx {
-    pub ln1: usize,
-    pub ln2: usize,
-    /// LayerNorm biases (`None` without `norm_bias`).
-    pub ln1_b: Option<usize>,
-    pub ln2_b: Option<usize>,
-    /// Q, K, V, O weights (Q, K are `None` when not trained).
-    pub w: [Option<usize>; 4],
-    /// Index of the frozen Q, K tensors in the `FrozenStore`, when stored.
-    pub frozen: [Option<usize>; 2],
-    /// Q, K, V, O biases.
-    pub b: [Option<usize>; 4],
+pub(crate) struct BlockAt {
+    pub ln1: NormAt,
+    pub ln2: NormAt,
+    /// Trained attention weights by [`AttnWeight::index`] (Q, K `None` when not trained).
+    attn_w: [Option<usize>; 4],
+    /// Attention biases by [`AttnWeight::index`].
+    attn_b: [Option<usize>; 4],
+    /// Frozen `W_Q, W_K` (their index in the frozen store), when stored.
+    frozen: [Option<usize>; 2],
     pub fc_w: usize,
     pub fc_b: Option<usize>,
     pub proj_w: usize,
     pub proj_b: Option<usize>,
 }
 
-/// A GPT language model with its parameters, gradients and activation buffers.
+impl BlockAt {
+    /// The trained weight `w`, when the variant trains it.
+    pub fn weight(&self, w: AttnWeight) -> Option<usize> {
+        self.attn_w[w.index()]
+    }
+
+    /// The bias of `w`, when the model has one.
+    pub fn bias(&self, w: AttnWeight) -> Option<usize> {
+        self.attn_b[w.index()]
+    }
+
+    /// The frozen tensor of `W_Q` or `W_K` in the frozen store, when stored.
+    pub fn frozen(&self, w: AttnWeight) -> Option<usize> {
+        self.frozen.get(w.index()).copied().flatten()
+    }
+}
+
+/// A GPT language model: its weights (trainable values and gradients, frozen `W_Q, W_K`) and,
+/// apart from them, the activation buffers of its last batch.
 pub struct Gpt {
     pub(crate) cfg: GptConfig,
     pub(crate) params: ParamStore,
     pub(crate) frozen: FrozenStore,
-    pub(crate) layers: Vec<LayerIdx>,
+    pub(crate) blocks: Vec<BlockAt>,
     pub(crate) wte: usize,
     pub(crate) wpe: usize,
-    pub(crate) lnf: usize,
-    pub(crate) lnf_b: Option<usize>,
-    pub(crate) acts: Option<Acts>,
+    pub(crate) lnf: NormAt,
+    /// Activations and scratch, sized for the largest batch seen (empty before the first).
+    pub(crate) acts: Acts,
+}
+
+/// What the forward and backward passes read: the configuration and the weights, borrowed
+/// apart from the activations and the gradients they write.
+pub(crate) struct Weights<'a> {
+    pub cfg: &'a GptConfig,
+    /// Trainable values (the parameter store's `data`).
+    pub data: &'a [f32],
+    pub frozen: &'a FrozenStore,
+    pub blocks: &'a [BlockAt],
+    pub wte: usize,
+    pub wpe: usize,
+    pub lnf: NormAt,
+}
+
+impl<'a> Weights<'a> {
+    /// `len` values at `at`.
+    pub fn at(&self, at: usize, len: usize) -> &'a [f32] {
+        &self.data[at..at + len]
+    }
+
+    /// A LayerNorm's `γ` and `β` (`C` each).
+    pub fn norm(&self, n: NormAt) -> (&'a [f32], Option<&'a [f32]>) {
+        let c = self.cfg.d_model;
+        (self.at(n.gain, c), n.bias.map(|o| self.at(o, c)))
+    }
+
+    /// Attention weight `w` of block `l` (`C x C`, `out x in`): the trained one, or the frozen
+    /// one (tied keys read the queries' tensor); empty for identity queries, which have none.
+    pub fn attn_weight(&self, l: usize, w: AttnWeight) -> &'a [f32] {
+        let (c, blk) = (self.cfg.d_model, &self.blocks[l]);
+        if let Some(o) = blk.weight(w) {
+            return self.at(o, c * c);
+        }
+        let slot = blk.frozen(w).or(blk.frozen(AttnWeight::Q));
+        slot.map_or(&[], |i| &self.frozen.tensors[i].data)
+    }
+
+    /// The bias of attention weight `w` of block `l` (`C`), when the model has one.
+    pub fn attn_bias(&self, l: usize, w: AttnWeight) -> Option<&'a [f32]> {
+        let c = self.cfg.d_model;
+        self.blocks[l].bias(w).map(|o| self.at(o, c))
+    }
+
+    /// The fast transform of frozen `w` of block `l` (Hadamard projections), when it has one.
+    pub fn fast(&self, l: usize, w: AttnWeight) -> Option<&'a crate::nn::srht::Srht> {
+        let i = self.blocks[l].frozen(w)?;
+        self.frozen.tensors[i].fast.as_ref()
+    }
+
+    /// The token embedding `W_te` (`V x C`), which is also the LM head.
+    pub fn wte(&self) -> &'a [f32] {
+        self.at(self.wte, self.cfg.vocab_size * self.cfg.d_model)
+    }
 }
 
 impl Gpt {
@@ -103,21 +182,24 @@ impl Gpt {
                 .offset_of(&name)
                 .ok_or_else(|| ModelError::Config(format!("internal: tensor {name} missing")))
         };
-        let mut layers = Vec::with_capacity(cfg.n_layer);
+        let norm = |name: &str| -> crate::Result<NormAt> {
+            Ok(NormAt {
+                gain: need(format!("{name}.weight"))?,
+                bias: off(format!("{name}.bias")),
+            })
+        };
+        let mut blocks = Vec::with_capacity(cfg.n_layer);
         for l in 0..cfg.n_layer {
             let p = format!("h.{l}");
-            let names = ["q", "k", "v", "o"];
-            layers.push(LayerIdx {
-                ln1: need(format!("{p}.ln1.weight"))?,
-                ln2: need(format!("{p}.ln2.weight"))?,
-                ln1_b: off(format!("{p}.ln1.bias")),
-                ln2_b: off(format!("{p}.ln2.bias")),
-                w: names.map(|n| off(format!("{p}.attn.{n}.weight"))),
-                frozen: [0, 1].map(|w| {
-                    let name = layout::frozen_name(l, w);
+            blocks.push(BlockAt {
+                ln1: norm(&format!("{p}.ln1"))?,
+                ln2: norm(&format!("{p}.ln2"))?,
+                attn_w: AttnWeight::ALL.map(|w| off(layout::attn_weight_name(l, w))),
+                attn_b: AttnWeight::ALL.map(|w| off(format!("{p}.attn.{}.bias", w.name()))),
+                frozen: AttnWeight::QK.map(|w| {
+                    let name = layout::attn_weight_name(l, w);
                     frozen.tensors.iter().position(|t| t.name == name)
                 }),
-                b: names.map(|n| off(format!("{p}.attn.{n}.bias"))),
                 fc_w: need(format!("{p}.mlp.fc.weight"))?,
                 fc_b: off(format!("{p}.mlp.fc.bias")),
                 proj_w: need(format!("{p}.mlp.proj.weight"))?,
@@ -127,14 +209,60 @@ impl Gpt {
         Ok(Gpt {
             wte: need("wte".into())?,
             wpe: need("wpe".into())?,
-            lnf: need("ln_f.weight".into())?,
-            lnf_b: off("ln_f.bias".into()),
+            lnf: norm("ln_f")?,
+            acts: Acts::empty(&cfg),
             cfg,
             params,
             frozen,
-            layers,
-            acts: None,
+            blocks,
         })
+    }
+
+    /// The weights for reading, the gradient buffer and the activations, borrowed apart.
+    pub(crate) fn split(&mut self) -> (Weights<'_>, &mut [f32], &mut Acts) {
+        let Gpt {
+            cfg,
+            params,
+            frozen,
+            blocks,
+            wte,
+            wpe,
+            lnf,
+            acts,
+        } = self;
+        let w = Weights {
+            cfg,
+            data: &params.data,
+            frozen,
+            blocks,
+            wte: *wte,
+            wpe: *wpe,
+            lnf: *lnf,
+        };
+        (w, &mut params.grad, acts)
+    }
+
+    /// The weights for reading.
+    pub(crate) fn weights(&self) -> Weights<'_> {
+        Weights {
+            cfg: &self.cfg,
+            data: &self.params.data,
+            frozen: &self.frozen,
+            blocks: &self.blocks,
+            wte: self.wte,
+            wpe: self.wpe,
+            lnf: self.lnf,
+        }
+    }
+
+    /// Attention weight `w` of block `l` as the model uses it (`C x C`, `out x in`): trained
+    /// or frozen (tied keys: the queries' tensor); empty for identity queries and for a block
+    /// the model does not have.
+    pub fn attention_weight(&self, l: usize, w: AttnWeight) -> &[f32] {
+        if l >= self.cfg.n_layer {
+            return &[];
+        }
+        self.weights().attn_weight(l, w)
     }
 
     /// The configuration.
@@ -191,7 +319,7 @@ impl Gpt {
     /// Floats currently allocated for activations and scratch (0 before the first batch);
     /// equals `accounting::activation_floats(cfg, max B seen, max T seen)`.
     pub fn activation_floats(&self) -> usize {
-        self.acts.as_ref().map_or(0, |a| a.total_floats())
+        self.acts.total_floats()
     }
 
     /// Sets every gradient to zero.
@@ -236,20 +364,13 @@ impl Gpt {
         self.check_batch(inputs, None, b, t)?;
         self.forward(inputs, b, t, None);
         let n = b * t * self.cfg.vocab_size;
-        Ok(self.acts.as_ref().map(|a| &a.logits[..n]).unwrap_or(&[]))
+        Ok(&self.acts.logits[..n])
     }
 
     fn cross_entropy(&mut self, targets: &[u32], grad: bool) -> f32 {
         let v = self.cfg.vocab_size;
-        match self.acts.as_mut() {
-            Some(a) => crate::nn::cross_entropy::forward(
-                &mut a.logits[..targets.len() * v],
-                targets,
-                v,
-                grad,
-            ),
-            None => f32::NAN,
-        }
+        let logits = &mut self.acts.logits[..targets.len() * v];
+        crate::nn::cross_entropy::forward(logits, targets, v, grad)
     }
 
     pub(crate) fn check_batch(
@@ -290,17 +411,18 @@ impl Gpt {
                 ));
             }
         }
-        if !self.acts.as_ref().is_some_and(|a| a.fits(b, t)) {
+        if !self.acts.fits(b, t) {
             // Grow to cover both the old and the new shape, so alternating shapes settle.
-            let (ob, ot) = self.acts.as_ref().map_or((0, 0), |a| (a.cap_b, a.cap_t));
+            let (ob, ot) = (self.acts.cap_b, self.acts.cap_t);
             let (nb, nt) = (b.max(ob), t.max(ot));
             let floats = super::accounting::activation_floats(&self.cfg, nb, nt);
             memory::check_fits(
                 floats.and_then(|n| n.checked_mul(4)),
                 format_args!("the activations of a {nb} x {nt} batch"),
             )?;
-            self.acts = None;
-            self.acts = Some(Acts::new(&self.cfg, nb, nt));
+            // Free the old buffers before allocating the new ones.
+            self.acts = Acts::empty(&self.cfg);
+            self.acts = Acts::new(&self.cfg, nb, nt);
         }
         Ok(())
     }

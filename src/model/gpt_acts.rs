@@ -10,11 +10,13 @@ use super::config::{GptConfig, NormPlacement};
 
 /// Saved activations of one block.
 pub(crate) struct LayerActs<V = Vec<f32>> {
-    /// First LayerNorm output, mean, rstd (pre-LN: of the input; post-LN: of `res1`).
+    /// First LayerNorm output `(B, T, C)`, mean and rstd `(B, T)` (pre-LN: of the block
+    /// input; post-LN: of `res1`).
     pub ln1: V,
     pub ln1_mean: V,
     pub ln1_rstd: V,
-    /// Q, K, V split into heads `(B, H, T, D)`; for linear attention, after the feature map.
+    /// Q, K, V: softmax attention reads the heads in place in `(B, T, C)` rows; linear
+    /// attention splits them into `(B, H, T, D)`, Q and K after the feature map.
     pub qh: V,
     pub kh: V,
     pub vh: V,
@@ -22,27 +24,63 @@ pub(crate) struct LayerActs<V = Vec<f32>> {
     pub att: V,
     /// Dropped attention probabilities `(B, H, T, T)` (softmax attention with dropout only).
     pub att_drop: V,
-    /// Linear attention's per-row normaliser `(B, H, T)`.
+    /// Linear attention's per-row normaliser `(B, H, T)` (empty for softmax attention).
     pub norm: V,
-    /// Q and K before the feature map (linear attention), `(B, H, T, D)`.
+    /// Q and K before the feature map (linear attention only), `(B, H, T, D)`.
     pub q_pre: V,
     pub k_pre: V,
     /// Attention output merged back to `(B, T, C)`, the input of `W_O`.
     pub atty: V,
-    /// `x + attention(·)`.
+    /// `x + attention(·)`, `(B, T, C)`.
     pub res1: V,
-    /// Second LayerNorm output, mean, rstd.
+    /// Second LayerNorm output `(B, T, C)`, mean and rstd `(B, T)`.
     pub ln2: V,
     pub ln2_mean: V,
     pub ln2_rstd: V,
     /// Feed-forward pre-activation and GELU output `(B, T, F)`.
     pub fch: V,
     pub fch_gelu: V,
-    /// Residual after the feed-forward branch.
+    /// Residual after the feed-forward branch `(B, T, C)`.
     pub res2: V,
-    /// Dropout masks of the two residual branches (empty without dropout).
+    /// Dropout masks of the two residual branches `(B, T, C)` (empty without dropout).
     pub mask_attn: V,
     pub mask_mlp: V,
+}
+
+/// Scratch buffers of the passes, named after what they hold. `(B, T, C)` unless noted; a
+/// buffer serving two steps says so. Sized for the largest batch, used up to the current one.
+pub(crate) struct Scratch<V = Vec<f32>> {
+    /// Forward: a branch's output before it joins the residual (`W_O`'s, the feed-forward's),
+    /// and linear attention's Q, K, V rows before they are split into heads. Backward: the
+    /// gradient of the final LayerNorm's output (where the trunk's backward starts) and a
+    /// branch's output gradient after its dropout mask.
+    pub branch: V,
+    /// Backward: the gradient at the current block's output. Forward: linear attention's
+    /// output `(B, H, T, D)` before its heads are merged.
+    pub d_out: V,
+    /// Backward: the gradient at the current block's input (swapped with `d_out` when the
+    /// pass moves one block down).
+    pub d_in: V,
+    /// Backward: the gradient at `res1`, the residual after the attention branch.
+    pub d_res1: V,
+    /// Backward: the gradient at a branch's input (the LayerNorm output it reads).
+    pub d_branch_in: V,
+    /// Backward, post-LN only: the gradient at the first LayerNorm's input `res1`.
+    pub d_ln1_in: V,
+    /// Gradients of Q, K and V: `(B, T, C)` rows for softmax attention, `(B, H, T, D)` heads
+    /// for linear attention.
+    pub dq: V,
+    pub dk: V,
+    pub dv: V,
+    /// Linear attention only: the gradient of its output split into heads `(B, H, T, D)`,
+    /// then the merge buffer of dQ, dK, dV (empty for softmax attention).
+    pub d_heads: V,
+    /// Gradients of the feed-forward's GELU output and pre-activation `(B, T, F)`.
+    pub d_fch_gelu: V,
+    pub d_fch: V,
+    /// Softmax: the attention-probability gradient `(B, H, T, T)`. Linear attention: its
+    /// running state per head `(B, H, D·D + D + T)`, in the forward pass too.
+    pub d_att: V,
 }
 
 /// All buffers for one batch shape.
@@ -52,26 +90,20 @@ pub(crate) struct Acts<V = Vec<f32>> {
     /// Shape the buffers were sized for.
     pub cap_b: usize,
     pub cap_t: usize,
+    /// Shape of the last forward pass (`None` before the first).
+    pub last: Option<(usize, usize)>,
     pub layers: Vec<LayerActs<V>>,
-    /// Embedding output and its dropout mask.
+    /// Embedding output `(B, T, C)` and its dropout mask.
     pub x0: V,
     pub mask_emb: V,
-    /// Final LayerNorm output, mean, rstd.
+    /// Final LayerNorm output `(B, T, C)`, mean and rstd `(B, T)`.
     pub lnf: V,
     pub lnf_mean: V,
     pub lnf_rstd: V,
     /// Logits `(B, T, V)`; after a training forward, their gradient.
     pub logits: V,
-    /// Scratch `(B, T, C)` buffers for products and gradients.
-    pub s: [V; 6],
-    /// Scratch head gradients dQ, dK, dV (`(B, T, C)` rows for softmax attention,
-    /// `(B, H, T, D)` for linear attention) and linear attention's split dO (empty otherwise).
-    pub dh: [V; 4],
-    /// Scratch `(B, T, F)` feed-forward gradients.
-    pub df: [V; 2],
-    /// Scratch `(B, H, T, T)` for the attention-probability gradient (linear attention:
-    /// `(B, H, D·D + D)` for the running state).
-    pub dp: V,
+    /// Scratch of the forward and backward passes.
+    pub scratch: Scratch<V>,
 }
 
 /// The buffers of one block for batches of up to `b x t` tokens, each made by `z(length)`.
@@ -131,6 +163,7 @@ pub(crate) fn layout<V>(
         dropout_seed: None,
         cap_b: b,
         cap_t: t,
+        last: None,
         layers,
         x0: z(bt * c),
         mask_emb: z(if drop { bt * c } else { 0 }),
@@ -138,16 +171,25 @@ pub(crate) fn layout<V>(
         lnf_mean: z(bt),
         lnf_rstd: z(bt),
         logits: z(bt * v),
-        s: std::array::from_fn(|_| z(bt * c)),
-        // The fourth (split d(atty)) serves linear attention only: softmax attention reads
-        // d(atty) in its `(B, T, C)` rows.
-        dh: std::array::from_fn(|i| z(if i < 3 || lin { bt * c } else { 0 })),
-        df: std::array::from_fn(|_| z(bt * f)),
-        dp: z(if lin {
-            b * h * crate::nn::linear_attention::scratch_per_head(t, cfg.d_head())
-        } else {
-            btt * h
-        }),
+        scratch: Scratch {
+            branch: z(bt * c),
+            d_out: z(bt * c),
+            d_in: z(bt * c),
+            d_res1: z(bt * c),
+            d_branch_in: z(bt * c),
+            d_ln1_in: z(bt * c),
+            dq: z(bt * c),
+            dk: z(bt * c),
+            dv: z(bt * c),
+            d_heads: z(if lin { bt * c } else { 0 }),
+            d_fch_gelu: z(bt * f),
+            d_fch: z(bt * f),
+            d_att: z(if lin {
+                b * h * crate::nn::linear_attention::scratch_per_head(t, cfg.d_head())
+            } else {
+                btt * h
+            }),
+        },
     }
 }
 
@@ -195,8 +237,8 @@ pub(crate) fn activation_floats(cfg: &GptConfig, b: usize, t: usize) -> Option<u
 
 /// Floats of the buffers [`Acts::new`] allocates that a training step of `cfg` never
 /// writes. The kernel makes a page resident when it is first written, and zeroed buffers this
-/// large are mapped lazily, so these cost address space but no memory: the sixth `(B, T, C)`
-/// scratch buffer serves the post-LN backward only. A test checks this against a real step.
+/// large are mapped lazily, so these cost address space but no memory: `d_ln1_in` serves the
+/// post-LN backward only. A test checks this against a real step.
 pub(crate) fn unwritten_floats(cfg: &GptConfig, b: usize, t: usize) -> usize {
     match cfg.norm {
         NormPlacement::Pre => b * t * cfg.d_model,
@@ -244,6 +286,7 @@ impl<V> Acts<V> {
             dropout_seed: _,
             cap_b: _,
             cap_t: _,
+            last: _,
             layers: _,
             x0,
             mask_emb,
@@ -251,14 +294,44 @@ impl<V> Acts<V> {
             lnf_mean,
             lnf_rstd,
             logits,
-            s,
-            dh,
-            df,
-            dp,
+            scratch,
         } = self;
-        let mut all: Vec<&V> = vec![x0, mask_emb, lnf, lnf_mean, lnf_rstd, logits, dp];
-        all.extend(s.iter().chain(dh).chain(df));
-        all
+        let Scratch {
+            branch,
+            d_out,
+            d_in,
+            d_res1,
+            d_branch_in,
+            d_ln1_in,
+            dq,
+            dk,
+            dv,
+            d_heads,
+            d_fch_gelu,
+            d_fch,
+            d_att,
+        } = scratch;
+        vec![
+            x0,
+            mask_emb,
+            lnf,
+            lnf_mean,
+            lnf_rstd,
+            logits,
+            branch,
+            d_out,
+            d_in,
+            d_res1,
+            d_branch_in,
+            d_ln1_in,
+            dq,
+            dk,
+            dv,
+            d_heads,
+            d_fch_gelu,
+            d_fch,
+            d_att,
+        ]
     }
 
     /// Every buffer.
@@ -275,6 +348,11 @@ impl<V> Acts<V> {
 }
 
 impl Acts {
+    /// No buffers yet: they are allocated for the first batch.
+    pub fn empty(cfg: &GptConfig) -> Self {
+        Self::new(cfg, 0, 0)
+    }
+
     /// Buffers for batches of up to `b x t` tokens (zeroed; see [`layout`]).
     pub fn new(cfg: &GptConfig, b: usize, t: usize) -> Self {
         layout(cfg, b, t, |n| vec![0.0f32; n])
@@ -339,7 +417,7 @@ mod tests {
                     let mut m = Gpt::new(cfg.clone(), 1).expect("model");
                     let x: Vec<u32> = (0..b * t).map(|i| (i * 7 % 11) as u32).collect();
                     m.forward_backward(&x, &x, b, t, 3).expect("step");
-                    let acts = m.acts.as_ref().expect("buffers");
+                    let acts = &m.acts;
                     let zero: usize = acts
                         .buffers()
                         .into_iter()

@@ -1,76 +1,39 @@
-//! Forward pass of [`Gpt`] into its preallocated activation buffers.
+//! Forward pass of [`Gpt`]: the weights are read through [`Weights`], the activations written
+//! into the preallocated [`Acts`], the two borrowed apart.
 
-use super::config::{NormPlacement, Projection};
-use super::gpt::{Gpt, LayerIdx};
-use super::gpt_acts::LayerActs;
-use super::store::FrozenStore;
+use super::attention_kind::{AttnWeight, Projection};
+use super::config::NormPlacement;
+use super::gpt::{Gpt, Weights};
+use super::gpt_acts::{Acts, LayerActs, Scratch};
 use crate::nn::{
     attention, dropout, embedding, gelu, layernorm, linear, linear_attention, matmul, simd,
 };
 
-/// The weight `which` (0 Q, 1 K, 2 V, 3 O) of a layer, see [`Gpt::attn_weight`].
-pub(crate) fn attn_weight<'a>(
-    p: &'a [f32],
-    frozen: &'a FrozenStore,
-    idx: &LayerIdx,
-    c: usize,
-    which: usize,
-) -> &'a [f32] {
-    if let Some(o) = idx.w[which] {
-        return &p[o..o + c * c];
-    }
-    // Tied keys share the queries' frozen tensor.
-    let slot = idx.frozen[which.min(1)].or(idx.frozen[0]);
-    slot.map_or(&[], |i| &frozen.tensors[i].data)
+/// Dropout sites: the embedding is 0, then three per layer.
+#[derive(Clone, Copy)]
+pub(crate) enum Site {
+    /// The attention branch's output.
+    AttnOut,
+    /// The feed-forward branch's output.
+    MlpOut,
+    /// The attention probabilities.
+    AttnProbs,
 }
 
-/// Dropout site numbers: the embedding is 0, then three per layer (attention output,
-/// feed-forward output, attention probabilities).
-pub(crate) fn site(layer: usize, which: usize) -> u64 {
-    1 + 3 * layer as u64 + which as u64
+/// The dropout site number of `site` in block `layer`.
+pub(crate) fn site(layer: usize, site: Site) -> u64 {
+    1 + 3 * layer as u64 + site as u64
+}
+
+/// The output of a block: `res2` (pre-LN) or `LN2(res2)` (post-LN), its first `n` values.
+pub(crate) fn block_output(norm: NormPlacement, a: &LayerActs, n: usize) -> &[f32] {
+    match norm {
+        NormPlacement::Pre => &a.res2[..n],
+        NormPlacement::Post => &a.ln2[..n],
+    }
 }
 
 impl Gpt {
-    /// The weight `which` (0 Q, 1 K, 2 V, 3 O) of layer `l`: from the store or the frozen store
-    /// (tied keys use the queries' tensor; identity queries have none and get an empty slice).
-    pub(crate) fn attn_weight(&self, l: usize, which: usize) -> &[f32] {
-        attn_weight(
-            &self.params.data,
-            &self.frozen,
-            &self.layers[l],
-            self.cfg.d_model,
-            which,
-        )
-    }
-
-    /// Projection `which` (0 Q, 1 K, 2 V) of layer `l` of the attention input `x` into `out`
-    /// (`B·T x C`): a product with the weight, the input itself (identity queries), or the
-    /// fast Hadamard transform. Tied keys are copied from the queries by the caller.
-    fn project(&self, l: usize, which: usize, out: &mut [f32], x: &[f32], bt: usize) {
-        let (c, idx) = (self.cfg.d_model, &self.layers[l]);
-        let proj = if which < 2 {
-            self.cfg.attention.projection(which)
-        } else {
-            Projection::Trainable
-        };
-        let p = &self.params.data;
-        let bias = idx.b[which].map(|o| &p[o..o + c]);
-        let fast = idx.frozen.get(which).copied().flatten();
-        match (
-            proj,
-            fast.and_then(|i| self.frozen.tensors[i].fast.as_ref()),
-        ) {
-            (Projection::Identity, _) => out.copy_from_slice(x),
-            (Projection::Hadamard, Some(fast)) => {
-                fast.forward(out, x);
-                if let Some(b) = bias {
-                    linear::add_bias(out, b);
-                }
-            }
-            _ => linear::forward(out, x, self.attn_weight(l, which), bias, bt, c, c),
-        }
-    }
-
     /// Runs the model up to the logits; `dropout_seed` is `Some` only when training with dropout.
     pub(crate) fn forward(
         &mut self,
@@ -79,25 +42,9 @@ impl Gpt {
         t: usize,
         dropout_seed: Option<u64>,
     ) {
-        self.forward_trunk(inputs, b, t, dropout_seed);
-        let Some(mut acts) = self.acts.take() else {
-            return;
-        };
-        let (c, v, bt) = (self.cfg.d_model, self.cfg.vocab_size, b * t);
-        let wte = &self.params.data[self.wte..self.wte + v * c];
-        matmul::matmul(
-            &mut acts.logits[..bt * v],
-            &acts.lnf[..bt * c],
-            matmul::Trans::No,
-            wte,
-            matmul::Trans::Yes,
-            bt,
-            c,
-            v,
-            false,
-            linear::big_threads(),
-        );
-        self.acts = Some(acts);
+        let (w, _, acts) = self.split();
+        w.forward_trunk(acts, inputs, b, t, dropout_seed);
+        w.head_forward(acts, b * t);
     }
 
     /// Runs the model up to the final LayerNorm's output `acts.lnf` (the head's input).
@@ -108,17 +55,42 @@ impl Gpt {
         t: usize,
         dropout_seed: Option<u64>,
     ) {
-        let Some(mut acts) = self.acts.take() else {
-            return;
-        };
+        let (w, _, acts) = self.split();
+        w.forward_trunk(acts, inputs, b, t, dropout_seed);
+    }
+}
+
+impl Weights<'_> {
+    /// The tied head: `logits (rows x V) = lnf (rows x C) · W_teᵀ`.
+    fn head_forward(&self, acts: &mut Acts, rows: usize) {
         let (c, v) = (self.cfg.d_model, self.cfg.vocab_size);
-        let (bt, p) = (b * t, &self.params.data);
+        head_product(
+            &mut acts.logits[..rows * v],
+            &acts.lnf[..rows * c],
+            self.wte(),
+            rows,
+            c,
+            v,
+        );
+    }
+
+    /// Runs the blocks up to the final LayerNorm's output `acts.lnf`.
+    fn forward_trunk(
+        &self,
+        acts: &mut Acts,
+        inputs: &[u32],
+        b: usize,
+        t: usize,
+        dropout_seed: Option<u64>,
+    ) {
+        let (c, v) = (self.cfg.d_model, self.cfg.vocab_size);
+        let bt = b * t;
         let n = bt * c;
         embedding::forward(
             &mut acts.x0[..n],
             inputs,
-            &p[self.wte..self.wte + v * c],
-            &p[self.wpe..],
+            self.at(self.wte, v * c),
+            &self.data[self.wpe..],
             t,
             c,
         );
@@ -135,26 +107,22 @@ impl Gpt {
             let (prev, rest) = acts.layers.split_at_mut(l);
             let x_in: &[f32] = match prev.last() {
                 None => &acts.x0[..n],
-                Some(pl) => self.block_output(pl, n),
+                Some(pl) => block_output(self.cfg.norm, pl, n),
             };
-            self.block_forward(
+            let step = BlockStep {
                 l,
-                x_in,
-                &mut rest[0],
-                &mut acts.s,
-                &mut acts.dp,
                 b,
                 t,
                 dropout_seed,
-            );
+            };
+            self.block_forward(step, x_in, &mut rest[0], &mut acts.scratch);
         }
         let last = acts
             .layers
             .last()
-            .map(|pl| self.block_output(pl, n))
+            .map(|pl| block_output(self.cfg.norm, pl, n))
             .unwrap_or(&acts.x0[..n]);
-        let g = &p[self.lnf..self.lnf + c];
-        let beta = self.lnf_b.map(|o| &p[o..o + c]);
+        let (g, beta) = self.norm(self.lnf);
         let (lnf, mean, rstd) = (
             &mut acts.lnf[..n],
             &mut acts.lnf_mean[..bt],
@@ -162,39 +130,43 @@ impl Gpt {
         );
         layernorm::forward(lnf, mean, rstd, last, g, beta, c);
         acts.dropout_seed = dropout_seed;
-        self.acts = Some(acts);
+        acts.last = Some((b, t));
     }
 
-    /// The output of a block: `res2` (pre-LN) or `LN2(res2)` (post-LN).
-    pub(crate) fn block_output<'a>(&self, a: &'a LayerActs, n: usize) -> &'a [f32] {
-        match self.cfg.norm {
-            NormPlacement::Pre => &a.res2[..n],
-            NormPlacement::Post => &a.ln2[..n],
+    /// Projection `w` (Q, K or V) of block `l` of the attention input `x` into `out`
+    /// (`B·T x C`): a product with the weight, the input itself (identity queries), or the
+    /// fast Hadamard transform. Tied keys are copied from the queries by the caller.
+    fn project(&self, l: usize, w: AttnWeight, out: &mut [f32], x: &[f32], bt: usize) {
+        let c = self.cfg.d_model;
+        let bias = self.attn_bias(l, w);
+        match (self.cfg.attention.projection(w), self.fast(l, w)) {
+            (Projection::Identity, _) => out.copy_from_slice(x),
+            (Projection::Hadamard, Some(fast)) => {
+                fast.forward(out, x);
+                if let Some(b) = bias {
+                    linear::add_bias(out, b);
+                }
+            }
+            _ => linear::forward(out, x, self.attn_weight(l, w), bias, bt, c, c),
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn block_forward(
-        &self,
-        l: usize,
-        x_in: &[f32],
-        a: &mut LayerActs,
-        s: &mut [Vec<f32>; 6],
-        scratch: &mut [f32],
-        b: usize,
-        t: usize,
-        dropout_seed: Option<u64>,
-    ) {
-        let cfg = &self.cfg;
+    /// Block `step.l` on its input `x_in` (`B·T x C`), saving its activations in `a`.
+    fn block_forward(&self, step: BlockStep, x_in: &[f32], a: &mut LayerActs, sc: &mut Scratch) {
+        let BlockStep {
+            l,
+            b,
+            t,
+            dropout_seed,
+        } = step;
+        let cfg = self.cfg;
         let (c, f, h) = (cfg.d_model, cfg.d_ff, cfg.n_head);
         let (bt, d) = (b * t, cfg.d_head());
         let n = bt * c;
-        let p = &self.params.data;
-        let idx: &LayerIdx = &self.layers[l];
+        let blk = &self.blocks[l];
         let pre = cfg.norm == NormPlacement::Pre;
-        let bias = |o: Option<usize>, len: usize| o.map(|o| &p[o..o + len]);
-        let (ln1, ln1_b) = (&p[idx.ln1..idx.ln1 + c], bias(idx.ln1_b, c));
-        let (ln2, ln2_b) = (&p[idx.ln2..idx.ln2 + c], bias(idx.ln2_b, c));
+        let (ln1, ln1_b) = self.norm(blk.ln1);
+        let (ln2, ln2_b) = self.norm(blk.ln2);
         if pre {
             layernorm::forward(
                 &mut a.ln1[..n],
@@ -209,21 +181,22 @@ impl Gpt {
         let a_in: &[f32] = if pre { &a.ln1[..n] } else { x_in };
         // Q, K, V projections: softmax attention reads the heads straight from the `(B, T, C)`
         // rows; linear attention wants them split into `(B, H, T, D)`.
-        let [s0, s1, ..] = s;
-        let lin = cfg.attention.is_linear();
+        let spec = cfg.attention.spec();
+        let lin = spec.is_linear();
         if lin {
-            for (which, dst) in [(0, &mut a.qh), (1, &mut a.kh), (2, &mut a.vh)] {
-                self.project(l, which, &mut s0[..n], a_in, bt);
-                attention::split_heads(&mut dst[..n], &s0[..n], t, h, d);
+            let qkv = [AttnWeight::Q, AttnWeight::K, AttnWeight::V];
+            for (w, dst) in qkv.into_iter().zip([&mut a.qh, &mut a.kh, &mut a.vh]) {
+                self.project(l, w, &mut sc.branch[..n], a_in, bt);
+                attention::split_heads(&mut dst[..n], &sc.branch[..n], t, h, d);
             }
         } else {
-            self.project(l, 0, &mut a.qh[..n], a_in, bt);
-            if cfg.attention.k_projection() == Projection::TiedToQ {
+            self.project(l, AttnWeight::Q, &mut a.qh[..n], a_in, bt);
+            if spec.k == Projection::TiedToQ {
                 a.kh[..n].copy_from_slice(&a.qh[..n]);
             } else {
-                self.project(l, 1, &mut a.kh[..n], a_in, bt);
+                self.project(l, AttnWeight::K, &mut a.kh[..n], a_in, bt);
             }
-            self.project(l, 2, &mut a.vh[..n], a_in, bt);
+            self.project(l, AttnWeight::V, &mut a.vh[..n], a_in, bt);
         }
         let scale = 1.0 / (d as f32).sqrt();
         if lin {
@@ -232,22 +205,22 @@ impl Gpt {
             linear_attention::feature_map(&mut a.qh[..n], &a.q_pre[..n]);
             linear_attention::feature_map(&mut a.kh[..n], &a.k_pre[..n]);
             linear_attention::causal_forward(
-                &mut s1[..n],
+                &mut sc.d_out[..n],
                 &mut a.norm[..bt * h],
                 &a.qh[..n],
                 &a.kh[..n],
                 &a.vh[..n],
-                scratch,
+                &mut sc.d_att,
                 t,
                 d,
             );
-            attention::merge_heads(&mut a.atty[..n], &s1[..n], t, h, d);
+            attention::merge_heads(&mut a.atty[..n], &sc.d_out[..n], t, h, d);
         } else {
             let bhtt = b * h * t * t;
             let drop = dropout_seed.map(|seed| attention::ProbDropout {
                 att_drop: &mut a.att_drop[..bhtt],
                 p: cfg.dropout,
-                base: dropout::site_base(seed, site(l, 2)),
+                base: dropout::site_base(seed, site(l, Site::AttnProbs)),
             });
             let att = &mut a.att[..bhtt];
             let lay = attention::HeadLayout::rows(t, c, d);
@@ -267,25 +240,22 @@ impl Gpt {
                 drop,
             );
         }
+        let branch = &mut sc.branch[..n];
         linear::forward(
-            &mut s0[..n],
+            branch,
             &a.atty[..n],
-            self.attn_weight(l, 3),
-            bias(idx.b[3], c),
+            self.attn_weight(l, AttnWeight::O),
+            self.attn_bias(l, AttnWeight::O),
             bt,
             c,
             c,
         );
         if let Some(seed) = dropout_seed {
-            dropout::forward(
-                &mut s0[..n],
-                &mut a.mask_attn[..n],
-                cfg.dropout,
-                seed,
-                site(l, 0),
-            );
+            let p = cfg.dropout;
+            let mask = &mut a.mask_attn[..n];
+            dropout::forward(branch, mask, p, seed, site(l, Site::AttnOut));
         }
-        simd::add_par(&mut a.res1[..n], x_in, &s0[..n]);
+        simd::add_par(&mut a.res1[..n], x_in, branch);
         // Feed-forward on LN2(res1) (pre) or on h = LN1(res1) (post).
         let m_in: &[f32] = if pre {
             layernorm::forward(
@@ -311,36 +281,33 @@ impl Gpt {
             &a.ln1[..n]
         };
         let nf = bt * f;
+        let opt = |o: Option<usize>, len| o.map(|o| self.at(o, len));
         linear::forward(
             &mut a.fch[..nf],
             m_in,
-            &p[idx.fc_w..idx.fc_w + f * c],
-            bias(idx.fc_b, f),
+            self.at(blk.fc_w, f * c),
+            opt(blk.fc_b, f),
             bt,
             c,
             f,
         );
         gelu::forward_form(cfg.gelu, &mut a.fch_gelu[..nf], &a.fch[..nf]);
         linear::forward(
-            &mut s0[..n],
+            branch,
             &a.fch_gelu[..nf],
-            &p[idx.proj_w..idx.proj_w + c * f],
-            bias(idx.proj_b, c),
+            self.at(blk.proj_w, c * f),
+            opt(blk.proj_b, c),
             bt,
             f,
             c,
         );
         if let Some(seed) = dropout_seed {
-            dropout::forward(
-                &mut s0[..n],
-                &mut a.mask_mlp[..n],
-                cfg.dropout,
-                seed,
-                site(l, 1),
-            );
+            let p = cfg.dropout;
+            let mask = &mut a.mask_mlp[..n];
+            dropout::forward(branch, mask, p, seed, site(l, Site::MlpOut));
         }
         let base: &[f32] = if pre { &a.res1[..n] } else { &a.ln1[..n] };
-        simd::add_par(&mut a.res2[..n], base, &s0[..n]);
+        simd::add_par(&mut a.res2[..n], base, branch);
         if !pre {
             layernorm::forward(
                 &mut a.ln2[..n],
@@ -353,4 +320,39 @@ impl Gpt {
             );
         }
     }
+}
+
+/// Which block a forward step runs, on which batch shape, with which dropout seed.
+#[derive(Clone, Copy)]
+struct BlockStep {
+    l: usize,
+    b: usize,
+    t: usize,
+    dropout_seed: Option<u64>,
+}
+
+/// `logits (rows x V) = x (rows x C) · W_teᵀ`, the tied head (also run on scored rows only
+/// by the masked loss).
+pub(crate) fn head_product(
+    logits: &mut [f32],
+    x: &[f32],
+    wte: &[f32],
+    rows: usize,
+    c: usize,
+    v: usize,
+) {
+    use matmul::Trans;
+    let threads = linear::big_threads();
+    matmul::matmul(
+        logits,
+        x,
+        Trans::No,
+        wte,
+        Trans::Yes,
+        rows,
+        c,
+        v,
+        false,
+        threads,
+    );
 }

@@ -6,7 +6,8 @@
 use super::ModelError;
 use super::gpt::Gpt;
 use super::gpt_backward::head_backward;
-use crate::nn::{cross_entropy, linear, matmul};
+use super::gpt_forward::head_product;
+use crate::nn::cross_entropy;
 
 /// Target of a position that is not scored (Zoology's `-100`).
 pub const IGNORE: u32 = u32::MAX;
@@ -29,28 +30,25 @@ impl Gpt {
         let rows = self.scored_rows(targets, b, t)?;
         self.check_batch(inputs, None, b, t)?;
         self.forward_trunk(inputs, b, t, None);
-        let Some(mut acts) = self.acts.take() else {
-            return Err(ModelError::Batch("internal: no activations after forward".into()).into());
-        };
-        let (c, v, s) = (self.cfg.d_model, self.cfg.vocab_size, rows.len());
-        let wte = self.wte..self.wte + v * c;
-        let [s0, _, s2, s3, ..] = &mut acts.s;
-        let (x, dx) = (&mut s2[..s * c], &mut s3[..s * c]);
-        for (dst, &r) in x.chunks_exact_mut(c).zip(&rows) {
-            dst.copy_from_slice(&acts.lnf[r * c..(r + 1) * c]);
-        }
+        let (w, pg, acts) = self.split();
+        let (c, v, s) = (w.cfg.d_model, w.cfg.vocab_size, rows.len());
+        let sc = &mut acts.scratch;
+        // The scored rows of lnf and their gradient (`S x C`), in scratch the trunk's backward
+        // only uses later.
+        let (x, dx) = (&mut sc.d_in[..s * c], &mut sc.d_res1[..s * c]);
+        gather_rows(x, &acts.lnf, &rows, c);
         let logits = &mut acts.logits[..s * v];
-        let (pd, pg) = (&self.params.data, &mut self.params.grad);
-        head_forward(logits, x, &pd[wte.clone()], s, c, v);
+        head_product(logits, x, w.wte(), s, c, v);
         let picked: Vec<u32> = rows.iter().map(|&r| targets[r]).collect();
         let loss = cross_entropy::forward(logits, &picked, v, true);
-        head_backward(dx, pg, logits, x, pd, wte, s, c, v);
-        let dlnf = &mut s0[..b * t * c];
+        let wte = w.wte..w.wte + v * c;
+        head_backward(dx, pg, logits, x, w.data, wte, s, c, v);
+        // The gradient of lnf, where the trunk's backward reads it: zero on unscored rows.
+        let dlnf = &mut sc.branch[..b * t * c];
         dlnf.fill(0.0);
         for (src, &r) in dx.chunks_exact(c).zip(&rows) {
             dlnf[r * c..(r + 1) * c].copy_from_slice(src);
         }
-        self.acts = Some(acts);
         self.backward_trunk(inputs, b, t);
         Ok(loss)
     }
@@ -66,17 +64,12 @@ impl Gpt {
         let rows = self.scored_rows(targets, b, t)?;
         self.check_batch(inputs, None, b, t)?;
         self.forward_trunk(inputs, b, t, None);
-        let (c, v, s) = (self.cfg.d_model, self.cfg.vocab_size, rows.len());
-        let Some(acts) = self.acts.as_mut() else {
-            return Ok(&[]);
-        };
-        let x = &mut acts.s[2][..s * c];
-        for (dst, &r) in x.chunks_exact_mut(c).zip(&rows) {
-            dst.copy_from_slice(&acts.lnf[r * c..(r + 1) * c]);
-        }
-        let wte = &self.params.data[self.wte..self.wte + v * c];
-        head_forward(&mut acts.logits[..s * v], x, wte, s, c, v);
-        Ok(&acts.logits[..s * v])
+        let (w, _, acts) = self.split();
+        let (c, v, s) = (w.cfg.d_model, w.cfg.vocab_size, rows.len());
+        let x = &mut acts.scratch.d_in[..s * c];
+        gather_rows(x, &acts.lnf, &rows, c);
+        head_product(&mut acts.logits[..s * v], x, w.wte(), s, c, v);
+        Ok(&self.acts.logits[..s * v])
     }
 
     /// Positions whose target is scored; checks the targets.
@@ -98,20 +91,9 @@ impl Gpt {
     }
 }
 
-/// `logits (rows x V) = x (rows x C) · W_teᵀ`.
-fn head_forward(logits: &mut [f32], x: &[f32], wte: &[f32], rows: usize, c: usize, v: usize) {
-    use matmul::Trans;
-    let threads = linear::big_threads();
-    matmul::matmul(
-        logits,
-        x,
-        Trans::No,
-        wte,
-        Trans::Yes,
-        rows,
-        c,
-        v,
-        false,
-        threads,
-    );
+/// Copies rows `rows` of `src` (`C` wide) into consecutive rows of `dst`.
+fn gather_rows(dst: &mut [f32], src: &[f32], rows: &[usize], c: usize) {
+    for (d, &r) in dst.chunks_exact_mut(c).zip(rows) {
+        d.copy_from_slice(&src[r * c..(r + 1) * c]);
+    }
 }

@@ -2,7 +2,8 @@
 //! tensors in `ParamStore` order with their initialisation, and the frozen `W_Q, W_K`.
 //! Parameter counts, memory and FLOP accounting are all derived from this one table.
 
-use super::config::{GptConfig, Projection};
+use super::attention_kind::{AttnWeight, Projection};
+use super::config::GptConfig;
 
 /// How a trainable tensor is initialised (GPT-2 style).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -37,9 +38,9 @@ impl TensorSpec {
     }
 }
 
-/// The name of a frozen projection: layer `l`, `which` 0 for Q, 1 for K.
-pub fn frozen_name(l: usize, which: usize) -> String {
-    format!("h.{l}.attn.{}.weight", ["q", "k"][which])
+/// The name of attention weight `w` of layer `l` (`h.{l}.attn.q.weight`), trained or frozen.
+pub fn attn_weight_name(l: usize, w: AttnWeight) -> String {
+    format!("h.{l}.attn.{}.weight", w.name())
 }
 
 /// Trainable tensors in store order.
@@ -86,19 +87,15 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
                 "layer norm 1",
             );
         }
-        for (name, comp) in [
-            ("q", "attention Q"),
-            ("k", "attention K"),
-            ("v", "attention V"),
-            ("o", "attention O"),
-        ] {
-            let proj = match name {
-                "q" => cfg.attention.q_projection(),
-                "k" => cfg.attention.k_projection(),
-                _ => Projection::Trainable,
-            };
+        for (w, comp) in AttnWeight::ALL.into_iter().zip([
+            "attention Q",
+            "attention K",
+            "attention V",
+            "attention O",
+        ]) {
+            let (name, proj) = (w.name(), cfg.attention.projection(w));
             if proj.trainable() {
-                let init = if name == "o" {
+                let init = if w == AttnWeight::O {
                     InitRule::Normal(resid_std)
                 } else {
                     InitRule::Normal(std)
@@ -166,13 +163,12 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
     out
 }
 
-/// The frozen tensors the model stores, as `(layer, which)` with `which` 0 for `W_Q`, 1 for
-/// `W_K`, in store order: dense orthogonal and Hadamard projections (tied keys and identity
-/// queries have no tensor).
-pub fn frozen_slots(cfg: &GptConfig) -> Vec<(usize, usize)> {
+/// The frozen tensors the model stores, as `(layer, W_Q or W_K)` in store order: dense
+/// orthogonal and Hadamard projections (tied keys and identity queries have no tensor).
+pub fn frozen_slots(cfg: &GptConfig) -> Vec<(usize, AttnWeight)> {
     let a = cfg.attention;
     (0..cfg.n_layer)
-        .flat_map(|l| (0..2).map(move |w| (l, w)))
+        .flat_map(|l| AttnWeight::QK.map(move |w| (l, w)))
         .filter(|&(_, w)| a.projection(w).stored_frozen())
         .collect()
 }
@@ -182,7 +178,7 @@ pub fn frozen(cfg: &GptConfig) -> Vec<(String, Vec<usize>)> {
     let c = cfg.d_model;
     frozen_slots(cfg)
         .into_iter()
-        .map(|(l, w)| (frozen_name(l, w), vec![c, c]))
+        .map(|(l, w)| (attn_weight_name(l, w), vec![c, c]))
         .collect()
 }
 

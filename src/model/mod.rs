@@ -2,11 +2,13 @@
 //! and exact parameter/memory/FLOP accounting.
 
 pub mod accounting;
+pub mod attention_kind;
 pub mod causal_lm;
 pub mod checkpoint;
 pub mod config;
 pub mod export_gpt2;
 pub mod gpt;
+mod gpt_activations;
 mod gpt_acts;
 mod gpt_backward;
 mod gpt_forward;
@@ -17,10 +19,12 @@ pub mod params_report;
 pub mod seed_claims;
 pub mod store;
 
+pub use attention_kind::{AttentionKind, AttentionSpec, AttnWeight, Kernel, Projection};
 pub use causal_lm::{CausalLm, GptCache};
 pub use checkpoint::{load_model, save_model};
-pub use config::{AttentionKind, GptConfig, NormPlacement, Projection};
+pub use config::{GptConfig, NormPlacement};
 pub use gpt::Gpt;
+pub use gpt_activations::Activations;
 pub use gpt_masked::IGNORE;
 pub use store::{FrozenStore, ParamStore, TensorInfo};
 

@@ -2,8 +2,9 @@
 //! `FrozenStore` (frozen orthogonal `W_Q, W_K` with the generator that made them).
 
 use super::ModelError;
+use super::attention_kind::AttnWeight;
 use super::config::{GptConfig, Projection};
-use super::layout::{self, TensorSpec, frozen_name};
+use super::layout::{self, TensorSpec, attn_weight_name};
 use crate::init::orthogonal::{OrthoMethod, orthogonal_f64};
 use crate::nn::srht::Srht;
 use sha2::{Digest, Sha256};
@@ -162,12 +163,11 @@ impl FrozenStore {
         Self::generate(generator, &slots, hadamard)
     }
 
-    /// Generates the frozen `C x C` tensors of `slots` (`(layer, which)`, which 0 for Q, 1 for
-    /// K) from `generator`: dense random orthogonal blocks per head, or (`hadamard`) one SRHT
+    /// Generates the frozen `C x C` tensors of `slots` (`(layer, W_Q or W_K)`) from `generator`: dense random orthogonal blocks per head, or (`hadamard`) one SRHT
     /// per tensor, kept both as its fast transform and as the dense matrix it equals.
     pub fn generate(
         generator: FrozenGenerator,
-        slots: &[(usize, usize)],
+        slots: &[(usize, AttnWeight)],
         hadamard: bool,
     ) -> crate::Result<Self> {
         let (c, h) = (generator.d_model, generator.n_head);
@@ -180,7 +180,7 @@ impl FrozenStore {
         let d = c / h;
         let mut tensors = Vec::with_capacity(slots.len());
         for &(l, which) in slots {
-            let i = 2 * l + which;
+            let i = 2 * l + which.index();
             let (data, fast) = if hadamard {
                 let p = Srht::new(c, head_seed(generator.seed, i, 0)).ok_or_else(|| {
                     ModelError::Config(format!("no Hadamard matrix of order {c} is known"))
@@ -205,7 +205,7 @@ impl FrozenStore {
                 (data, None)
             };
             tensors.push(FrozenTensor {
-                name: frozen_name(l, which),
+                name: attn_weight_name(l, which),
                 shape: vec![c, c],
                 data,
                 fast,

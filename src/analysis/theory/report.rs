@@ -5,11 +5,12 @@
 
 use serde::Serialize;
 
+use super::activations::{attention_inputs, head_projection};
 use super::{
     Distortion, Matrix, NormRatio, QkCorrelation, distance_distortion, norm_ratio, qk_correlation,
 };
 use crate::init::orthogonal::haar_f64;
-use crate::model::Gpt;
+use crate::model::{AttnWeight, Gpt};
 
 /// The measurements of one head.
 #[derive(Clone, Debug, Serialize)]
@@ -36,15 +37,15 @@ pub struct HeadTheory {
 /// Measures every head of every layer on the activations of `tokens`; `seed` draws the random
 /// baselines.
 pub fn measure(model: &mut Gpt, tokens: &[u32], seed: u64) -> crate::Result<Vec<HeadTheory>> {
-    let inputs = model.attention_inputs(tokens)?;
+    let inputs = attention_inputs(model, tokens)?;
     let (c, heads) = (model.config().d_model, model.config().n_head);
     let d = c / heads;
     let frozen = model.config().attention.frozen_qk();
     let mut out = Vec::new();
     for (l, x) in inputs.iter().enumerate() {
         for h in 0..heads {
-            let wq = model.head_projection(l, 0, h)?;
-            let wk = model.head_projection(l, 1, h)?;
+            let wq = head_projection(model, l, AttnWeight::Q, h)?;
+            let wk = head_projection(model, l, AttnWeight::K, h)?;
             let s = seed.wrapping_add((l * heads + h) as u64 * 2);
             let r1 = Matrix::new(c, d, haar_f64(c, d, 1.0, s)?)?;
             let r2 = Matrix::new(c, d, haar_f64(c, d, 1.0, s + 1)?)?;
