@@ -63,12 +63,39 @@ impl Gpt {
         b: usize,
         t: usize,
     ) -> crate::Result<&[f32]> {
+        self.scored_logits_mut(inputs, targets, b, t).map(|l| &*l)
+    }
+
+    /// Mean cross-entropy over the scored positions of a `(B, T)` batch, without dropout and
+    /// without backward (the held-out loss of [`Gpt::forward_backward_masked`]).
+    pub fn masked_loss(
+        &mut self,
+        inputs: &[u32],
+        targets: &[u32],
+        b: usize,
+        t: usize,
+    ) -> crate::Result<f32> {
+        let v = self.cfg.vocab_size;
+        let picked: Vec<u32> = targets.iter().copied().filter(|&x| x != IGNORE).collect();
+        let logits = self.scored_logits_mut(inputs, targets, b, t)?;
+        Ok(cross_entropy::forward(logits, &picked, v, false))
+    }
+
+    /// [`Gpt::scored_logits`] in the activation buffer, writable (the loss kernel takes it
+    /// mutably, as it reuses it for the gradient when training).
+    fn scored_logits_mut(
+        &mut self,
+        inputs: &[u32],
+        targets: &[u32],
+        b: usize,
+        t: usize,
+    ) -> crate::Result<&mut [f32]> {
         let rows = self.scored_rows(targets, b, t)?;
         self.check_batch(inputs, None, b, t)?;
         self.forward_trunk(inputs, b, t, None);
         let (c, v, s) = (self.cfg.d_model, self.cfg.vocab_size, rows.len());
         let Some(acts) = self.acts.as_mut() else {
-            return Ok(&[]);
+            return Ok(&mut []);
         };
         let x = &mut acts.s[2][..s * c];
         for (dst, &r) in x.chunks_exact_mut(c).zip(&rows) {
@@ -76,7 +103,7 @@ impl Gpt {
         }
         let wte = &self.params.data[self.wte..self.wte + v * c];
         head_forward(&mut acts.logits[..s * v], x, wte, s, c, v);
-        Ok(&acts.logits[..s * v])
+        Ok(&mut acts.logits[..s * v])
     }
 
     /// Positions whose target is scored; checks the targets.
