@@ -1,12 +1,16 @@
 //! `orthoformer mqar` and `orthoformer theory` run as the real binary: a tiny MQAR sweep
 //! writes its table, JSON and heatmap; bad inputs exit 2 with a one-line message; the masked
-//! training step only learns from the scored positions.
+//! training step only learns from the scored positions; a diverging learning rate stops its
+//! run (reported, accuracy 0) and the sweep goes on.
 
 use std::process::Command;
 
+use orthoformer::analysis::mqar::feed::MqarBatches;
 use orthoformer::analysis::mqar::run::{MqarPlan, Silent};
 use orthoformer::analysis::mqar::{IGNORE, MqarTask};
 use orthoformer::model::{AttentionKind, Gpt};
+use orthoformer::train::schedule::Schedule;
+use orthoformer::train::{Batches, RunState};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_orthoformer"))
@@ -195,6 +199,9 @@ fn masked_step_matches_full_logits_and_finite_differences() {
         .forward_backward_masked(&batch.inputs, &batch.targets, 2, 16)
         .unwrap() as f64;
     assert!((loss - loss_of(&mut m)).abs() < 1e-5, "{loss}");
+    // The held-out loss (no backward) is the same loss.
+    let held = m.masked_loss(&batch.inputs, &batch.targets, 2, 16).unwrap() as f64;
+    assert!((held - loss).abs() < 1e-5, "{held} vs {loss}");
     let grad = m.params().grad.clone();
     // The largest gradient entries of the embedding (the head's weight) and of the trunk.
     let wte = m.params().info("wte").unwrap().range();
@@ -218,4 +225,79 @@ fn masked_step_matches_full_logits_and_finite_differences() {
             "param {i}: {g} vs {fd}"
         );
     }
+}
+
+fn small_plan(lrs: Vec<f64>, steps: usize) -> MqarPlan {
+    MqarPlan {
+        settings: vec![(16, 2)],
+        widths: vec![16],
+        variants: vec![AttentionKind::Softmax],
+        lrs,
+        steps,
+        batch: 4,
+        eval_examples: 8,
+        head_dim: 8,
+        layers: 2,
+        vocab: 64,
+        weight_decay: 0.1,
+        seed: 5,
+    }
+}
+
+/// A learning rate of 1e6 makes the loss or the gradient NaN within a few steps: the
+/// training loop stops that run, the sweep records why (accuracy 0, final loss NaN) and
+/// keeps the learning rate that trained, and the JSON of a finished run is unchanged.
+#[test]
+fn diverging_learning_rate_stops_its_run_and_the_sweep_goes_on() {
+    let plan = small_plan(vec![1e-3, 1e6], 20);
+    let cells = plan.run(&mut Silent).unwrap();
+    let runs = &cells[0].runs;
+    let why = runs[1].stopped.as_deref().expect("lr 1e6 must stop");
+    assert!(
+        why.starts_with("stopped at step ") && why.contains("NaN"),
+        "{why}"
+    );
+    assert_eq!(runs[1].accuracy, 0.0);
+    assert!(runs[1].final_loss.is_nan());
+    assert!(runs[0].stopped.is_none() && runs[0].final_loss.is_finite());
+    assert_eq!(cells[0].best_lr, 1e-3);
+    let json = serde_json::to_value(&runs[0]).unwrap();
+    assert!(json.get("stopped").is_none(), "{json}");
+}
+
+/// One run's options give the schedule MQAR trained with before it went through the
+/// training loop: warm-up over a tenth of the steps (at least one), cosine to lr / 10.
+#[test]
+fn run_options_keep_the_mqar_recipe() {
+    for steps in [1, 9, 50, 1000] {
+        let opts = small_plan(vec![3e-3], steps).options(3e-3);
+        opts.validate().unwrap();
+        let want = Schedule {
+            lr_max: 3e-3,
+            lr_min: 3e-3 * 0.1,
+            warmup: (steps / 10).max(1),
+            steps,
+        };
+        assert_eq!(opts.schedule(), want);
+        assert_eq!((opts.grad_clip, opts.adamw.weight_decay), (1.0, 0.1));
+    }
+}
+
+/// Training batch `s` depends only on the step: the stream's position is the step, and a
+/// stream resumed there draws what the first one draws next.
+#[test]
+fn mqar_batches_resume_at_their_step() {
+    let task = MqarTask {
+        vocab_size: 64,
+        ..MqarTask::new(16, 2)
+    };
+    let opts = small_plan(vec![1e-3], 4).options(1e-3);
+    let mut state = RunState::fresh(&opts, 1);
+    let mut a = MqarBatches::resume(&task, 5, &state);
+    a.next_batch(2, 16).unwrap();
+    assert_eq!(a.position(), 1);
+    state.sampler_pos = a.position();
+    let mut b = MqarBatches::resume(&task, 5, &state);
+    assert_eq!(a.next_batch(2, 16).unwrap(), b.next_batch(2, 16).unwrap());
+    assert_eq!(b.position(), 2);
 }

@@ -61,6 +61,33 @@ impl Gpt {
         b: usize,
         t: usize,
     ) -> crate::Result<&[f32]> {
+        self.scored_logits_mut(inputs, targets, b, t).map(|l| &*l)
+    }
+
+    /// Mean cross-entropy over the scored positions of a `(B, T)` batch, without dropout and
+    /// without backward (the held-out loss of [`Gpt::forward_backward_masked`]).
+    pub fn masked_loss(
+        &mut self,
+        inputs: &[u32],
+        targets: &[u32],
+        b: usize,
+        t: usize,
+    ) -> crate::Result<f32> {
+        let v = self.cfg.vocab_size;
+        let picked: Vec<u32> = targets.iter().copied().filter(|&x| x != IGNORE).collect();
+        let logits = self.scored_logits_mut(inputs, targets, b, t)?;
+        Ok(cross_entropy::forward(logits, &picked, v, false))
+    }
+
+    /// [`Gpt::scored_logits`] in the activation buffer, writable (the loss kernel takes it
+    /// mutably, as it reuses it for the gradient when training).
+    fn scored_logits_mut(
+        &mut self,
+        inputs: &[u32],
+        targets: &[u32],
+        b: usize,
+        t: usize,
+    ) -> crate::Result<&mut [f32]> {
         let rows = self.scored_rows(targets, b, t)?;
         self.check_batch(inputs, None, b, t)?;
         self.forward_trunk(inputs, b, t, None);
@@ -69,7 +96,7 @@ impl Gpt {
         let x = &mut acts.scratch.d_in[..s * c];
         gather_rows(x, &acts.lnf, &rows, c);
         head_product(&mut acts.logits[..s * v], x, w.wte(), s, c, v);
-        Ok(&self.acts.logits[..s * v])
+        Ok(&mut self.acts.logits[..s * v])
     }
 
     /// Positions whose target is scored; checks the targets.

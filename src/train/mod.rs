@@ -1,7 +1,9 @@
-//! Training: AdamW, the learning-rate schedule, gradient clipping, the training loop,
-//! checkpoints and resume, metrics, loss plots and the equal-budget comparison.
+//! Training: AdamW, the learning-rate schedule, gradient clipping, the training loop (with
+//! its batch sources and evaluations), checkpoints and resume, metrics, loss plots and the
+//! equal-budget comparison.
 
 pub mod adamw;
+pub mod batches;
 pub mod checkpoint;
 pub mod clip;
 pub mod compare;
@@ -11,6 +13,7 @@ pub mod export;
 pub mod generate;
 pub mod gpt_adapter;
 pub mod llama_bench;
+pub mod loop_eval;
 pub mod memory;
 pub mod memory_report;
 pub mod metrics;
@@ -28,10 +31,12 @@ pub mod step_bench;
 pub mod trainer;
 
 pub use adamw::{AdamW, AdamWConfig};
+pub use batches::Batches;
+pub use loop_eval::Evaluate;
 pub use metrics::MetricRecord;
 pub use model_api::Trainable;
 pub use options::TrainOptions;
-pub use trainer::{Observer, RunState, train};
+pub use trainer::{Limits, Observer, RunState, train, train_on};
 
 /// Training stopped or could not start.
 #[derive(Debug, thiserror::Error)]

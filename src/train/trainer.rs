@@ -1,9 +1,14 @@
-//! The training loop, one readable function: sample a batch, forward + backward, stop on a
-//! non-finite loss or gradient, clip, AdamW step at the scheduled learning rate; every
-//! `eval_every` steps (and at the end) estimate train and validation loss on fixed batches,
-//! record metrics and hand the state to the caller to checkpoint.
+//! The training loop, one readable function: take the next batch, forward + backward, stop
+//! on a non-finite loss or gradient, clip, AdamW step at the scheduled learning rate; every
+//! `eval_every` steps (and at the end) evaluate, record metrics and hand the state to the
+//! caller to checkpoint.
 //!
-//! Everything that decides the next step lives in [`RunState`] (step, the batch sampler's
+//! The loop is the same for every task: where batches come from is a [`Batches`] source and
+//! what a metrics record measures is an [`Evaluate`]. [`train`] is the text run (random
+//! windows of the training split, losses on fixed batches of both splits); MQAR trains its
+//! masked loss through [`train_on`] (`analysis::mqar::run`).
+//!
+//! Everything that decides the next step lives in [`RunState`] (step, the batch source's
 //! position, AdamW moments) plus the model's parameters, so restoring those continues the
 //! run bit for bit. Dropout masks are seeded by the step number.
 
@@ -12,24 +17,23 @@ use std::time::Instant;
 
 use super::TrainError;
 use super::adamw::{AdamW, groups_from};
+use super::batches::{Batches, TextBatches};
 use super::clip::clip_grad_norm;
+use super::loop_eval::{Evaluate, TextEval};
 use super::metrics::MetricRecord;
 use super::model_api::Trainable;
 use super::options::TrainOptions;
 use crate::Result;
-use crate::data::{BatchSampler, Split};
+use crate::data::Split;
 
-/// Offset of the evaluation sampler's seed from the training seed: evaluation draws the same
-/// batches at every evaluation and never disturbs the training batches. Public so other
-/// trainers (the Python package's data-parallel one) evaluate on the same batches.
-pub const EVAL_SEED_OFFSET: u64 = 0x0e7a_15ee_d000_0001;
+pub use super::loop_eval::{EVAL_SEED_OFFSET, estimate_loss};
 
 /// The resumable state of a run (besides the model).
 #[derive(Debug, Clone)]
 pub struct RunState {
     /// Optimizer steps done.
     pub step: usize,
-    /// Position of the training batch sampler.
+    /// Position of the training batch source ([`Batches::position`]).
     pub sampler_pos: u128,
     /// Optimizer state.
     pub adam: AdamW,
@@ -66,7 +70,18 @@ pub trait Observer<M> {
     fn on_eval(&mut self, model: &M, state: &RunState) -> Result<()>;
 }
 
-/// Trains `model` on `split` until `opts.steps`, starting from `state`.
+/// How far to go this time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits<'a> {
+    /// Set by Ctrl-C: checkpoint the run in progress and stop.
+    pub stop: Option<&'a AtomicBool>,
+    /// Train to at most this step, then checkpoint and return (a chunk of a long run).
+    pub stop_at: Option<usize>,
+}
+
+/// Trains `model` on `split` until `opts.steps`, starting from `state`: [`train_on`] with
+/// the split's seeded training windows (continued from `state.sampler_pos`) and the losses
+/// of fixed batches of both splits ([`TextEval`]).
 ///
 /// `t` is the sequence length (at most the model's context). When `stop` becomes true the
 /// loop checkpoints through `observer` and returns [`TrainError::Interrupted`]. With
@@ -80,13 +95,44 @@ pub fn train<M: Trainable>(
     split: &Split,
     opts: &TrainOptions,
     t: usize,
-    mut state: RunState,
+    state: RunState,
     observer: &mut dyn Observer<M>,
     stop: Option<&AtomicBool>,
     stop_at: Option<usize>,
 ) -> Result<RunState> {
+    let mut batches = TextBatches::resume(&split.train, opts.seed, &state);
+    let mut eval = TextEval::new(split, opts);
+    let limits = Limits { stop, stop_at };
+    train_on(
+        model,
+        &mut batches,
+        &mut eval,
+        opts,
+        t,
+        state,
+        observer,
+        limits,
+    )
+}
+
+/// The loop itself: trains `model` on `batches` until `opts.steps`, starting from `state`
+/// (whose `sampler_pos` must be where `batches` stands), and records `eval`'s losses at
+/// step 0 (for a fresh run), every `opts.eval_every` steps and at the end. Stops as
+/// [`train`] says; `opts.seed` is not read here (the source and the evaluation own their
+/// seeds).
+#[allow(clippy::too_many_arguments)]
+pub fn train_on<M: Trainable>(
+    model: &mut M,
+    batches: &mut dyn Batches,
+    eval: &mut dyn Evaluate<M>,
+    opts: &TrainOptions,
+    t: usize,
+    mut state: RunState,
+    observer: &mut dyn Observer<M>,
+    limits: Limits,
+) -> Result<RunState> {
     opts.validate()?;
-    let end = stop_at.map_or(opts.steps, |s| s.min(opts.steps));
+    let end = limits.stop_at.map_or(opts.steps, |s| s.min(opts.steps));
     let b = opts.batch;
     let n = model.params_and_grads().0.len();
     let groups = groups_from(&model.param_parts(), n)?;
@@ -97,22 +143,21 @@ pub fn train<M: Trainable>(
         )));
     }
     let schedule = opts.schedule();
-    let mut sampler = BatchSampler::restore(opts.seed, state.sampler_pos);
     if state.metrics.is_empty() {
-        let rec = evaluate(model, split, opts, t, 0, opts.lr, None)?;
+        let rec = record(model, eval, (b, t), 0, opts.lr, None)?;
         state.metrics.push(rec);
     }
     let (mut timed_steps, mut window_secs) = (0usize, 0.0f64);
     while state.step < end {
-        if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
-            state.sampler_pos = sampler.word_pos();
+        if limits.stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+            state.sampler_pos = batches.position();
             observer.on_eval(model, &state)?;
             return Err(TrainError::Interrupted { step: state.step }.into());
         }
         let s = state.step;
         let lr = schedule.lr(s);
         let started = Instant::now();
-        let batch = sampler.next_batch(&split.train, b, t);
+        let batch = batches.next_batch(b, t)?;
         model.zero_grad();
         let loss = model.forward_backward(&batch.inputs, &batch.targets, b, t, s as u64)?;
         let (params, grads) = model.params_and_grads();
@@ -140,17 +185,17 @@ pub fn train<M: Trainable>(
         observer.on_step(state.step, loss, lr);
         if state.step.is_multiple_of(opts.eval_every) || state.step == opts.steps {
             let speed = (timed_steps as f64, window_secs);
-            let mut rec = evaluate(model, split, opts, t, state.step, lr, Some(speed))?;
+            let mut rec = record(model, eval, (b, t), state.step, lr, Some(speed))?;
             rec.step_loss = Some((state.window_loss / state.window_steps as f64) as f32);
             (state.window_loss, state.window_steps) = (0.0, 0);
             state.metrics.push(rec);
-            state.sampler_pos = sampler.word_pos();
+            state.sampler_pos = batches.position();
             observer.on_eval(model, &state)?;
             state.last_checkpoint = Some(state.step);
             (timed_steps, window_secs) = (0, 0.0);
         }
     }
-    state.sampler_pos = sampler.word_pos();
+    state.sampler_pos = batches.position();
     if state.last_checkpoint != Some(state.step) {
         observer.on_eval(model, &state)?;
         state.last_checkpoint = Some(state.step);
@@ -158,22 +203,20 @@ pub fn train<M: Trainable>(
     Ok(state)
 }
 
-/// One metrics record: train and validation loss on fixed batches at `step`.
-fn evaluate<M: Trainable>(
+/// One metrics record at `step`: `eval`'s losses, the learning rate, and the throughput of
+/// `speed` = (steps, seconds) timed since the previous record.
+fn record<M: Trainable>(
     model: &mut M,
-    split: &Split,
-    opts: &TrainOptions,
-    t: usize,
+    eval: &mut dyn Evaluate<M>,
+    (b, t): (usize, usize),
     step: usize,
     lr: f64,
     speed: Option<(f64, f64)>,
 ) -> Result<MetricRecord> {
-    let seed = opts.seed.wrapping_add(EVAL_SEED_OFFSET);
-    let train_loss = estimate_loss(model, &split.train, opts.batch, t, opts.eval_iters, seed)?;
-    let val_loss = estimate_loss(model, &split.val, opts.batch, t, opts.eval_iters, seed)?;
+    let (train_loss, val_loss) = eval.losses(model, b, t)?;
     let (tokens_per_s, ms_per_step) = match speed {
         Some((steps, secs)) if secs > 0.0 => (
-            Some(steps * (opts.batch * t) as f64 / secs),
+            Some(steps * (b * t) as f64 / secs),
             Some(secs * 1e3 / steps),
         ),
         _ => (None, None),
@@ -188,23 +231,4 @@ fn evaluate<M: Trainable>(
         ms_per_step,
         peak_rss_bytes: super::rss::peak_rss_bytes(),
     })
-}
-
-/// Mean loss over `iters` batches of `(b, t)` drawn from `tokens` with a sampler seeded by
-/// `seed` (no dropout, no gradients).
-pub fn estimate_loss<M: Trainable>(
-    model: &mut M,
-    tokens: &[u32],
-    b: usize,
-    t: usize,
-    iters: usize,
-    seed: u64,
-) -> Result<f32> {
-    let mut sampler = BatchSampler::new(seed);
-    let mut sum = 0.0f64;
-    for _ in 0..iters {
-        let batch = sampler.next_batch(tokens, b, t);
-        sum += model.eval_loss(&batch.inputs, &batch.targets, b, t)? as f64;
-    }
-    Ok((sum / iters as f64) as f32)
 }

@@ -1,8 +1,12 @@
 //! Multi-query associative recall (MQAR, from the Zoology benchmark): the seeded task
-//! generator, scoring of a model's logits on the queried positions, and the accuracy heatmap.
+//! generator, what the training loop trains on (`feed`: batches and held-out losses;
+//! `masked`: the model on its masked loss), the sweep (`run`), scoring of a model's logits
+//! on the queried positions, the report and the accuracy heatmap.
 
+pub mod feed;
 pub mod generator;
 pub mod heatmap;
+pub mod masked;
 pub mod score;
 
 pub use generator::{IGNORE, MqarBatch, MqarTask};

@@ -37,7 +37,8 @@ impl MqarReport {
     }
 
     /// The accuracy table as aligned text: one row per (variant, width), one column per
-    /// setting, accuracy in percent with the best learning rate.
+    /// setting, accuracy in percent with the best learning rate; then one line per run that
+    /// stopped on a non-finite loss or gradient.
     pub fn table(&self) -> String {
         let mut out = format!("{:<22} {:>6}", "variant", "width");
         for &(t, p) in &self.plan.settings {
@@ -54,6 +55,16 @@ impl MqarReport {
                 out += &format!(" {text:>18}");
             }
             out.push('\n');
+        }
+        for c in &self.cells {
+            for r in &c.runs {
+                if let Some(why) = &r.stopped {
+                    out += &format!(
+                        "{} d={} T={} P={} lr={:.0e} {why} (accuracy counted as 0)\n",
+                        c.variant, c.width, c.seq_len, c.kv_pairs, r.lr
+                    );
+                }
+            }
         }
         out
     }

@@ -1,18 +1,18 @@
 //! The MQAR experiment: for every (setting, width, attention variant) a 2-layer GPT is trained
-//! on freshly generated MQAR batches with AdamW (warm-up + cosine, gradient clipping) at each
+//! on freshly generated MQAR batches by the one training loop (`train::trainer::train_on`:
+//! AdamW, warm-up + cosine, gradient clipping, the stop on a non-finite loss) at each
 //! learning rate of a small sweep, scored on held-out examples, and the best learning rate
 //! kept, as Zoology does. Only the queried positions enter the loss and the accuracy.
 
-use crate::init::rng::mix64 as mix;
 use serde::Serialize;
 
+use super::feed::{HeldOut, MqarBatches, eval_seed};
 use super::generator::MqarTask;
+use super::masked::MaskedGpt;
 use super::score::count_correct;
 use crate::init::orthogonal::OrthoMethod;
 use crate::model::{AttentionKind, Gpt, GptConfig, IGNORE, NormPlacement};
-use crate::train::adamw::{AdamW, AdamWConfig, groups_from};
-use crate::train::clip::clip_grad_norm;
-use crate::train::schedule::Schedule;
+use crate::train::{AdamWConfig, Limits, Observer, RunState, TrainError, TrainOptions, train_on};
 
 pub use crate::train::progress::{Progress, Silent};
 
@@ -52,10 +52,14 @@ pub struct LrRun {
     pub lr: f64,
     /// Held-out accuracy on queried positions, in `[0, 1]`.
     pub accuracy: f64,
-    /// Masked loss averaged over the last 10% of steps.
+    /// Masked loss averaged over the last 10% of steps (the training loop's losses).
     pub final_loss: f32,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// Why the run stopped before its last step (a non-finite loss or gradient; its
+    /// accuracy then counts as 0 and its `final_loss` is NaN); absent when it finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// One cell of the table: a variant at a width on a setting, with its best learning rate.
@@ -129,9 +133,15 @@ impl MqarPlan {
                         params = n;
                         runs.push(run);
                     }
+                    // On equal accuracy a finished run beats one that stopped (as before,
+                    // the later of equals wins otherwise).
+                    let key = |r: &LrRun| (r.accuracy, r.stopped.is_none());
                     let best = runs
                         .iter()
-                        .max_by(|a, b| a.accuracy.total_cmp(&b.accuracy))
+                        .max_by(|a, b| {
+                            let (ka, kb) = (key(a), key(b));
+                            ka.0.total_cmp(&kb.0).then(ka.1.cmp(&kb.1))
+                        })
                         .cloned();
                     let (accuracy, best_lr) =
                         best.map(|r| (r.accuracy, r.lr)).unwrap_or((0.0, 0.0));
@@ -152,8 +162,31 @@ impl MqarPlan {
         Ok(cells)
     }
 
-    /// Trains one model at peak learning rate `lr` and scores it; returns the run and the
-    /// number of trainable parameters.
+    /// The training options of one run at peak learning rate `lr`: AdamW's defaults with
+    /// the plan's weight decay, clip 1.0, warm-up over a tenth of the steps, cosine to
+    /// `lr / 10`; evaluated only at the start and the end (the accuracy is scored after).
+    pub fn options(&self, lr: f64) -> TrainOptions {
+        TrainOptions {
+            steps: self.steps,
+            batch: self.batch,
+            lr,
+            min_lr: lr * 0.1,
+            warmup: (self.steps / 10).max(1),
+            grad_clip: 1.0,
+            eval_every: self.steps,
+            eval_iters: 1,
+            seed: self.seed,
+            adamw: AdamWConfig {
+                weight_decay: self.weight_decay,
+                ..AdamWConfig::default()
+            },
+        }
+    }
+
+    /// Trains one model at peak learning rate `lr` through the training loop
+    /// ([`crate::train::train_on`]) and scores it; returns the run and the number of
+    /// trainable parameters. A non-finite loss or gradient stops the run: it is reported in
+    /// [`LrRun::stopped`] with accuracy 0, and the sweep goes on.
     pub fn train_one(
         &self,
         task: &MqarTask,
@@ -162,48 +195,39 @@ impl MqarPlan {
         progress: &mut dyn Progress,
     ) -> crate::Result<(LrRun, usize)> {
         let start = std::time::Instant::now();
-        let (b, t) = (self.batch, task.seq_len);
-        let mut model = Gpt::new(cfg, self.seed)?;
-        let parts: Vec<(usize, usize, bool)> = model
-            .params()
-            .tensors
-            .iter()
-            .map(|x| (x.offset, x.numel(), x.decay))
-            .collect();
-        let n = model.params().data.len();
-        let groups = groups_from(&parts, n)?;
-        let adam_cfg = AdamWConfig {
-            weight_decay: self.weight_decay,
-            ..AdamWConfig::default()
-        };
-        let mut opt = AdamW::new(adam_cfg, n);
-        let schedule = Schedule {
-            lr_max: lr,
-            lr_min: lr * 0.1,
-            warmup: (self.steps / 10).max(1),
-            steps: self.steps,
-        };
-        let tail = (self.steps / 10).max(1);
-        let mut tail_loss = 0.0f64;
-        for step in 0..self.steps {
-            let batch = task.generate(b, data_seed(self.seed, step as u64))?;
-            model.zero_grad();
-            let loss = model.forward_backward_masked(&batch.inputs, &batch.targets, b, t)?;
-            if step + tail >= self.steps {
-                tail_loss += loss as f64;
+        let mut model = MaskedGpt(Gpt::new(cfg, self.seed)?);
+        let n = model.0.params().data.len();
+        let opts = self.options(lr);
+        let state = RunState::fresh(&opts, n);
+        let mut batches = MqarBatches::resume(task, self.seed, &state);
+        let mut held_out = HeldOut::new(task, self.batch, self.seed)?;
+        let mut tail = TailLoss::new(self.steps, progress);
+        let trained = train_on(
+            &mut model,
+            &mut batches,
+            &mut held_out,
+            &opts,
+            task.seq_len,
+            state,
+            &mut tail,
+            Limits::default(),
+        );
+        let (accuracy, final_loss, stopped) = match trained {
+            Ok(_) => (self.evaluate(&mut model.0, task)?, tail.mean(), None),
+            Err(crate::Error::Train(TrainError::NonFinite {
+                step, what, value, ..
+            })) => {
+                let why = format!("stopped at step {step}: the {what} became {value}");
+                (0.0, f32::NAN, Some(why))
             }
-            let store = model.params_mut();
-            clip_grad_norm(&mut store.grad, 1.0);
-            let lr_now = schedule.lr(step);
-            opt.step(&mut store.data, &store.grad, &groups, lr_now);
-            progress.step(step + 1, loss, lr_now);
-        }
-        let accuracy = self.evaluate(&mut model, task)?;
+            Err(e) => return Err(e),
+        };
         let run = LrRun {
             lr,
             accuracy,
-            final_loss: (tail_loss / tail as f64) as f32,
+            final_loss,
             seconds: start.elapsed().as_secs_f64(),
+            stopped,
         };
         Ok((run, n))
     }
@@ -237,12 +261,41 @@ impl MqarPlan {
     }
 }
 
-/// Seed of training batch `step` (SplitMix-style mixing keeps streams apart).
-fn data_seed(seed: u64, step: u64) -> u64 {
-    mix(seed ^ 0x5EED_DA7A) ^ mix(step.wrapping_add(1))
+/// The loop's observer in an MQAR run: passes every step on to the progress, and sums the
+/// losses of the last tenth of the steps (the run's `final_loss`). Nothing is checkpointed.
+struct TailLoss<'a> {
+    progress: &'a mut dyn Progress,
+    steps: usize,
+    tail: usize,
+    sum: f64,
 }
 
-/// Seed of evaluation chunk `chunk`, disjoint from training's by a different salt.
-fn eval_seed(seed: u64, chunk: u64) -> u64 {
-    mix(seed ^ 0xE7A1_0000_0000) ^ mix(chunk.wrapping_add(0x1_0000_0000))
+impl<'a> TailLoss<'a> {
+    fn new(steps: usize, progress: &'a mut dyn Progress) -> Self {
+        let tail = (steps / 10).max(1);
+        TailLoss {
+            progress,
+            steps,
+            tail,
+            sum: 0.0,
+        }
+    }
+
+    /// Mean loss of the last `tail` steps.
+    fn mean(&self) -> f32 {
+        (self.sum / self.tail as f64) as f32
+    }
+}
+
+impl<M> Observer<M> for TailLoss<'_> {
+    fn on_step(&mut self, step: usize, loss: f32, lr: f64) {
+        if step + self.tail > self.steps {
+            self.sum += loss as f64;
+        }
+        self.progress.step(step, loss, lr);
+    }
+
+    fn on_eval(&mut self, _model: &M, _state: &RunState) -> crate::Result<()> {
+        Ok(())
+    }
 }

@@ -22,11 +22,11 @@ pub mod summary;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use super::evaluate::evaluate_tokens;
 use super::session::{FreshSpec, Prepared, Progress, Session};
+pub use super::trainer::Limits;
 use crate::Result;
 use crate::data::Corpus;
 use crate::model::{AttentionKind, Gpt};
@@ -37,15 +37,6 @@ pub use summary::{CompareSummary, FinalEval, SeedRun, VariantSummary};
 pub const FINALS_FILE: &str = "finals.json";
 /// The summary written when every run is finished.
 pub const SUMMARY_FILE: &str = "summary.json";
-
-/// How far to go this time.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Limits<'a> {
-    /// Set by Ctrl-C: checkpoint the run in progress and stop.
-    pub stop: Option<&'a AtomicBool>,
-    /// Train every run to at most this step, then stop (a chunk of a long comparison).
-    pub stop_at: Option<usize>,
-}
 
 /// What a call to [`run`] ended with.
 #[derive(Debug, Clone)]
