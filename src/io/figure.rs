@@ -15,6 +15,17 @@ use super::file_set::FileSet;
 /// DejaVu Sans, so plots need no system font library.
 static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
+/// The colours of the curves of every figure, in order (matplotlib's first seven).
+pub const PALETTE: [RGBColor; 7] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+    RGBColor(140, 86, 75),
+];
+
 /// A plot that can draw itself on any plotters backend.
 pub trait Figure {
     /// Width and height in pixels.

@@ -83,6 +83,42 @@ pub(crate) struct Scratch<V = Vec<f32>> {
     pub d_att: V,
 }
 
+impl<V> Scratch<V> {
+    /// Every scratch buffer. Every field is named (no `..`), as in [`layer_buffers`].
+    fn buffers(&self) -> [&V; 13] {
+        let Scratch {
+            branch,
+            d_out,
+            d_in,
+            d_res1,
+            d_branch_in,
+            d_ln1_in,
+            dq,
+            dk,
+            dv,
+            d_heads,
+            d_fch_gelu,
+            d_fch,
+            d_att,
+        } = self;
+        [
+            branch,
+            d_out,
+            d_in,
+            d_res1,
+            d_branch_in,
+            d_ln1_in,
+            dq,
+            dk,
+            dv,
+            d_heads,
+            d_fch_gelu,
+            d_fch,
+            d_att,
+        ]
+    }
+}
+
 /// All buffers for one batch shape.
 pub(crate) struct Acts<V = Vec<f32>> {
     /// The dropout seed of the last training forward (`None`: no dropout ran).
@@ -296,42 +332,9 @@ impl<V> Acts<V> {
             logits,
             scratch,
         } = self;
-        let Scratch {
-            branch,
-            d_out,
-            d_in,
-            d_res1,
-            d_branch_in,
-            d_ln1_in,
-            dq,
-            dk,
-            dv,
-            d_heads,
-            d_fch_gelu,
-            d_fch,
-            d_att,
-        } = scratch;
-        vec![
-            x0,
-            mask_emb,
-            lnf,
-            lnf_mean,
-            lnf_rstd,
-            logits,
-            branch,
-            d_out,
-            d_in,
-            d_res1,
-            d_branch_in,
-            d_ln1_in,
-            dq,
-            dk,
-            dv,
-            d_heads,
-            d_fch_gelu,
-            d_fch,
-            d_att,
-        ]
+        let mut all: Vec<&V> = vec![x0, mask_emb, lnf, lnf_mean, lnf_rstd, logits];
+        all.extend(scratch.buffers());
+        all
     }
 
     /// Every buffer.

@@ -8,7 +8,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::metrics::MetricRecord;
-use crate::io::figure::{Figure, FigureError, stage_figure, write_figure};
+use crate::io::figure::{Figure, FigureError, PALETTE, stage_figure, write_figure};
 use crate::io::file_set::FileSet;
 use crate::{Error, Result};
 
@@ -20,15 +20,6 @@ pub struct Curve {
     /// Its evaluation records.
     pub records: Vec<MetricRecord>,
 }
-
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(23, 190, 207),
-];
 
 /// The loss curves of several runs, titled.
 struct LossFigure<'a> {
@@ -108,7 +99,7 @@ fn draw<DB: DrawingBackend>(
         .axis_desc_style(("sans-serif", 17))
         .draw()?;
     for (i, c) in curves.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
+        let color = PALETTE[i % PALETTE.len()];
         let val: Vec<(f32, f32)> = c
             .records
             .iter()

@@ -9,15 +9,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::TheoryError;
-use crate::io::figure::{Figure, stage_figure, write_figure};
+use crate::io::figure::{Figure, PALETTE, stage_figure, write_figure};
 use crate::io::file_set::FileSet;
-
-const COLORS: [RGBColor; 4] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-];
 
 /// One labelled cloud of `(x·y, q·k)` points.
 #[derive(Clone, Debug)]
@@ -116,7 +109,7 @@ fn draw<DB: DrawingBackend>(
         .label_style(("sans-serif", 14))
         .draw()?;
     for (n, (label, pts)) in clouds.iter().enumerate() {
-        let color = COLORS[n % COLORS.len()];
+        let color = PALETTE[n % PALETTE.len()];
         let inside = pts.iter().filter(|p| p.0.abs() < lim && p.1.abs() < lim);
         chart
             .draw_series(inside.map(|&p| Circle::new(p, 2, color.mix(0.35).filled())))?

@@ -9,19 +9,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::summary::{CompareSummary, VariantSummary, mean_curve};
-use crate::io::figure::{Figure, stage_figure};
+use crate::io::figure::{Figure, PALETTE, stage_figure};
 use crate::io::file_set::FileSet;
 use crate::{Error, Result};
-
-const COLORS: [RGBColor; 7] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(23, 190, 207),
-    RGBColor(140, 86, 75),
-];
 
 struct LossFigure<'a> {
     s: &'a CompareSummary,
@@ -128,7 +118,7 @@ fn panel<DB: DrawingBackend>(
         .draw()?;
     let clamp = |y: f32| y.clamp(y0, y1);
     for (i, (v, pts)) in s.variants.iter().zip(&all).enumerate() {
-        let color = COLORS[i % COLORS.len()];
+        let color = PALETTE[i % PALETTE.len()];
         if s.seeds.len() > 1 {
             let band: Vec<(f32, f32)> = pts
                 .iter()
