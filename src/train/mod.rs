@@ -2,6 +2,7 @@
 //! checkpoints and resume, metrics, loss plots and the equal-budget comparison.
 
 pub mod adamw;
+pub mod bench_options;
 pub mod checkpoint;
 pub mod clip;
 pub mod compare;
@@ -11,6 +12,7 @@ pub mod export;
 pub mod generate;
 pub mod gpt_adapter;
 pub mod llama_bench;
+pub mod llama_bench_report;
 pub mod memory;
 pub mod memory_report;
 pub mod metrics;
@@ -25,6 +27,7 @@ pub mod schedule;
 pub mod session;
 pub mod stats;
 pub mod step_bench;
+pub mod step_bench_report;
 pub mod trainer;
 
 pub use adamw::{AdamW, AdamWConfig};
