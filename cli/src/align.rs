@@ -13,6 +13,7 @@ use super::pretrained::read_tokens;
 use super::rotate::RotationKind;
 use orthoformer::model::llama::{Llama, load_model};
 use orthoformer::rotate::Rotation;
+use orthoformer::rotate::options::AlignOptions;
 use orthoformer::rotate::procrustes::procrustes;
 
 /// Flags of `orthoformer align`.
@@ -31,16 +32,16 @@ pub struct AlignArgs {
     #[arg(long)]
     pub layer: usize,
     /// Tokens of text (hidden-state rows); needs at least the width for a well-posed fit.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = AlignOptions::default().max_tokens)]
     pub max_tokens: usize,
     /// Tokens per forward chunk (the model's attention window here).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = AlignOptions::default().context)]
     pub context: usize,
     /// B was made by `rotate --rotation KIND --seed S`: compare the map with that `Q`.
     #[arg(long, value_enum)]
     pub true_rotation: Option<RotationKind>,
     /// Seed of --true-rotation.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = AlignOptions::default().seed)]
     pub seed: u64,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -61,10 +62,23 @@ struct Report {
     max_abs_diff_to_true_q: Option<f64>,
 }
 
+impl AlignArgs {
+    /// The library's options these flags ask for.
+    pub fn options(&self) -> AlignOptions {
+        AlignOptions {
+            layer: self.layer,
+            max_tokens: self.max_tokens,
+            context: self.context,
+            true_rotation: self.true_rotation.map(Into::into),
+            seed: self.seed,
+        }
+    }
+}
+
 fn hidden(
     path: &std::path::Path,
     data: Option<&std::path::Path>,
-    args: &AlignArgs,
+    args: &AlignOptions,
 ) -> anyhow::Result<(Vec<f32>, usize)> {
     let loaded = load_model(path).context("loading the model")?;
     if args.layer > loaded.weights.cfg.n_layer {
@@ -97,8 +111,9 @@ fn hidden(
 
 /// Runs `orthoformer align`.
 pub fn run(args: &AlignArgs) -> anyhow::Result<Outcome> {
-    let (a, c) = hidden(&args.model, args.data.as_deref(), args)?;
-    let (b, cb) = hidden(&args.model_b, args.data.as_deref(), args)?;
+    let o = args.options();
+    let (a, c) = hidden(&args.model, args.data.as_deref(), &o)?;
+    let (b, cb) = hidden(&args.model_b, args.data.as_deref(), &o)?;
     if c != cb || a.len() != b.len() {
         anyhow::bail!(
             "the models disagree in width ({c} vs {cb}) or tokenization; align needs the same tokenizer and width"
@@ -106,12 +121,8 @@ pub fn run(args: &AlignArgs) -> anyhow::Result<Outcome> {
     }
     let fit = procrustes(&a, &b, c)?;
     let (mut dist, mut maxd) = (None, None);
-    if let Some(kind) = args.true_rotation {
-        let q = match kind {
-            RotationKind::Random => Rotation::random(c, args.seed)?,
-            RotationKind::Hadamard => Rotation::hadamard(c, args.seed)?,
-        }
-        .dense();
+    if let Some(kind) = o.true_rotation {
+        let q = Rotation::of_kind(kind, c, o.seed)?.dense();
         let sq: f64 = fit.r.iter().zip(&q).map(|(x, y)| (x - y).powi(2)).sum();
         dist = Some((sq / c as f64).sqrt());
         maxd = Some(
@@ -125,7 +136,7 @@ pub fn run(args: &AlignArgs) -> anyhow::Result<Outcome> {
     let r = Report {
         model_a: args.model.display().to_string(),
         model_b: args.model_b.display().to_string(),
-        layer: args.layer,
+        layer: o.layer,
         rows: a.len() / c,
         width: c,
         relative_residual: fit.relative_residual,
@@ -147,7 +158,7 @@ pub fn run(args: &AlignArgs) -> anyhow::Result<Outcome> {
         if let (Some(d), Some(m)) = (dist, maxd) {
             println!("  ‖R − Q‖_F/√C    {d:.3e}  (max |R − Q| {m:.3e})");
         }
-        if r.rows < c || args.layer == 0 {
+        if r.rows < c || o.layer == 0 {
             println!(
                 "  note: with fewer independent hidden states than the width (few rows, or layer 0 \
                  where repeated tokens give repeated rows) the map is not determined by the data"

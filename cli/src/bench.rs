@@ -8,16 +8,21 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use super::Outcome;
+use super::common::{PYTHON, comma_default, emit};
 use orthoformer::model::GptConfig;
-use orthoformer::train::compare::attention_name;
-use orthoformer::train::step_bench::{StepTiming, gemm_peak, time_training_step};
+use orthoformer::train::bench_options::{BenchOptions, BenchShape};
+use orthoformer::train::step_bench::{ReferenceStep, run_step_bench};
 
 /// Flags of `orthoformer bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// Configurations: a (context 128, batch 16, 4 layers, d 128) and/or b (context 256,
     /// batch 8, 6 layers, d 384).
-    #[arg(long, value_delimiter = ',', default_value = "a,b")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = comma_default!(BenchOptions::default().configs.iter().map(|c| c.name()))
+    )]
     pub configs: Vec<String>,
     /// Attention variants to time (any of softmax, orthogonal, orthogonal-tied, identity-q,
     /// orthogonal-hadamard, linear, orthogonal-linear; PyTorch runs the frozen ones as its
@@ -25,16 +30,16 @@ pub struct BenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "softmax,orthogonal,orthogonal-hadamard"
+        default_value = comma_default!(BenchOptions::default().attention.iter().map(|a| a.name()))
     )]
     pub attention: Vec<String>,
     /// Timed steps per measurement (after 3 warm-up steps); the median is reported.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = BenchOptions::default().steps)]
     pub steps: usize,
     /// Rounds: each round measures the GEMM peak, then Orthoformer and PyTorch back to back
     /// for every row; the best round of each is reported, so a burst of load from another
     /// process on a shared machine disturbs neither side's figure.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = BenchOptions::default().rounds)]
     pub rounds: usize,
     /// Threads for both (rayon here, `torch.set_num_threads` there) [default: all cores].
     #[arg(long)]
@@ -43,7 +48,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "scripts/torch_gpt_bench.py")]
     pub torch_script: PathBuf,
     /// Python interpreter with torch.
-    #[arg(long, default_value = "python3")]
+    #[arg(long, default_value = PYTHON)]
     pub python: String,
     /// Time Orthoformer only.
     #[arg(long)]
@@ -57,13 +62,13 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub model: Vec<PathBuf>,
     /// With --model: prompt tokens prefilled as one chunk.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = BenchOptions::default().prompt_tokens)]
     pub prompt_tokens: usize,
     /// With --model: greedy tokens generated after the prompt.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = BenchOptions::default().gen_tokens)]
     pub gen_tokens: usize,
     /// With --model: tokens scored by the eval windows (256 wide, stride 128); 0 skips eval.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = BenchOptions::default().eval_tokens)]
     pub eval_tokens: usize,
     /// With --model: the llama.cpp script.
     #[arg(long, default_value = "scripts/bench_llamacpp.py")]
@@ -76,187 +81,74 @@ pub struct BenchArgs {
     pub no_llamacpp: bool,
 }
 
-#[derive(Debug, serde::Serialize)]
-struct Row {
-    config: String,
-    attention: String,
-    batch: usize,
-    context: usize,
-    orthoformer: StepTiming,
-    gemm_peak_share: f64,
-    torch_ms_per_step: Option<f64>,
-    torch_tokens_per_s: Option<f64>,
-    /// torch ms / orthoformer ms: above 1 means Orthoformer is faster.
-    speedup_vs_torch: Option<f64>,
-    /// PyTorch's rate on the same counted FLOPs.
-    torch_gflops: Option<f64>,
-    torch_error: Option<String>,
-    /// Orthoformer's median ms per step in each round (the row reports the best).
-    orthoformer_ms_rounds: Vec<f64>,
-    /// PyTorch's median ms per step in each round that ran.
-    torch_ms_rounds: Vec<f64>,
+impl BenchArgs {
+    /// The library's options these flags ask for (names checked).
+    pub fn options(&self) -> anyhow::Result<BenchOptions> {
+        Ok(BenchOptions {
+            configs: self
+                .configs
+                .iter()
+                .map(|c| BenchShape::parse(c, false))
+                .collect::<Result<_, _>>()?,
+            attention: self
+                .attention
+                .iter()
+                .map(|a| super::train::parse_attention(a))
+                .collect::<anyhow::Result<_>>()?,
+            steps: self.steps,
+            rounds: self.rounds,
+            threads: self.threads,
+            prompt_tokens: self.prompt_tokens,
+            gen_tokens: self.gen_tokens,
+            eval_tokens: self.eval_tokens,
+        })
+    }
+}
+
+/// Sets up a global pool of `--threads` workers (every core by default), on which the
+/// model's kernels and gemm run; returns its size.
+pub fn setup_threads(opts: &BenchOptions) -> usize {
+    let threads = opts
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    orthoformer::nn::threads::set_global_threads(threads);
+    threads
 }
 
 /// Runs `orthoformer bench`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
+    let opts = args.options()?;
     if !args.model.is_empty() {
-        return super::bench_llama::run(args);
+        return super::bench_llama::run(args, &opts);
     }
-    if args.steps == 0 {
-        anyhow::bail!("--steps must be at least 1");
-    }
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    // A global pool of `threads` workers: the model's kernels and gemm run on it.
-    orthoformer::nn::threads::set_global_threads(threads);
-    let mut plan = Vec::new();
-    for c in &args.configs {
-        let (label, preset, b) = super::common::bench_shape(c, false)?;
-        let cfg = GptConfig::preset(preset)?;
-        for a in &args.attention {
-            let mut cfg = cfg.clone();
-            cfg.attention = super::train::parse_attention(a)?;
-            plan.push((label.clone(), cfg, b));
-        }
-    }
-    let rounds = args.rounds.max(1);
-    let total = (rounds * (plan.len() + 1)) as u64;
+    opts.validate_steps()?;
+    let threads = setup_threads(&opts);
+    let rows = opts.configs.len() * opts.attention.len();
+    let total = (opts.rounds() * (rows + 1)) as u64;
     let bar = super::common::progress_bar(total, "bench", args.json);
-    let mut peaks = Vec::new();
-    let mut best: Vec<Option<(StepTiming, TorchTiming)>> = plan.iter().map(|_| None).collect();
-    // Every round's figures, kept so the spread (outside load) can be seen.
-    let mut history: Vec<(Vec<f64>, Vec<f64>)> = plan.iter().map(|_| Default::default()).collect();
-    for _ in 0..rounds {
-        peaks.push(gemm_peak(1024, threads, 10));
-        bar.inc(1);
-        for (((_, cfg, b), slot), hist) in plan.iter().zip(best.iter_mut()).zip(&mut history) {
-            let ours = time_training_step(cfg, *b, args.steps, 0)?;
-            let torch = if args.no_torch {
-                Err(anyhow::anyhow!("skipped (--no-torch)"))
-            } else {
-                run_torch(args, cfg, *b, threads)
-            };
-            hist.0.push(ours.ms_per_step);
-            if let Ok((ms, _)) = &torch {
-                hist.1.push(*ms);
-            }
-            *slot = Some(match slot.take() {
-                None => (ours, torch),
-                Some((o, t)) => {
-                    let o = if ours.ms_per_step < o.ms_per_step {
-                        ours
-                    } else {
-                        o
-                    };
-                    let t = match (t, torch) {
-                        (Ok(x), Ok(y)) => Ok(if y.0 < x.0 { y } else { x }),
-                        (Ok(x), Err(_)) | (Err(_), Ok(x)) => Ok(x),
-                        (Err(e), Err(_)) => Err(e),
-                    };
-                    (o, t)
-                }
-            });
-            bar.inc(1);
-        }
-    }
-    let peak = peaks.iter().copied().fold(0.0f64, f64::max);
-    let mut rows = Vec::new();
-    for (((name, cfg, b), slot), (ours_rounds, torch_rounds)) in
-        plan.into_iter().zip(best).zip(history)
-    {
-        let Some((ours, torch)) = slot else { continue };
-        let (tm, tt, te) = match torch {
-            Ok((ms, tps)) => (Some(ms), Some(tps), None),
-            Err(_) if args.no_torch => (None, None, None),
-            Err(e) => (None, None, Some(e.to_string())),
+    let mut torch = |cfg: &GptConfig, b: usize| {
+        run_torch(args, cfg, b, opts.steps, threads).map_err(|e| e.to_string())
+    };
+    let reference: Option<&mut orthoformer::train::step_bench::ReferenceTimer<'_>> =
+        if args.no_torch {
+            None
+        } else {
+            Some(&mut torch)
         };
-        rows.push(Row {
-            config: name,
-            attention: attention_name(cfg.attention),
-            batch: b,
-            context: cfg.context,
-            gemm_peak_share: ours.gflops / peak,
-            speedup_vs_torch: tm.map(|t| t / ours.ms_per_step),
-            torch_gflops: tm.map(|t| ours.flops_per_step / (t / 1e3) / 1e9),
-            orthoformer: ours,
-            torch_ms_per_step: tm,
-            torch_tokens_per_s: tt,
-            torch_error: te,
-            orthoformer_ms_rounds: ours_rounds,
-            torch_ms_rounds: torch_rounds,
-        });
-    }
+    let report = run_step_bench(&opts, threads, reference, &mut || bar.inc(1))?;
     bar.finish_and_clear();
-    if args.json {
-        super::common::print_json(&serde_json::json!({
-            "threads": threads,
-            "gemm_peak_gflops": peak,
-            "gemm_peak_rounds": peaks,
-            "rows": rows,
-        }))?;
-        return Ok(Outcome::Success);
-    }
-    println!(
-        "f32 GEMM peak (1024^3, {threads} threads, best of {rounds} rounds): {peak:.1} GFLOP/s"
-    );
-    if rounds > 1 {
-        let each: Vec<String> = peaks.iter().map(|p| format!("{p:.1}")).collect();
-        println!(
-            "  per round: {} (a low reading means other load; each side's best round is shown, \
-             every round is in --json)",
-            each.join(", ")
-        );
-    }
-    println!(
-        "{:<3} {:<20} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>8} {:>7}",
-        "cfg",
-        "attention",
-        "ours ms",
-        "tok/s",
-        "torch ms",
-        "tok/s",
-        "speedup",
-        "GFLOP/s",
-        "% peak",
-        "torch GF",
-        "% peak"
-    );
-    for r in &rows {
-        let opt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |v| format!("{v:.p$}"));
-        println!(
-            "{:<3} {:<20} {:>9.2} {:>9.0} {:>9} {:>9} {:>8} {:>8.1} {:>6.1}% {:>8} {:>7}",
-            r.config,
-            r.attention,
-            r.orthoformer.ms_per_step,
-            r.orthoformer.tokens_per_s,
-            opt(r.torch_ms_per_step, 2),
-            opt(r.torch_tokens_per_s, 0),
-            r.speedup_vs_torch
-                .map_or("-".into(), |s| format!("{s:.2}x")),
-            r.orthoformer.gflops,
-            100.0 * r.gemm_peak_share,
-            opt(r.torch_gflops, 1),
-            r.torch_gflops
-                .map_or("-".into(), |g| format!("{:.1}%", 100.0 * g / peak)),
-        );
-        if let Some(e) = &r.torch_error {
-            println!("    torch: {e}");
-        }
-    }
+    emit(&report, args.json)?;
     Ok(Outcome::Success)
 }
 
-/// PyTorch's (median ms, tokens/s), or why there is none.
-type TorchTiming = anyhow::Result<(f64, f64)>;
-
-/// Runs the PyTorch reference on the same shape; returns (median ms, tokens/s).
+/// Runs the PyTorch reference on the same shape: its median ms per step and tokens/s.
 fn run_torch(
     args: &BenchArgs,
     cfg: &GptConfig,
     b: usize,
+    steps: usize,
     threads: usize,
-) -> anyhow::Result<(f64, f64)> {
+) -> anyhow::Result<ReferenceStep> {
     // PyTorch's reference has softmax attention with trainable or frozen dense Q/K: the
     // frozen variants (tied, identity, Hadamard) are compared with its frozen dense model,
     // the best PyTorch offers without a custom kernel.
@@ -272,7 +164,7 @@ fn run_torch(
         .args(["--block", &cfg.context.to_string()])
         .args(["--batch", &b.to_string()])
         .args(["--vocab", &cfg.vocab_size.to_string()])
-        .args(["--steps", &args.steps.to_string()])
+        .args(["--steps", &steps.to_string()])
         .args(["--threads", &threads.to_string()]);
     if frozen {
         cmd.arg("--frozen-qk");
@@ -296,7 +188,10 @@ fn run_torch(
             .and_then(|v| v.parse().ok())
     };
     match (field("median_ms="), field("tokens_per_s=")) {
-        (Some(ms), Some(tps)) => Ok((ms, tps)),
+        (Some(ms_per_step), Some(tokens_per_s)) => Ok(ReferenceStep {
+            ms_per_step,
+            tokens_per_s,
+        }),
         _ => anyhow::bail!(
             "unexpected output from {}: {text}",
             args.torch_script.display()

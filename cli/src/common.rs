@@ -29,20 +29,29 @@ pub fn progress_bar(len: u64, message: &str, quiet: bool) -> ProgressBar {
     bar
 }
 
-/// The training shapes `bench` and `memory` measure: configuration A (`config-a`, batch 16,
-/// context 128), B (`config-b`, batch 8, context 256) and, where `tiny` is allowed, the tiny
-/// preset (batch 4). Returns the row label, the preset and the batch size.
-pub fn bench_shape(name: &str, allow_tiny: bool) -> anyhow::Result<(String, &'static str, usize)> {
-    match name.trim().to_lowercase().as_str() {
-        "a" => Ok(("A".into(), "config-a", 16)),
-        "b" => Ok(("B".into(), "config-b", 8)),
-        "tiny" if allow_tiny => Ok(("tiny".into(), "tiny", 4)),
-        other => {
-            let choices = if allow_tiny { "a, b or tiny" } else { "a or b" };
-            anyhow::bail!("unknown config {other:?}: use {choices}")
-        }
-    }
+/// The Python interpreter the commands that time PyTorch run by default.
+pub const PYTHON: &str = "python3";
+
+/// `items` joined by commas: a list flag's default as clap shows and parses it (`a,b`).
+pub fn comma_list<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
+    items
+        .into_iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
+
+/// A comma-separated list flag's default, built from the library's `Default` so the value is
+/// written once: `default_value = comma_default!(Opts::default().list.iter().map(..))`. Clap
+/// keeps defaults as `&'static str`, so each use keeps its text in its own static.
+macro_rules! comma_default {
+    ($items:expr) => {{
+        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        TEXT.get_or_init(|| $crate::common::comma_list($items))
+            .as_str()
+    }};
+}
+pub(crate) use comma_default;
 
 /// Prints a report: JSON with `--json`, otherwise its text form (tables and paragraphs).
 pub fn emit<R: orthoformer::io::table::Report>(report: &R, json: bool) -> anyhow::Result<()> {

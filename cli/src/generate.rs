@@ -27,22 +27,22 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// The text to continue.
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value_t)]
     pub prompt: String,
     /// How many tokens to generate.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = SampleOptions::default().max_new_tokens)]
     pub max_new_tokens: usize,
     /// Sampling temperature; 0 means greedy (always the most likely token).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = SampleOptions::default().temperature)]
     pub temperature: f32,
     /// Sample only among the `k` most likely tokens (0: all).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = SampleOptions::default().top_k)]
     pub top_k: usize,
     /// Sample only among the most likely tokens whose probabilities add up to `p` (1: all).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = SampleOptions::default().top_p)]
     pub top_p: f64,
     /// Seed of the sampler.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = SampleOptions::default().seed)]
     pub seed: u64,
     /// Print one JSON object (text, token counts, prompt and decode tokens/s) instead of
     /// streaming the text.

@@ -10,6 +10,7 @@ use super::Outcome;
 use super::common::{print_json, progress_bar};
 use orthoformer::init::method::{InitMethod, InitParams, generate};
 use orthoformer::init::mimetic::{MimeticParams, mimetic};
+use orthoformer::init::options::InitOptions;
 use orthoformer::init::orthogonal::ortho_error;
 use orthoformer::io::matrix_file::{FloatType, MatrixFormat, write_matrix};
 
@@ -26,7 +27,7 @@ wide ones orthonormal rows, both scaled by --gain."
 pub struct InitArgs {
     /// Method: qr, svd, householder, cayley, any torch.nn.init name in kebab-case, zer-o or
     /// mimetic (see --list).
-    #[arg(long, default_value = "qr")]
+    #[arg(long, default_value_t = InitOptions::default().method)]
     pub method: String,
     /// Print every method with a one-line description and exit.
     #[arg(long)]
@@ -66,25 +67,25 @@ pub struct InitArgs {
     #[arg(long)]
     pub groups: Option<usize>,
     /// Mimetic: number of attention heads (must divide the width).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = InitOptions::default().heads)]
     pub heads: usize,
     /// Number of rows.
-    #[arg(long, default_value_t = 768)]
+    #[arg(long, default_value_t = InitOptions::default().rows)]
     pub rows: usize,
     /// Number of columns.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = InitOptions::default().cols)]
     pub cols: usize,
     /// Scale of the result: `WᵀW = gain² I` (also Xavier's gain). Default 1.
     #[arg(long, allow_negative_numbers = true)]
     pub gain: Option<f64>,
     /// Random seed (matrix k uses seed + k).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = InitOptions::default().seed)]
     pub seed: u64,
     /// Element type of the output: f32 or f64 (always computed in f64).
-    #[arg(long, default_value = "f32")]
+    #[arg(long, default_value_t = InitOptions::default().dtype.name().to_string())]
     pub dtype: String,
     /// How many matrices to generate.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = InitOptions::default().count)]
     pub count: usize,
     /// Output file: `.npy` (shape [count, rows, cols], or [rows, cols] when count is 1) or
     /// `.safetensors` (one tensor named `weight` of that shape).
@@ -135,19 +136,32 @@ fn parse_shape(s: &str) -> anyhow::Result<Vec<usize>> {
     Ok(dims.into_iter().map(|d| d as usize).collect())
 }
 
-fn params(args: &InitArgs) -> InitParams {
-    InitParams {
-        gain: args.gain,
-        nonlinearity: args.nonlinearity.clone(),
-        a: args.a,
-        mode: args.mode.clone(),
-        mean: args.mean,
-        std: args.std,
-        lo: args.lo,
-        hi: args.hi,
-        val: args.val,
-        sparsity: args.sparsity,
-        groups: args.groups,
+impl InitArgs {
+    /// The library's options these flags ask for (shape and element type checked).
+    pub fn options(&self) -> anyhow::Result<InitOptions> {
+        Ok(InitOptions {
+            method: self.method.clone(),
+            shape: self.shape.as_deref().map(parse_shape).transpose()?,
+            rows: self.rows,
+            cols: self.cols,
+            heads: self.heads,
+            params: InitParams {
+                gain: self.gain,
+                nonlinearity: self.nonlinearity.clone(),
+                a: self.a,
+                mode: self.mode.clone(),
+                mean: self.mean,
+                std: self.std,
+                lo: self.lo,
+                hi: self.hi,
+                val: self.val,
+                sparsity: self.sparsity,
+                groups: self.groups,
+            },
+            seed: self.seed,
+            dtype: FloatType::parse(&self.dtype).map_err(|e| anyhow::anyhow!("--dtype: {e}"))?,
+            count: self.count,
+        })
     }
 }
 
@@ -177,21 +191,19 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
         print_list();
         return Ok(Outcome::Success);
     }
-    let is_mimetic = args.method == "mimetic";
+    let o = args.options()?;
+    let is_mimetic = o.method == "mimetic";
     let method = if is_mimetic {
         None
     } else {
-        Some(InitMethod::from_name(&args.method)?)
+        Some(InitMethod::from_name(&o.method)?)
     };
-    let dtype = FloatType::parse(&args.dtype).map_err(|e| anyhow::anyhow!("--dtype: {e}"))?;
-    if args.count == 0 {
+    let dtype = o.dtype;
+    if o.count == 0 {
         bail!("--count 0: ask for at least one matrix");
     }
-    let mut shape = match &args.shape {
-        Some(s) => parse_shape(s)?,
-        None => vec![args.rows, args.cols],
-    };
-    let gain = args.gain.unwrap_or(1.0);
+    let mut shape = o.shape.clone().unwrap_or_else(|| vec![o.rows, o.cols]);
+    let gain = o.params.gain.unwrap_or(1.0);
     if !gain.is_finite() || gain < 0.0 {
         return Err(orthoformer::init::InitError::BadGain(gain).into());
     }
@@ -209,7 +221,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
         .as_deref()
         .map(MatrixFormat::from_path)
         .transpose()?;
-    let p = params(args);
+    let p = &o.params;
     let one = if is_mimetic {
         orthoformer::io::memory::bytes(&[4, shape[0], shape[0]])
     } else {
@@ -217,10 +229,10 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
     };
     // Held at once: every value in f64, their f32-rounded copy (also f64) for the moments
     // and the file's bytes; each matrix's own working memory is checked where it is drawn.
-    let total = one.and_then(|n| n.checked_mul(args.count));
+    let total = one.and_then(|n| n.checked_mul(o.count));
     orthoformer::io::memory::check_fits(
         total.and_then(|n| n.checked_mul(8 + 8 + 8)),
-        format_args!("{} matrices of shape {shape:?}", args.count),
+        format_args!("{} matrices of shape {shape:?}", o.count),
     )?;
     let total = total.unwrap_or(0);
     let one = one.unwrap_or(0);
@@ -229,18 +241,18 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
     } else {
         (shape[0], one / shape[0])
     };
-    let bar = progress_bar(args.count as u64, "init", args.json || args.count < 16);
+    let bar = progress_bar(o.count as u64, "init", args.json || o.count < 16);
     let mut values = Vec::with_capacity(total);
     let mut err_max: Option<f64> = None;
     let (mut qk, mut vo): (Option<f64>, Option<f64>) = (None, None);
     let mut gen_secs = 0.0;
-    for k in 0..args.count {
-        let seed = args.seed.wrapping_add(k as u64);
+    for k in 0..o.count {
+        let seed = o.seed.wrapping_add(k as u64);
         let t0 = Instant::now();
         let w = match method {
-            Some(m) => generate(m, &shape, &p, seed)?,
+            Some(m) => generate(m, &shape, p, seed)?,
             None => {
-                let mm = mimetic(shape[0], args.heads, MimeticParams::default(), seed)?;
+                let mm = mimetic(shape[0], o.heads, MimeticParams::default(), seed)?;
                 qk = Some(qk.unwrap_or(0.0).max(mm.qk_rel_error));
                 vo = Some(vo.unwrap_or(0.0).max(mm.vo_rel_error));
                 [mm.wq, mm.wk, mm.wv, mm.wo].concat()
@@ -266,8 +278,8 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
     } else {
         shape.clone()
     };
-    if args.count > 1 {
-        out_shape.insert(0, args.count);
+    if o.count > 1 {
+        out_shape.insert(0, o.count);
     }
     if let (Some(path), Some(format)) = (&args.out, format) {
         write_matrix(path, format, dtype, &values, &out_shape).context("cannot write --out")?;
@@ -278,13 +290,13 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
     };
     let (mean, std, min, max) = moments(&stored);
     let report = Report {
-        method: args.method.clone(),
+        method: o.method.clone(),
         shape: shape.clone(),
         rows,
         cols,
         dtype: dtype.name(),
-        count: args.count,
-        seed: args.seed,
+        count: o.count,
+        seed: o.seed,
         gain,
         haar: method.is_some_and(|m| match m {
             InitMethod::Ortho(o) => o.is_haar(),
@@ -292,7 +304,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
             _ => false,
         }),
         ortho_error_max: err_max,
-        ms_per_matrix: gen_secs * 1e3 / args.count as f64,
+        ms_per_matrix: gen_secs * 1e3 / o.count as f64,
         mean,
         std,
         min,

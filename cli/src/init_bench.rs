@@ -7,11 +7,13 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use super::Outcome;
-use super::common::{emit, progress_bar};
-use orthoformer::init::bench_report::{InitBenchReport, InitBenchRow, TorchInitReport};
+use super::common::{PYTHON, emit, progress_bar};
+use orthoformer::init::bench_report::{
+    InitBenchOptions, InitBenchReport, InitBenchRow, TorchInitReport,
+};
 use orthoformer::init::orthogonal::{OrthoMethod, ortho_error, orthogonal_f64};
 
 /// Flags of `orthoformer init-bench`.
@@ -21,20 +23,28 @@ use orthoformer::init::orthogonal::{OrthoMethod, ortho_error, orthogonal_f64};
 householder 1.876 ms for 768x64.\ncayley is orthogonal but not Haar-distributed."
 )]
 pub struct InitBenchArgs {
-    /// Matrix shape `MxN`; repeat for several (default 768x64).
-    #[arg(long = "shape", value_name = "MxN")]
+    /// Matrix shape `MxN`; repeat for several.
+    #[arg(
+        long = "shape",
+        value_name = "MxN",
+        default_values_t = InitBenchOptions::default().shapes.iter().map(|(m, n)| format!("{m}x{n}"))
+    )]
     pub shapes: Vec<String>,
     /// Timed runs per method and shape (the median is reported; at least 20).
-    #[arg(long, default_value_t = 25)]
+    #[arg(long, default_value_t = InitBenchOptions::default().runs)]
     pub runs: usize,
-    /// Methods to time (default: all four).
-    #[arg(long = "method", value_name = "METHOD")]
+    /// Methods to time; repeat for several.
+    #[arg(
+        long = "method",
+        value_name = "METHOD",
+        default_values_t = InitBenchOptions::default().methods.iter().map(|m| m.name().to_string())
+    )]
     pub methods: Vec<String>,
     /// Also time PyTorch in the same run (needs python3 with torch).
     #[arg(long)]
     pub torch: bool,
     /// The Python interpreter for `--torch`.
-    #[arg(long, default_value = "python3")]
+    #[arg(long, default_value = PYTHON)]
     pub python: String,
     /// Print one JSON object instead of the table.
     #[arg(long)]
@@ -103,34 +113,40 @@ fn run_torch(
     serde_json::from_str(stdout.trim()).map_err(|e| format!("unreadable PyTorch output: {e}"))
 }
 
+impl InitBenchArgs {
+    /// The library's options these flags ask for (shapes and names checked).
+    pub fn options(&self) -> anyhow::Result<InitBenchOptions> {
+        Ok(InitBenchOptions {
+            shapes: self
+                .shapes
+                .iter()
+                .map(|s| parse_shape(s))
+                .collect::<anyhow::Result<_>>()?,
+            runs: self.runs,
+            methods: self
+                .methods
+                .iter()
+                .map(|m| {
+                    OrthoMethod::from_name(m).ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "unknown --method {m:?}: use qr, svd, householder or cayley"
+                        )
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?,
+        })
+    }
+}
+
 /// Runs `orthoformer init-bench`.
 pub fn run(args: &InitBenchArgs) -> anyhow::Result<Outcome> {
-    if args.runs < 20 {
-        bail!(
-            "--runs {}: use at least 20 so the median means something",
-            args.runs
-        );
-    }
-    let shapes: Vec<(usize, usize)> = if args.shapes.is_empty() {
-        vec![(768, 64)]
-    } else {
-        args.shapes
-            .iter()
-            .map(|s| parse_shape(s))
-            .collect::<anyhow::Result<_>>()?
-    };
-    let methods: Vec<OrthoMethod> = if args.methods.is_empty() {
-        OrthoMethod::ALL.to_vec()
-    } else {
-        args.methods
-            .iter()
-            .map(|m| {
-                OrthoMethod::from_name(m).ok_or_else(|| {
-                    anyhow::anyhow!("unknown --method {m:?}: use qr, svd, householder or cayley")
-                })
-            })
-            .collect::<anyhow::Result<_>>()?
-    };
+    let opts = args.options()?;
+    opts.validate()?;
+    let InitBenchOptions {
+        shapes,
+        runs,
+        methods,
+    } = opts;
     let bar = progress_bar(
         (shapes.len() * methods.len()) as u64,
         "init-bench",
@@ -145,8 +161,8 @@ pub fn run(args: &InitBenchArgs) -> anyhow::Result<Outcome> {
             let mut e64: f64 = ortho_error(&w, m, n, 1.0);
             let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
             let mut e32: f64 = ortho_error(&w32, m, n, 1.0);
-            let mut times = Vec::with_capacity(args.runs);
-            for r in 0..args.runs {
+            let mut times = Vec::with_capacity(runs);
+            for r in 0..runs {
                 let t0 = Instant::now();
                 let w = orthogonal_f64(m, n, method, 1.0, 1 + r as u64)?;
                 times.push(t0.elapsed().as_secs_f64() * 1e3);
@@ -164,7 +180,7 @@ pub fn run(args: &InitBenchArgs) -> anyhow::Result<Outcome> {
                 ortho_error_f32: e32,
                 ortho_error_f64: e64,
                 median_ms: median(times),
-                runs: args.runs,
+                runs,
             });
             bar.inc(1);
         }
@@ -174,7 +190,7 @@ pub fn run(args: &InitBenchArgs) -> anyhow::Result<Outcome> {
         if !args.json {
             eprintln!("timing PyTorch ({})...", args.python);
         }
-        run_torch(&args.python, &shapes, args.runs).map(Some)
+        run_torch(&args.python, &shapes, runs).map(Some)
     } else {
         Ok(None)
     };

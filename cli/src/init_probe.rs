@@ -9,7 +9,9 @@ use anyhow::bail;
 use super::Outcome;
 use super::common::{print_json, progress_bar};
 use orthoformer::analysis::signal_probe::plot::ProbeFigure;
-use orthoformer::analysis::signal_probe::{Activation, ProbeCurve, default_inits, probe};
+use orthoformer::analysis::signal_probe::{
+    Activation, ProbeCurve, ProbeOptions, default_inits, probe,
+};
 use orthoformer::io::figure::write_figure;
 
 /// Flags of `orthoformer init-probe`.
@@ -20,16 +22,16 @@ orthogonal, zer-o. Writes init_probe.png and init_probe.svg into --out-dir."
 )]
 pub struct InitProbeArgs {
     /// Number of layers.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = ProbeOptions::default().depth)]
     pub depth: usize,
     /// Width of every layer.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = ProbeOptions::default().width)]
     pub width: usize,
     /// Rows of Gaussian input.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = ProbeOptions::default().batch)]
     pub batch: usize,
     /// Random seed (layer l of every init uses seed + l).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = ProbeOptions::default().seed)]
     pub seed: u64,
     /// Folder for init_probe.png and init_probe.svg (created if missing).
     #[arg(long, default_value = "init-probe")]
@@ -50,12 +52,25 @@ struct Report<'a> {
     svg: String,
 }
 
+impl InitProbeArgs {
+    /// The library's options these flags ask for.
+    pub fn options(&self) -> ProbeOptions {
+        ProbeOptions {
+            depth: self.depth,
+            width: self.width,
+            batch: self.batch,
+            seed: self.seed,
+        }
+    }
+}
+
 /// Runs `orthoformer init-probe`.
 pub fn run(args: &InitProbeArgs) -> anyhow::Result<Outcome> {
+    let o = args.options();
     for (name, v) in [
-        ("--depth", args.depth),
-        ("--width", args.width),
-        ("--batch", args.batch),
+        ("--depth", o.depth),
+        ("--width", o.width),
+        ("--batch", o.batch),
     ] {
         if v == 0 {
             bail!("{name} 0: it must be at least 1");
@@ -67,9 +82,7 @@ pub fn run(args: &InitProbeArgs) -> anyhow::Result<Outcome> {
     for act in Activation::ALL {
         for init in &inits {
             bar.set_prefix(format!("{} {}", init.label, act.name()));
-            curves.push(probe(
-                init, act, args.depth, args.width, args.batch, args.seed,
-            )?);
+            curves.push(probe(init, act, o.depth, o.width, o.batch, o.seed)?);
             bar.inc(1);
         }
     }
@@ -81,24 +94,24 @@ pub fn run(args: &InitProbeArgs) -> anyhow::Result<Outcome> {
     let svg = args.out_dir.join("init_probe.svg");
     let figure = ProbeFigure {
         curves: &curves,
-        depth: args.depth,
-        width: args.width,
-        batch: args.batch,
+        depth: o.depth,
+        width: o.width,
+        batch: o.batch,
     };
     write_figure(&figure, &png, &svg)
         .map_err(|e| anyhow::anyhow!("cannot write the plot {}: {}", e.path.display(), e.why))?;
     if args.json {
         print_json(&Report {
-            depth: args.depth,
-            width: args.width,
-            batch: args.batch,
-            seed: args.seed,
+            depth: o.depth,
+            width: o.width,
+            batch: o.batch,
+            seed: o.seed,
             curves: &curves,
             png: png.display().to_string(),
             svg: svg.display().to_string(),
         })?;
     } else {
-        print_table(&curves, args.depth);
+        print_table(&curves, o.depth);
         println!("\nplot: {} and {}", png.display(), svg.display());
     }
     Ok(Outcome::Success)

@@ -15,6 +15,8 @@ mod bench;
 mod bench_llama;
 mod common;
 mod compare;
+#[cfg(test)]
+mod defaults_test;
 mod eval;
 mod export;
 mod generate;

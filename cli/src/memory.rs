@@ -18,10 +18,12 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::Outcome;
+use super::common::comma_default;
 use orthoformer::data::{Corpus, TokenizerKind};
-use orthoformer::model::{AttentionKind, GptConfig};
+use orthoformer::model::GptConfig;
+use orthoformer::train::bench_options::BenchShape;
 use orthoformer::train::memory::{DataMemory, predict};
-use orthoformer::train::memory_report::{MemoryBaseline, MemoryReport, MemoryRow};
+use orthoformer::train::memory_report::{MemoryBaseline, MemoryOptions, MemoryReport, MemoryRow};
 use orthoformer::train::session::prepare;
 
 /// Flags of `orthoformer memory`.
@@ -29,16 +31,20 @@ use orthoformer::train::session::prepare;
 pub struct MemoryArgs {
     /// Configurations: a (config-a, batch 16, context 128), b (config-b, batch 8, context
     /// 256), tiny (batch 4, context 8: a quick check).
-    #[arg(long, value_delimiter = ',', default_value = "a,b")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = comma_default!(MemoryOptions::default().configs.iter().map(|c| c.name()))
+    )]
     pub configs: Vec<String>,
     /// Attention variants [default: every variant].
     #[arg(long, value_delimiter = ',')]
     pub attention: Vec<String>,
     /// Training steps of each child run.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = MemoryOptions::default().steps)]
     pub steps: usize,
     /// Largest accepted |measured / predicted - 1|.
-    #[arg(long, default_value_t = 0.10)]
+    #[arg(long, default_value_t = MemoryOptions::default().tolerance)]
     pub tolerance: f64,
     /// Folder for the children's checkpoints [default: a temporary folder, removed after].
     #[arg(long)]
@@ -51,27 +57,35 @@ pub struct MemoryArgs {
 /// Bytes of text the baseline run trains on.
 pub const BASELINE_TEXT_BYTES: usize = 16 * 1024;
 
+impl MemoryArgs {
+    /// The library's options these flags ask for (names checked; no `--attention`: every
+    /// variant, the default's).
+    pub fn options(&self) -> anyhow::Result<MemoryOptions> {
+        let base = MemoryOptions::default();
+        Ok(MemoryOptions {
+            configs: self
+                .configs
+                .iter()
+                .map(|c| BenchShape::parse(c, true))
+                .collect::<Result<_, _>>()?,
+            attention: if self.attention.is_empty() {
+                base.attention
+            } else {
+                self.attention
+                    .iter()
+                    .map(|a| super::train::parse_attention(a))
+                    .collect::<anyhow::Result<_>>()?
+            },
+            steps: self.steps,
+            tolerance: self.tolerance,
+        })
+    }
+}
+
 /// Runs `orthoformer memory`.
 pub fn run(args: &MemoryArgs) -> anyhow::Result<Outcome> {
-    if args.steps == 0 {
-        anyhow::bail!("--steps must be at least 1");
-    }
-    if !(args.tolerance.is_finite() && args.tolerance >= 0.0) {
-        anyhow::bail!("--tolerance must be 0 or a positive number, e.g. 0.1");
-    }
-    let kinds: Vec<AttentionKind> = if args.attention.is_empty() {
-        AttentionKind::ALL.to_vec()
-    } else {
-        args.attention
-            .iter()
-            .map(|a| super::train::parse_attention(a))
-            .collect::<anyhow::Result<_>>()?
-    };
-    let configs = args
-        .configs
-        .iter()
-        .map(|c| super::common::bench_shape(c, true))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let opts = args.options()?;
+    opts.validate()?;
     let exe = std::env::current_exe().context("locating the orthoformer binary")?;
     let (work, temporary) = match &args.work_dir {
         Some(d) => (d.clone(), false),
@@ -86,15 +100,15 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<Outcome> {
             work.display()
         )
     })?;
-    let result = measure_all(args, &exe, &work, &configs, &kinds);
+    let result = measure_all(&opts, args.json, &exe, &work);
     if temporary {
         let _ = std::fs::remove_dir_all(&work);
     }
     let (baseline, rows) = result?;
     let report = MemoryReport {
         baseline,
-        tolerance: args.tolerance,
-        steps: args.steps,
+        tolerance: opts.tolerance,
+        steps: opts.steps,
         rows,
     };
     super::common::emit(&report, args.json)?;
@@ -105,36 +119,33 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<Outcome> {
     })
 }
 
-/// (label, preset, batch) per configuration.
-type Plan = [(String, &'static str, usize)];
-
 fn measure_all(
-    args: &MemoryArgs,
+    opts: &MemoryOptions,
+    quiet: bool,
     exe: &Path,
     work: &Path,
-    configs: &Plan,
-    kinds: &[AttentionKind],
 ) -> anyhow::Result<(MemoryBaseline, Vec<MemoryRow>)> {
     let bar = super::common::progress_bar(
-        (2 + configs.len() * kinds.len()) as u64,
+        (2 + opts.configs.len() * opts.attention.len()) as u64,
         "memory",
-        args.json,
+        quiet,
     );
     let idle = child_json(exe, &["params", "--preset", "tiny", "--json"])?
         .get("process_peak_rss_bytes")
         .and_then(serde_json::Value::as_u64);
     bar.inc(1);
     let corpus = Corpus::tiny_shakespeare();
-    let baseline = measure_baseline(args, exe, work, &corpus, idle)?;
+    let baseline = measure_baseline(opts.steps, exe, work, &corpus, idle)?;
     bar.inc(1);
     let mut rows = Vec::new();
-    for (label, preset, batch) in configs {
+    for &shape in &opts.configs {
+        let (label, preset, batch) = (shape.label(), shape.preset(), shape.batch());
         let base = GptConfig::preset(preset)?;
         // The same tokens the child trains on: vocabulary and data size.
         let prepared = prepare(&corpus, TokenizerKind::Char, 0, base.context)?;
         let tokens = prepared.split.train.len() + prepared.split.val.len();
         let data = DataMemory::new(tokens, corpus.text.len(), true);
-        for &kind in kinds {
+        for &kind in &opts.attention {
             let cfg = GptConfig {
                 attention: kind,
                 vocab_size: prepared.tokenizer.vocab_size(),
@@ -144,7 +155,7 @@ fn measure_all(
             let (batch_s, ctx_s, steps_s) = (
                 batch.to_string(),
                 cfg.context.to_string(),
-                args.steps.to_string(),
+                opts.steps.to_string(),
             );
             let measured = train_peak(
                 exe,
@@ -164,16 +175,16 @@ fn measure_all(
             )?;
             let training = baseline.training;
             let base = training.unwrap_or(0) as usize;
-            let predicted = predict(&cfg, *batch, cfg.context, data, base)?;
+            let predicted = predict(&cfg, batch, cfg.context, data, base)?;
             let ratio = measured
                 .filter(|_| training.is_some())
                 .map(|m| m as f64 / predicted.total as f64);
             rows.push(MemoryRow {
-                config: label.clone(),
+                config: label.to_string(),
                 attention: kind.name().to_string(),
-                batch: *batch,
+                batch,
                 context: cfg.context,
-                within_tolerance: ratio.map(|r| (r - 1.0).abs() <= args.tolerance),
+                within_tolerance: ratio.map(|r| (r - 1.0).abs() <= opts.tolerance),
                 predicted,
                 measured_bytes: measured,
                 ratio,
@@ -187,7 +198,7 @@ fn measure_all(
 
 /// The baseline run: `tiny` on the first [`BASELINE_TEXT_BYTES`] of the corpus.
 fn measure_baseline(
-    args: &MemoryArgs,
+    steps: usize,
     exe: &Path,
     work: &Path,
     corpus: &Corpus,
@@ -203,8 +214,9 @@ fn measure_baseline(
     };
     let path = work.join("baseline.txt");
     orthoformer::io::write_atomic_bytes(&path, text.text.as_bytes())?;
-    let cfg = GptConfig::preset("tiny")?;
-    let (batch, steps) = (4, args.steps.to_string());
+    let tiny = BenchShape::Tiny;
+    let cfg = GptConfig::preset(tiny.preset())?;
+    let (batch, steps) = (tiny.batch(), steps.to_string());
     let prepared = prepare(&text, TokenizerKind::Char, 0, cfg.context)?;
     let tokens = prepared.split.train.len() + prepared.split.val.len();
     let cfg = GptConfig {
@@ -215,7 +227,7 @@ fn measure_baseline(
         exe,
         &[
             "--preset",
-            "tiny",
+            tiny.preset(),
             "--data",
             &path.to_string_lossy(),
             "--batch",

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use super::Outcome;
+use super::common::comma_default;
 use orthoformer::analysis::mqar::report::MqarReport;
 use orthoformer::analysis::mqar::run::{MqarPlan, Progress};
 use orthoformer::model::AttentionKind;
@@ -18,35 +19,35 @@ pub struct MqarArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "64:4,128:8,256:16,512:64"
+        default_value = comma_default!(MqarPlan::default().settings.iter().map(|(t, p)| format!("{t}:{p}")))
     )]
     pub settings: Vec<String>,
     /// Model widths (d_model), comma-separated; 512 is an option.
-    #[arg(long, value_delimiter = ',', default_value = "64,128,256")]
+    #[arg(long, value_delimiter = ',', default_value = comma_default!(MqarPlan::default().widths))]
     pub widths: Vec<usize>,
     /// Attention variants, comma-separated [default: every variant].
     #[arg(long, value_delimiter = ',')]
     pub attention: Vec<String>,
     /// Peak learning rates to sweep (the best is kept), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1e-3,3e-3")]
+    #[arg(long, value_delimiter = ',', default_value = comma_default!(MqarPlan::default().lrs))]
     pub lrs: Vec<f64>,
     /// Optimizer steps per training run.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = MqarPlan::default().steps)]
     pub steps: usize,
     /// Examples per step.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = MqarPlan::default().batch)]
     pub batch: usize,
     /// Held-out examples scored per run.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = MqarPlan::default().eval_examples)]
     pub eval_examples: usize,
     /// Head width d_k (heads = width / head-dim).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = MqarPlan::default().head_dim)]
     pub head_dim: usize,
     /// Vocabulary size (keys from the lower half, values from the upper half).
-    #[arg(long, default_value_t = 8192)]
+    #[arg(long, default_value_t = MqarPlan::default().vocab)]
     pub vocab: usize,
     /// Seed of the data, the initialisation and the frozen weights.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = MqarPlan::default().seed)]
     pub seed: u64,
     /// A small run (45 s measured on 2 cores with all seven variants): setting 64:4, width 64,
     /// every variant, one learning rate (3e-3), 400 steps, vocabulary 512 (the grid's
@@ -79,7 +80,8 @@ fn parse_setting(s: &str) -> anyhow::Result<(usize, usize)> {
     Ok((t.parse().map_err(|_| bad())?, p.parse().map_err(|_| bad())?))
 }
 
-fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
+/// The plan these flags ask for, over [`MqarPlan::default`], checked.
+pub fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
     let mut variants = Vec::new();
     for a in &args.attention {
         let kind = AttentionKind::parse(a.trim())?;
@@ -87,8 +89,9 @@ fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
             variants.push(kind);
         }
     }
+    let base = MqarPlan::default();
     if variants.is_empty() {
-        variants = AttentionKind::ALL.to_vec();
+        variants = base.variants.clone();
     }
     let mut plan = MqarPlan {
         settings: args
@@ -103,18 +106,12 @@ fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
         batch: args.batch,
         eval_examples: args.eval_examples,
         head_dim: args.head_dim,
-        layers: 2,
         vocab: args.vocab,
-        weight_decay: 0.1,
         seed: args.seed,
+        ..base
     };
     if args.quick {
-        plan.settings = vec![(64, 4)];
-        plan.widths = vec![64];
-        plan.lrs = vec![3e-3];
-        plan.steps = 400;
-        plan.vocab = 512;
-        plan.eval_examples = 256;
+        plan = plan.quick();
     }
     if plan.settings.is_empty() || plan.widths.is_empty() || plan.lrs.is_empty() {
         anyhow::bail!("--settings, --widths and --lrs each need at least one value");

@@ -3,7 +3,7 @@
 
 use super::Outcome;
 use anyhow::Context;
-use orthoformer::model::params_report::ParamsReport;
+use orthoformer::model::params_report::{ParamsOptions, ParamsReport};
 use orthoformer::model::{AttentionKind, GptConfig};
 use std::path::PathBuf;
 
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 pub struct ParamsArgs {
     /// Preset: tiny, seed-003, gpt2-small, config-a, config-b, shakespeare-char.
-    #[arg(long, default_value = "seed-003")]
+    #[arg(long, default_value_t = ParamsOptions::default().preset)]
     pub preset: String,
     /// A TOML model config (every GptConfig field); replaces --preset.
     #[arg(long)]
@@ -21,7 +21,7 @@ pub struct ParamsArgs {
     #[arg(long)]
     pub attention: Option<String>,
     /// Batch size for the activation memory.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = ParamsOptions::default().batch)]
     pub batch: usize,
     /// Sequence length for activations and FLOPs (default: the context).
     #[arg(long)]
@@ -34,27 +34,40 @@ pub struct ParamsArgs {
     pub json: bool,
 }
 
+impl ParamsArgs {
+    /// The library's options these flags ask for.
+    pub fn options(&self) -> ParamsOptions {
+        ParamsOptions {
+            preset: self.preset.clone(),
+            batch: self.batch,
+            seq: self.seq,
+            seed_claims: self.seed_claims,
+        }
+    }
+}
+
 /// Runs `orthoformer params`.
 pub fn run(args: &ParamsArgs) -> anyhow::Result<Outcome> {
+    let opts = args.options();
     let mut cfg = match &args.config {
         Some(p) => GptConfig::from_toml_file(p)?,
-        None => GptConfig::preset(&args.preset)?,
+        None => GptConfig::preset(&opts.preset)?,
     };
     if let Some(a) = &args.attention {
         cfg.attention = AttentionKind::parse(a)?;
     }
     cfg.validate()?;
-    let seq = args.seq.unwrap_or(cfg.context);
+    let seq = opts.seq.unwrap_or(cfg.context);
     if seq == 0 || seq > cfg.context {
         anyhow::bail!(
             "--seq {seq} must be between 1 and the context {}",
             cfg.context
         );
     }
-    if args.batch == 0 {
+    if opts.batch == 0 {
         anyhow::bail!("--batch must be at least 1");
     }
-    let mut report = ParamsReport::new(&cfg, args.batch, seq, args.seed_claims)?;
+    let mut report = ParamsReport::new(&cfg, opts.batch, seq, opts.seed_claims)?;
     report.process_peak_rss_bytes = orthoformer::train::rss::peak_rss_bytes();
     super::common::emit(&report, args.json).context("writing the report")?;
     Ok(Outcome::Success)

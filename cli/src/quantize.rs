@@ -12,9 +12,8 @@ use super::Outcome;
 use super::common::{emit, progress_bar};
 use super::pretrained::{data_name, read_tokens};
 use orthoformer::model::llama::load_model;
-use orthoformer::rotate::quant_study::{
-    self, QuantReport, StudySettings, StudyText, quarot_grid, run_study, single_with_baselines,
-};
+use orthoformer::rotate::quant_options::QuantizeOptions;
+use orthoformer::rotate::quant_study::{self, QuantReport, StudyText, run_study};
 
 /// Whether and how to rotate before quantising.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -34,33 +33,33 @@ pub struct QuantizeArgs {
     #[arg(long)]
     pub model: PathBuf,
     /// Weight bits (16 = unquantised).
-    #[arg(long, default_value_t = 16, value_parser = bits_parser)]
+    #[arg(long, default_value_t = QuantizeOptions::default().wbits, value_parser = bits_parser)]
     pub wbits: u32,
     /// Activation bits at the inputs of the decoder's linear layers (16 = unquantised).
-    #[arg(long, default_value_t = 16, value_parser = bits_parser)]
+    #[arg(long, default_value_t = QuantizeOptions::default().abits, value_parser = bits_parser)]
     pub abits: u32,
     /// Rotate the residual stream first.
-    #[arg(long, value_enum, default_value_t = RotateChoice::None)]
+    #[arg(long, value_enum, default_value_t = QuantizeOptions::default().rotate.into())]
     pub rotate: RotateChoice,
     /// Also apply QuaRot's online Hadamard transform to the input of every down_proj (weights
     /// absorb `H`, activations are transformed at run time before quantisation).
     #[arg(long)]
     pub online_hadamard: bool,
     /// Weight group size along the input dimension (0: one scale per output channel).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = QuantizeOptions::default().study.group)]
     pub group: usize,
     /// Text(s) to measure perplexity on; repeat for several [default: the embedded
     /// TinyShakespeare].
     #[arg(long)]
     pub data: Vec<PathBuf>,
     /// Tokens scored per text.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = QuantizeOptions::default().max_tokens)]
     pub max_tokens: usize,
     /// Window of the sliding-window perplexity.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = QuantizeOptions::default().study.context)]
     pub context: usize,
     /// Seed of the rotation.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = QuantizeOptions::default().study.seed)]
     pub seed: u64,
     /// Run the whole grid (FP, W8A8, W4A16, W4A8, W4A4; RTN with and without Hadamard
     /// rotation) instead of one configuration.
@@ -88,9 +87,39 @@ impl From<RotateChoice> for quant_study::RotateChoice {
     }
 }
 
+impl From<quant_study::RotateChoice> for RotateChoice {
+    fn from(r: quant_study::RotateChoice) -> Self {
+        match r {
+            quant_study::RotateChoice::None => RotateChoice::None,
+            quant_study::RotateChoice::Random => RotateChoice::Random,
+            quant_study::RotateChoice::Hadamard => RotateChoice::Hadamard,
+        }
+    }
+}
+
+impl QuantizeArgs {
+    /// The library's options these flags ask for.
+    pub fn options(&self) -> QuantizeOptions {
+        QuantizeOptions {
+            wbits: self.wbits,
+            abits: self.abits,
+            rotate: self.rotate.into(),
+            online_hadamard: self.online_hadamard,
+            table: self.table,
+            max_tokens: self.max_tokens,
+            study: quant_study::StudySettings {
+                context: self.context,
+                group: self.group,
+                seed: self.seed,
+            },
+        }
+    }
+}
+
 /// Runs `orthoformer quantize`.
 pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
-    if args.context < 2 {
+    let o = args.options();
+    if o.study.context < 2 {
         anyhow::bail!("--context must be at least 2");
     }
     let data: Vec<Option<&std::path::Path>> = if args.data.is_empty() {
@@ -101,18 +130,9 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
     let loaded = load_model(&args.model).context("loading the model")?;
     let texts: Vec<Vec<u32>> = data
         .iter()
-        .map(|p| read_tokens(&loaded.tokenizer, *p, args.max_tokens))
+        .map(|p| read_tokens(&loaded.tokenizer, *p, o.max_tokens))
         .collect::<anyhow::Result<_>>()?;
-    let configs = if args.table {
-        quarot_grid()
-    } else {
-        single_with_baselines(
-            args.wbits,
-            args.abits,
-            args.rotate.into(),
-            args.online_hadamard,
-        )
-    };
+    let configs = o.configs();
     let study_texts: Vec<StudyText<'_>> = texts
         .iter()
         .zip(&data)
@@ -124,26 +144,18 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
     let per_config: usize = texts.iter().map(|t| t.len().saturating_sub(1)).sum();
     let total = per_config.saturating_mul(configs.len());
     let bar = progress_bar(total as u64, "quantize", args.json);
-    let settings = StudySettings {
-        context: args.context,
-        group: args.group,
-        seed: args.seed,
-    };
-    let (rows, activation_stats) = run_study(
-        &loaded.weights,
-        &configs,
-        &study_texts,
-        settings,
-        &mut |n| bar.set_position(n as u64),
-    )?;
+    let (rows, activation_stats) =
+        run_study(&loaded.weights, &configs, &study_texts, o.study, &mut |n| {
+            bar.set_position(n as u64)
+        })?;
     bar.finish_and_clear();
     let report = QuantReport {
         model: args.model.display().to_string(),
         note: quant_study::NOTE,
         data: study_texts.iter().map(|t| t.name.clone()).collect(),
-        tokens_per_text: args.max_tokens,
-        context: args.context,
-        group: args.group,
+        tokens_per_text: o.max_tokens,
+        context: o.study.context,
+        group: o.study.group,
         rows,
         activation_stats,
     };

@@ -15,16 +15,34 @@ use orthoformer::io::gguf::GgmlType;
 use orthoformer::model::llama::export::{save_gguf, save_hf_folder};
 use orthoformer::model::llama::{Llama, load_model};
 use orthoformer::rotate::check::{Comparison, compare_models};
-use orthoformer::rotate::{Rotation, fold_norms, rotate_weights};
+use orthoformer::rotate::options::RotateOptions;
+use orthoformer::rotate::{self as lib, Rotation, fold_norms, rotate_weights};
 
-/// Which orthogonal matrix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// Which orthogonal matrix (the flag's form of [`lib::RotationKind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum RotationKind {
     /// Haar-random dense orthogonal matrix.
     Random,
     /// Random signs times a normalised Hadamard matrix, applied by a fast transform.
     Hadamard,
+}
+
+impl From<RotationKind> for lib::RotationKind {
+    fn from(k: RotationKind) -> Self {
+        match k {
+            RotationKind::Random => lib::RotationKind::Random,
+            RotationKind::Hadamard => lib::RotationKind::Hadamard,
+        }
+    }
+}
+
+impl From<lib::RotationKind> for RotationKind {
+    fn from(k: lib::RotationKind) -> Self {
+        match k {
+            lib::RotationKind::Random => RotationKind::Random,
+            lib::RotationKind::Hadamard => RotationKind::Hadamard,
+        }
+    }
 }
 
 /// Storage type of a GGUF output.
@@ -34,6 +52,25 @@ pub enum GgufType {
     F32,
     /// 16-bit floats (half the size, rounds the weights).
     F16,
+}
+
+impl GgufType {
+    /// The flag's form of a GGUF output type (the library writes F32 or F16 only).
+    fn of(t: GgmlType) -> Self {
+        if t == GgmlType::F16 {
+            GgufType::F16
+        } else {
+            GgufType::F32
+        }
+    }
+
+    /// The tensor type written.
+    fn ggml(self) -> GgmlType {
+        match self {
+            GgufType::F32 => GgmlType::F32,
+            GgufType::F16 => GgmlType::F16,
+        }
+    }
 }
 
 /// Flags of `orthoformer rotate`.
@@ -48,13 +85,13 @@ pub struct RotateArgs {
     #[arg(long)]
     pub out: Vec<PathBuf>,
     /// The orthogonal matrix.
-    #[arg(long, value_enum, default_value_t = RotationKind::Hadamard)]
+    #[arg(long, value_enum, default_value_t = RotateOptions::default().rotation.into())]
     pub rotation: RotationKind,
     /// Seed of the rotation (Haar draw or Hadamard signs).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = RotateOptions::default().seed)]
     pub seed: u64,
     /// Tensor type of a GGUF output.
-    #[arg(long, value_enum, default_value_t = GgufType::F32)]
+    #[arg(long, value_enum, default_value_t = GgufType::of(RotateOptions::default().gguf_type))]
     pub gguf_type: GgufType,
     /// Run the original and the rotated model on real text and compare their logits (the
     /// rotated f32 weights as written to safetensors or an F32 GGUF; `--gguf-type f16` rounds
@@ -65,13 +102,13 @@ pub struct RotateArgs {
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Tokens scored by --check.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = RotateOptions::default().check_tokens)]
     pub check_tokens: usize,
     /// Window of --check.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = RotateOptions::default().context)]
     pub context: usize,
     /// --check fails (exit 1) when max |Δlogit| exceeds this.
-    #[arg(long, default_value_t = 1e-2)]
+    #[arg(long, default_value_t = RotateOptions::default().tolerance)]
     pub tolerance: f64,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -81,7 +118,7 @@ pub struct RotateArgs {
 #[derive(Serialize)]
 struct Report {
     model: String,
-    rotation: RotationKind,
+    rotation: lib::RotationKind,
     seed: u64,
     width: usize,
     lm_head_untied_by_fold: bool,
@@ -93,24 +130,39 @@ struct Report {
     check_passed: Option<bool>,
 }
 
+impl RotateArgs {
+    /// The library's options these flags ask for.
+    pub fn options(&self) -> RotateOptions {
+        RotateOptions {
+            rotation: self.rotation.into(),
+            seed: self.seed,
+            gguf_type: self.gguf_type.ggml(),
+            check_tokens: self.check_tokens,
+            context: self.context,
+            tolerance: self.tolerance,
+        }
+    }
+}
+
 /// Runs `orthoformer rotate`.
 pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
+    let o = args.options();
     if args.out.is_empty() && !args.check {
         anyhow::bail!("nothing to do: pass --out PATH (folder or .gguf) and/or --check");
     }
     // Every input is checked before anything is written.
     if args.check {
-        if !(args.tolerance.is_finite() && args.tolerance >= 0.0) {
+        if !(o.tolerance.is_finite() && o.tolerance >= 0.0) {
             anyhow::bail!(
                 "--tolerance {} must be a finite number >= 0 (max |Δlogit| allowed)",
-                args.tolerance
+                o.tolerance
             );
         }
-        if args.check_tokens == 0 {
+        if o.check_tokens == 0 {
             anyhow::bail!("--check-tokens must be at least 1");
         }
-        if args.context < 2 {
-            anyhow::bail!("--context must be at least 2 (got {})", args.context);
+        if o.context < 2 {
+            anyhow::bail!("--context must be at least 2 (got {})", o.context);
         }
     }
     let t0 = Instant::now();
@@ -118,11 +170,11 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
     let t_load = t0.elapsed().as_secs_f64();
     let check_ids = if args.check {
         let max = loaded.weights.cfg.max_context;
-        if args.context > max {
-            anyhow::bail!("--context {} exceeds the model's {max}", args.context);
+        if o.context > max {
+            anyhow::bail!("--context {} exceeds the model's {max}", o.context);
         }
-        super::pretrained::check_cache_fits(&loaded.weights.cfg, args.context)?;
-        let ids = read_tokens(&loaded.tokenizer, args.data.as_deref(), args.check_tokens)?;
+        super::pretrained::check_cache_fits(&loaded.weights.cfg, o.context)?;
+        let ids = read_tokens(&loaded.tokenizer, args.data.as_deref(), o.check_tokens)?;
         // The comparison keeps the original model's logits for every scored token.
         let v = loaded.weights.cfg.vocab_size;
         orthoformer::io::memory::check_fits(
@@ -140,10 +192,7 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
     let mut w = loaded.weights.clone();
     let was_tied = w.lm_head.is_none();
     let c = w.cfg.d_model;
-    let r = match args.rotation {
-        RotationKind::Random => Rotation::random(c, args.seed)?,
-        RotationKind::Hadamard => Rotation::hadamard(c, args.seed)?,
-    };
+    let r = Rotation::of_kind(o.rotation, c, o.seed)?;
     fold_norms(&mut w);
     rotate_weights(&mut w, &r)?;
     let t_rot = t1.elapsed().as_secs_f64();
@@ -151,11 +200,8 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
     for out in &args.out {
         if out.extension().is_some_and(|e| e == "gguf") {
             let meta = loaded.gguf_metadata.as_deref().unwrap_or(&[]);
-            let ty = match args.gguf_type {
-                GgufType::F32 => GgmlType::F32,
-                GgufType::F16 => GgmlType::F16,
-            };
-            save_gguf(&w, meta, out, ty).with_context(|| format!("writing {}", out.display()))?;
+            save_gguf(&w, meta, out, o.gguf_type)
+                .with_context(|| format!("writing {}", out.display()))?;
         } else {
             save_hf_folder(&w, &loaded.tokenizer, &loaded.special, out)
                 .with_context(|| format!("writing {}", out.display()))?;
@@ -167,19 +213,17 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
         let bar = progress_bar(2 * (ids.len() as u64 - 1), "check", args.json);
         let mut a = Llama::new(loaded.weights);
         let mut b = Llama::new(w);
-        let cmp = compare_models(&mut a, &mut b, &ids, args.context, &mut |n| {
+        let cmp = compare_models(&mut a, &mut b, &ids, o.context, &mut |n| {
             bar.set_position(n as u64)
         })?;
         bar.finish_and_clear();
         check = Some(cmp);
     }
-    let passed = check
-        .as_ref()
-        .map(|c| c.max_abs_logit_diff <= args.tolerance);
+    let passed = check.as_ref().map(|c| c.max_abs_logit_diff <= o.tolerance);
     let report = Report {
         model: args.model.display().to_string(),
-        rotation: args.rotation,
-        seed: args.seed,
+        rotation: o.rotation,
+        seed: o.seed,
         width: c,
         lm_head_untied_by_fold: was_tied,
         outputs: args.out.iter().map(|p| p.display().to_string()).collect(),
@@ -194,7 +238,7 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
     } else {
         println!(
             "rotated {} by a {:?} orthogonal matrix of order {c} (seed {})",
-            report.model, args.rotation, args.seed
+            report.model, o.rotation, o.seed
         );
         println!("RMSNorm weights folded into q/k/v, gate/up and lm_head before rotating (f64)");
         if was_tied {
@@ -212,7 +256,7 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
             );
             println!(
                 "  max |Δlogit|      {:.3e} (tolerance {:.1e})",
-                c.max_abs_logit_diff, args.tolerance
+                c.max_abs_logit_diff, o.tolerance
             );
             println!("  mean KL           {:.3e} nats", c.mean_kl);
             println!("  top-1 agreement   {:.4}", c.top1_agreement);

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::Outcome;
 use orthoformer::analysis::theory::plot::{Series, stage_scatter};
-use orthoformer::analysis::theory::report::{HeadTheory, measure, table};
+use orthoformer::analysis::theory::report::{HeadTheory, TheoryOptions, measure, table};
 use orthoformer::data::corpus::Corpus;
 use orthoformer::io::file_set::FileSet;
 
@@ -23,10 +23,10 @@ pub struct TheoryArgs {
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Positions measured (capped at the model's context).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = TheoryOptions::default().tokens)]
     pub tokens: usize,
     /// Seed of the random baseline projections.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = TheoryOptions::default().seed)]
     pub seed: u64,
     /// Folder for theory.json and the scatter plot [default: the checkpoint folder].
     #[arg(long)]
@@ -48,8 +48,19 @@ struct TheoryReport {
     heads: Vec<HeadTheory>,
 }
 
+impl TheoryArgs {
+    /// The library's options these flags ask for.
+    pub fn options(&self) -> TheoryOptions {
+        TheoryOptions {
+            tokens: self.tokens,
+            seed: self.seed,
+        }
+    }
+}
+
 /// Runs `orthoformer theory`.
 pub fn run(args: &TheoryArgs) -> anyhow::Result<Outcome> {
+    let opts = args.options();
     let dir = &args.checkpoint;
     let loaded = orthoformer::train::checkpoint::load(dir)
         .with_context(|| format!("reading checkpoint {}", dir.display()))?;
@@ -57,7 +68,7 @@ pub fn run(args: &TheoryArgs) -> anyhow::Result<Outcome> {
         .with_context(|| format!("loading the model of {}", dir.display()))?;
     let corpus = Corpus::load_or_default(args.data.as_deref())?;
     let ids = loaded.tokenizer.encode(&corpus.text)?;
-    let t = args.tokens.min(model.config().context).min(ids.len());
+    let t = opts.tokens.min(model.config().context).min(ids.len());
     if t < 2 {
         anyhow::bail!(
             "{} gives {} tokens: the measurements need at least 2 (pass a longer --data file)",
@@ -66,7 +77,7 @@ pub fn run(args: &TheoryArgs) -> anyhow::Result<Outcome> {
         );
     }
     let window = &ids[ids.len() - t..];
-    let heads = measure(&mut model, window, args.seed)?;
+    let heads = measure(&mut model, window, opts.seed)?;
     let cfg = model.config();
     let report = TheoryReport {
         checkpoint: dir.display().to_string(),

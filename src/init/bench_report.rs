@@ -5,7 +5,46 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::orthogonal::OrthoMethod;
 use crate::io::table::{Align, Block, Report, Table};
+
+/// What `orthoformer init-bench` times; `Default` holds the command's only defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitBenchOptions {
+    /// Matrix shapes `(rows, cols)`.
+    pub shapes: Vec<(usize, usize)>,
+    /// Timed runs per method and shape (the median is reported).
+    pub runs: usize,
+    /// Methods timed.
+    pub methods: Vec<OrthoMethod>,
+}
+
+/// The fewest timed runs whose median means something.
+pub const MIN_RUNS: usize = 20;
+
+impl Default for InitBenchOptions {
+    /// Seed 000's shape 768x64, 25 runs, every method.
+    fn default() -> Self {
+        InitBenchOptions {
+            shapes: vec![(768, 64)],
+            runs: 25,
+            methods: OrthoMethod::ALL.to_vec(),
+        }
+    }
+}
+
+impl InitBenchOptions {
+    /// Checks the options; the error names the flag.
+    pub fn validate(&self) -> crate::Result<()> {
+        if self.runs < MIN_RUNS {
+            return Err(crate::Error::Init(super::InitError::BadParam(format!(
+                "--runs {}: use at least {MIN_RUNS} so the median means something",
+                self.runs
+            ))));
+        }
+        Ok(())
+    }
+}
 
 /// One method on one shape.
 #[derive(Debug, Clone, Serialize)]

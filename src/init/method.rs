@@ -135,7 +135,7 @@ impl InitMethod {
 }
 
 /// Parameters of every initialiser; `None` means the method's PyTorch default.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct InitParams {
     /// Scale (orthogonal, Xavier); default 1.
     pub gain: Option<f64>,

@@ -7,6 +7,7 @@ pub mod fixed;
 pub mod gain;
 pub mod method;
 pub mod mimetic;
+pub mod options;
 pub mod orthogonal;
 pub mod random;
 pub mod rng;

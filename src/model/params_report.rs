@@ -9,6 +9,31 @@ use super::accounting::{Account, account, unfrozen_twin};
 use super::seed_claims::{Claim, seed_claims};
 use crate::io::table::{Align, Block, Report, Table, thousands};
 
+/// What `orthoformer params` accounts; `Default` holds the command's only defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamsOptions {
+    /// The preset accounted when no configuration file is given.
+    pub preset: String,
+    /// Sequences per batch for the activation memory.
+    pub batch: usize,
+    /// Sequence length for activations and FLOPs (`None`: the context).
+    pub seq: Option<usize>,
+    /// Whether seed 003's claims are shown beside the truth.
+    pub seed_claims: bool,
+}
+
+impl Default for ParamsOptions {
+    /// Seed 003's model at batch 8 over its whole context, without its claims.
+    fn default() -> Self {
+        ParamsOptions {
+            preset: "seed-003".into(),
+            batch: 8,
+            seq: None,
+            seed_claims: false,
+        }
+    }
+}
+
 /// What freezing W_Q and W_K saves against the same model with them trainable.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct FrozenSavings {

@@ -4,15 +4,17 @@
 pub mod apply;
 pub mod check;
 pub mod fold;
+pub mod options;
 pub use crate::nn::hadamard;
 pub mod procrustes;
 pub mod quant;
+pub mod quant_options;
 pub mod quant_study;
 pub mod rotation;
 
 pub use apply::{online_transform, rotate_down_inputs, rotate_weights};
 pub use fold::fold_norms;
-pub use rotation::Rotation;
+pub use rotation::{Rotation, RotationKind};
 
 /// Rotation, quantisation or alignment failed.
 #[derive(Debug, thiserror::Error)]

@@ -167,7 +167,7 @@ pub struct StudyText<'a> {
 }
 
 /// Settings shared by every configuration.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StudySettings {
     /// Window of the sliding-window perplexity (stride: half of it).
     pub context: usize,

@@ -11,6 +11,16 @@ use rayon::prelude::*;
 use super::RotateError;
 use super::hadamard::{Factor, apply_row, factors};
 
+/// Which orthogonal matrix rotates the residual stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RotationKind {
+    /// Haar-random dense orthogonal matrix.
+    Random,
+    /// Random signs times a normalised Hadamard matrix, applied by a fast transform.
+    Hadamard,
+}
+
 /// An orthogonal `C x C` matrix.
 #[derive(Debug, Clone)]
 pub enum Rotation {
@@ -36,6 +46,14 @@ impl Rotation {
         let q = crate::init::orthogonal::haar_f64(n, n, 1.0, seed)
             .map_err(|e| RotateError::Invalid(format!("random rotation: {e}")))?;
         Ok(Rotation::Dense { n, q })
+    }
+
+    /// The rotation of `kind` and order `n` drawn from `seed`.
+    pub fn of_kind(kind: RotationKind, n: usize, seed: u64) -> Result<Self, RotateError> {
+        match kind {
+            RotationKind::Random => Rotation::random(n, seed),
+            RotationKind::Hadamard => Rotation::hadamard(n, seed),
+        }
     }
 
     /// A randomised Hadamard rotation of order `n` (signs from `seed`).

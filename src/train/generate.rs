@@ -11,8 +11,9 @@ use crate::Result;
 use crate::init::rng::seeded;
 use crate::model::CausalLm;
 
-/// Sampling settings.
-#[derive(Debug, Clone, Copy)]
+/// Sampling settings: what `orthoformer generate` asks for; `Default` holds the command's
+/// only defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SampleOptions {
     /// Tokens to generate.
     pub max_new_tokens: usize,
@@ -24,6 +25,20 @@ pub struct SampleOptions {
     pub top_p: f64,
     /// Seed.
     pub seed: u64,
+}
+
+impl Default for SampleOptions {
+    /// 200 tokens sampled from the full distribution (temperature 1, no top-k or top-p cut),
+    /// seed 0.
+    fn default() -> Self {
+        SampleOptions {
+            max_new_tokens: 200,
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 0,
+        }
+    }
 }
 
 impl SampleOptions {

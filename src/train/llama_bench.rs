@@ -16,7 +16,7 @@ use crate::model::llama::Llama;
 use crate::model::llama::perplexity::perplexity;
 
 /// What [`bench_llama`] measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LlamaBench {
     /// Rayon threads.
     pub threads: usize,

@@ -1,9 +1,52 @@
-//! The report of `orthoformer memory`: measured peak resident memory of training runs beside
-//! the prediction of [`super::memory::predict`], one row per configuration and variant.
+//! The options and the report of `orthoformer memory`: measured peak resident memory of
+//! training runs beside the prediction of [`super::memory::predict`], one row per
+//! configuration and variant.
 
+use super::bench_options::BenchShape;
 use super::memory::RunMemory;
 use super::rss::mib;
 use crate::io::table::{Align, Block, Report, Table};
+use crate::model::AttentionKind;
+
+/// What `orthoformer memory` measures; `Default` holds the command's only defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryOptions {
+    /// Training shapes.
+    pub configs: Vec<BenchShape>,
+    /// Attention variants run on each shape.
+    pub attention: Vec<AttentionKind>,
+    /// Training steps of each child run.
+    pub steps: usize,
+    /// Largest accepted `|measured / predicted - 1|`.
+    pub tolerance: f64,
+}
+
+impl Default for MemoryOptions {
+    /// Shapes A and B, every variant, 3 steps per run, within 10%.
+    fn default() -> Self {
+        MemoryOptions {
+            configs: vec![BenchShape::A, BenchShape::B],
+            attention: AttentionKind::ALL.to_vec(),
+            steps: 3,
+            tolerance: 0.10,
+        }
+    }
+}
+
+impl MemoryOptions {
+    /// Checks the options; the error names the flag.
+    pub fn validate(&self) -> crate::Result<()> {
+        if self.steps == 0 {
+            return Err(super::invalid("--steps must be at least 1"));
+        }
+        if !(self.tolerance.is_finite() && self.tolerance >= 0.0) {
+            return Err(super::invalid(
+                "--tolerance must be 0 or a positive number, e.g. 0.1",
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// The measured baselines, in bytes (`None`: not reported on this system).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]

@@ -4,6 +4,7 @@
 
 pub mod adamw;
 pub mod batches;
+pub mod bench_options;
 pub mod checkpoint;
 pub mod clip;
 pub mod compare;
@@ -13,6 +14,7 @@ pub mod export;
 pub mod generate;
 pub mod gpt_adapter;
 pub mod llama_bench;
+pub mod llama_bench_report;
 pub mod loop_eval;
 pub mod memory;
 pub mod memory_report;
@@ -28,6 +30,7 @@ pub mod schedule;
 pub mod session;
 pub mod stats;
 pub mod step_bench;
+pub mod step_bench_report;
 pub mod trainer;
 
 pub use adamw::{AdamW, AdamWConfig};

@@ -13,14 +13,16 @@ use std::time::Instant;
 use rand::Rng as _;
 
 use super::adamw::{AdamW, AdamWConfig, groups_from};
+use super::bench_options::BenchOptions;
 use super::model_api::Trainable;
+use super::step_bench_report::{StepBenchReport, StepBenchRow};
 use crate::Result;
 use crate::init::rng::seeded;
 use crate::model::{Gpt, GptConfig};
 use crate::nn::matmul::{Trans, matmul};
 
 /// Timing of one configuration.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StepTiming {
     /// Median milliseconds per step.
     pub ms_per_step: f64,
@@ -80,6 +82,99 @@ pub fn time_training_step(
         gflops: flops / (ms / 1e3) / 1e9,
         trainable: n,
         last_loss,
+    })
+}
+
+/// A reference implementation's timing of one shape (PyTorch's, from the command line's
+/// subprocess): median milliseconds per step and tokens per second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReferenceStep {
+    /// Median milliseconds per step.
+    pub ms_per_step: f64,
+    /// Tokens per second at that median.
+    pub tokens_per_s: f64,
+}
+
+/// Times the reference on `(config, batch)`, or says why it cannot.
+pub type ReferenceTimer<'a> =
+    dyn FnMut(&GptConfig, usize) -> std::result::Result<ReferenceStep, String> + 'a;
+
+/// `orthoformer bench` without `--model`: for `rounds` rounds, the GEMM peak, then every
+/// (shape, variant) in Orthoformer and (with `reference`) in the reference back to back; each
+/// side's best round is reported, so a burst of load from another process on a shared machine
+/// disturbs neither side's figure. `threads` is the size of the pool the caller set up;
+/// `measured` is called after each measurement (of `rounds · (rows + 1)`).
+pub fn run_step_bench(
+    opts: &BenchOptions,
+    threads: usize,
+    mut reference: Option<&mut ReferenceTimer<'_>>,
+    measured: &mut dyn FnMut(),
+) -> Result<StepBenchReport> {
+    opts.validate_steps()?;
+    let mut plan = Vec::new();
+    for &shape in &opts.configs {
+        for &kind in &opts.attention {
+            plan.push((shape, shape.config(kind)?));
+        }
+    }
+    let mut peaks = Vec::new();
+    // Every round's figures per row (ours, the reference's), kept so the spread shows.
+    let mut ours: Vec<Vec<StepTiming>> = vec![Vec::new(); plan.len()];
+    let mut theirs: Vec<Vec<ReferenceStep>> = vec![Vec::new(); plan.len()];
+    let mut errors: Vec<Option<String>> = vec![None; plan.len()];
+    for _ in 0..opts.rounds() {
+        peaks.push(gemm_peak(1024, threads, 10));
+        measured();
+        for (i, (shape, cfg)) in plan.iter().enumerate() {
+            ours[i].push(time_training_step(cfg, shape.batch(), opts.steps, 0)?);
+            if let Some(time) = reference.as_deref_mut() {
+                match time(cfg, shape.batch()) {
+                    Ok(t) => theirs[i].push(t),
+                    Err(e) => errors[i] = errors[i].take().or(Some(e)),
+                }
+            }
+            measured();
+        }
+    }
+    let peak = peaks.iter().copied().fold(0.0f64, f64::max);
+    let rows = plan
+        .into_iter()
+        .zip(ours)
+        .zip(theirs.into_iter().zip(errors))
+        .filter_map(|(((shape, cfg), ours), (theirs, error))| {
+            let best = ours
+                .iter()
+                .min_by(|a, b| a.ms_per_step.total_cmp(&b.ms_per_step))?
+                .clone();
+            let torch = theirs
+                .iter()
+                .min_by(|a, b| a.ms_per_step.total_cmp(&b.ms_per_step))
+                .copied();
+            let tm = torch.map(|t| t.ms_per_step);
+            Some(StepBenchRow {
+                config: shape.label().to_string(),
+                attention: cfg.attention.name().to_string(),
+                batch: shape.batch(),
+                context: cfg.context,
+                gemm_peak_share: best.gflops / peak,
+                speedup_vs_torch: tm.map(|t| t / best.ms_per_step),
+                torch_gflops: tm.map(|t| best.flops_per_step / (t / 1e3) / 1e9),
+                torch_ms_per_step: tm,
+                torch_tokens_per_s: torch.map(|t| t.tokens_per_s),
+                // A reference that ran in some round has a figure: its failures elsewhere
+                // were outside load, not a missing reference.
+                torch_error: if torch.is_some() { None } else { error },
+                orthoformer_ms_rounds: ours.iter().map(|t| t.ms_per_step).collect(),
+                torch_ms_rounds: theirs.iter().map(|t| t.ms_per_step).collect(),
+                orthoformer: best,
+            })
+        })
+        .collect();
+    Ok(StepBenchReport {
+        threads,
+        gemm_peak_gflops: peak,
+        gemm_peak_rounds: peaks,
+        rows,
     })
 }
 

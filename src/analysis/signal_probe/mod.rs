@@ -62,6 +62,32 @@ impl Activation {
     }
 }
 
+/// The probed network and input: what `orthoformer init-probe` runs; `Default` holds the
+/// command's only defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeOptions {
+    /// Layers.
+    pub depth: usize,
+    /// Width of every layer.
+    pub width: usize,
+    /// Rows of Gaussian input.
+    pub batch: usize,
+    /// Seed (layer `l` of every init uses `seed + l`).
+    pub seed: u64,
+}
+
+impl Default for ProbeOptions {
+    /// 50 layers of width 256 on 512 rows, seed 0.
+    fn default() -> Self {
+        ProbeOptions {
+            depth: 50,
+            width: 256,
+            batch: 512,
+            seed: 0,
+        }
+    }
+}
+
 /// An initialiser as the probe uses it: a label, a method and its parameters.
 #[derive(Clone, Debug)]
 pub struct ProbeInit {

@@ -12,6 +12,26 @@ use super::{
 use crate::init::orthogonal::haar_f64;
 use crate::model::{AttnWeight, Gpt};
 
+/// What `orthoformer theory` measures; `Default` holds the command's only defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TheoryOptions {
+    /// Positions measured: the last this many tokens of the text (capped at the model's
+    /// context).
+    pub tokens: usize,
+    /// Seed of the random baseline projections.
+    pub seed: u64,
+}
+
+impl Default for TheoryOptions {
+    /// 256 positions, seed 0.
+    fn default() -> Self {
+        TheoryOptions {
+            tokens: 256,
+            seed: 0,
+        }
+    }
+}
+
 /// The measurements of one head.
 #[derive(Clone, Debug, Serialize)]
 pub struct HeadTheory {

@@ -1,0 +1,74 @@
+//! What `orthoformer rotate` and `orthoformer align` do beyond their inputs and outputs: the
+//! rotation, its check, and the alignment's text. Each `Default` holds its command's only
+//! defaults.
+
+use super::RotationKind;
+use crate::io::gguf::GgmlType;
+
+/// The options of `orthoformer rotate`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RotateOptions {
+    /// The orthogonal matrix.
+    pub rotation: RotationKind,
+    /// Seed of the rotation (Haar draw or Hadamard signs).
+    pub seed: u64,
+    /// Tensor type of a GGUF output (F32 or F16).
+    pub gguf_type: GgmlType,
+    /// Tokens the logit check scores.
+    pub check_tokens: usize,
+    /// Window of the logit check.
+    pub context: usize,
+    /// The check fails when max |Δlogit| exceeds this.
+    pub tolerance: f64,
+}
+
+impl Default for RotateOptions {
+    /// A randomised Hadamard rotation from seed 0 written as F32, checked on 256 tokens in
+    /// windows of 128 to within 1e-2 of the original logits.
+    fn default() -> Self {
+        RotateOptions {
+            rotation: RotationKind::Hadamard,
+            seed: 0,
+            gguf_type: GgmlType::F32,
+            check_tokens: 256,
+            context: 128,
+            tolerance: 1e-2,
+        }
+    }
+}
+
+/// The options of `orthoformer align` (the layer has no default: it is required).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlignOptions {
+    /// The residual stream after this many decoder layers (0: the embeddings).
+    pub layer: usize,
+    /// Tokens of text (hidden-state rows).
+    pub max_tokens: usize,
+    /// Tokens per forward chunk.
+    pub context: usize,
+    /// Model B was made by `rotate` with this kind and [`AlignOptions::seed`]: compare the
+    /// fitted map with that `Q`.
+    pub true_rotation: Option<RotationKind>,
+    /// Seed of `true_rotation`.
+    pub seed: u64,
+}
+
+impl AlignOptions {
+    /// The defaults at `layer`: 1,024 tokens in chunks of 256, no true rotation, seed 0.
+    pub fn at_layer(layer: usize) -> Self {
+        AlignOptions {
+            layer,
+            max_tokens: 1024,
+            context: 256,
+            true_rotation: None,
+            seed: 0,
+        }
+    }
+}
+
+impl Default for AlignOptions {
+    /// [`AlignOptions::at_layer`] 0 (the embeddings).
+    fn default() -> Self {
+        AlignOptions::at_layer(0)
+    }
+}
