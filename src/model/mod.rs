@@ -5,6 +5,7 @@ pub mod accounting;
 pub mod causal_lm;
 pub mod checkpoint;
 pub mod config;
+pub mod eval;
 pub mod export_gpt2;
 pub mod gpt;
 mod gpt_acts;
@@ -20,6 +21,7 @@ pub mod store;
 pub use causal_lm::{CausalLm, GptCache};
 pub use checkpoint::{load_model, save_model};
 pub use config::{AttentionKind, GptConfig, NormPlacement, Projection};
+pub use eval::{EvalOptions, EvalReport, evaluate};
 pub use gpt::Gpt;
 pub use gpt_masked::IGNORE;
 pub use store::{FrozenStore, ParamStore, TensorInfo};
@@ -36,4 +38,7 @@ pub enum ModelError {
     /// A checkpoint is missing something, or its frozen weights do not match their hash.
     #[error("bad checkpoint: {0}")]
     Checkpoint(String),
+    /// An evaluation that cannot run: its windows do not fit the model, or the text is too short.
+    #[error("invalid evaluation: {0}")]
+    Eval(String),
 }

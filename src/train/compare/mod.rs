@@ -25,10 +25,10 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use super::evaluate::evaluate_tokens;
 use super::session::{FreshSpec, Prepared, Progress, Session};
 use crate::Result;
 use crate::data::Corpus;
+use crate::model::eval::{EvalOptions, evaluate};
 use crate::model::{AttentionKind, Gpt};
 pub use plan::ComparePlan;
 pub use summary::{CompareSummary, FinalEval, SeedRun, VariantSummary};
@@ -163,21 +163,17 @@ fn interrupted_hint(e: crate::Error, out: &Path) -> crate::Error {
     }
 }
 
-/// The mean loss of the finished model on every non-overlapping window of the validation
-/// split (`train::evaluate`, as `orthoformer eval`).
+/// The mean loss of the finished model on the whole validation split: non-overlapping
+/// windows of the context, the shorter last one included (`model::eval`, as `orthoformer
+/// eval`), `batch` windows per forward.
 fn final_eval(session: &mut Session) -> Result<FinalEval> {
     let started = Instant::now();
-    let t = session.model.config().context;
+    let options = EvalOptions {
+        batch: session.options.batch,
+        ..EvalOptions::default()
+    };
     let val = &session.prepared.split.val;
-    let report = evaluate_tokens(
-        &mut session.model,
-        val,
-        session.options.batch,
-        t,
-        None,
-        1.0,
-        "token",
-    )?;
+    let report = evaluate(&mut session.model, val, &options, &mut |_| {})?;
     Ok(FinalEval {
         val_loss: report.loss,
         val_tokens: report.tokens,
