@@ -126,6 +126,6 @@ mod tests {
         assert_eq!(batches(&ws, 5), [0..2, 2..3]);
         assert_eq!(batches(&ws, 1), [0..1, 1..2, 2..3]);
         let ws = plan(10, 3, 2);
-        assert_eq!(batches(&ws, 8), [0..4]);
+        assert_eq!(batches(&ws, 8), vec![Range { start: 0, end: 4 }]);
     }
 }
