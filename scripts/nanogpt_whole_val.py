@@ -1,6 +1,6 @@
 """nanoGPT's checkpoint scored the way `orthoformer compare` scores its final loss: the mean
 cross-entropy over every non-overlapping window of `block_size` tokens of the validation split
-(`train::evaluate`), next to nanoGPT's own estimate (the mean over `eval_iters` random batches,
+and the shorter last one, so every token after the first (`model::eval`), next to nanoGPT's own estimate (the mean over `eval_iters` random batches,
 as `train.py`'s `estimate_loss`), for docs/RESULTS.md (issue 19).
 
 Usage (from a nanoGPT checkout whose `data/shakespeare_char` is prepared):
@@ -44,6 +44,12 @@ with torch.no_grad():
         _, loss = model(x, y)
         total += loss.item() * x.numel()
         scored += x.numel()
+    tail = len(val) - 1 - windows * t
+    if tail:
+        x, y = val[windows * t : windows * t + tail], val[windows * t + 1 :]
+        _, loss = model(x[None], y[None])
+        total += loss.item() * tail
+        scored += tail
 result = {
     "ckpt": a.ckpt,
     "iter_num": ck["iter_num"],

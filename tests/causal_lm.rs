@@ -8,8 +8,8 @@
 mod common;
 
 use orthoformer::init::rng::seeded;
+use orthoformer::model::eval::{EvalOptions, evaluate};
 use orthoformer::model::llama::load_engine;
-use orthoformer::model::llama::perplexity::perplexity;
 use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
 use orthoformer::model::{CausalLm, Gpt, GptConfig};
 use orthoformer::train::generate::{SampleOptions, generate_ids};
@@ -89,10 +89,10 @@ fn gpt_cache_rows_and_perplexity_match_the_model() {
     );
     // One window of ctx tokens scores ctx − 1: its mean NLL is the model's cross-entropy.
     let text = &ids[..ctx];
-    let p = perplexity(&mut m, text, ctx, ctx / 2, &mut |_| {}, &mut |_, _| {}).unwrap();
+    let p = evaluate(&mut m, text, &EvalOptions::sliding(ctx), &mut |_| {}).unwrap();
     let loss = m.loss(&text[..ctx - 1], &text[1..], 1, ctx - 1).unwrap() as f64;
     assert_eq!(p.tokens, ctx - 1);
-    assert!((p.nll - loss).abs() < 1e-4, "{} vs {loss}", p.nll);
+    assert!((p.loss - loss).abs() < 1e-4, "{} vs {loss}", p.loss);
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! `orthoformer eval`: loss and perplexity of a trained checkpoint (`--checkpoint DIR`, on
 //! the validation split of its training text or `--data`) or of a pretrained Llama-style model
-//! (`--model FILE`, sliding-window perplexity on `--data` or the embedded TinyShakespeare).
+//! (`--model FILE`, on `--data` or the embedded TinyShakespeare), both through the library's
+//! one evaluation (`model::eval`); the flags become its `EvalOptions`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -12,14 +13,13 @@ use super::common::{emit, progress_bar};
 use super::pretrained::{
     DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, check_cache_fits, data_name, read_tokens,
 };
-use orthoformer::data::split::check_window;
 use orthoformer::data::{Corpus, Split};
+use orthoformer::model::CausalLm;
 use orthoformer::model::checkpoint::load_model;
+use orthoformer::model::eval::{EvalOptions, EvalReport, evaluate};
 use orthoformer::model::llama::load_engine;
-use orthoformer::model::llama::perplexity::perplexity;
 use orthoformer::train::checkpoint::{self, MODEL_FILE};
 use orthoformer::train::eval_report::{CheckpointEval, ModelEval};
-use orthoformer::train::evaluate::{evaluate_tokens, units_per_token};
 
 /// Flags of `orthoformer eval`.
 #[derive(Debug, clap::Args)]
@@ -38,10 +38,17 @@ pub struct EvalArgs {
     /// Model mode: evaluate at most this many tokens of the text.
     #[arg(long)]
     pub max_tokens: Option<usize>,
-    /// Model mode: context window of the sliding-window perplexity.
+    /// Model mode: window of the sliding-window perplexity, in tokens (Hugging Face's
+    /// `max_length`: each window scores its tokens after the first) [default: 256].
     #[arg(long)]
     pub context: Option<usize>,
-    /// Checkpoint mode: number of batches to average the loss over.
+    /// Tokens from one window to the next; each window scores only tokens no earlier window
+    /// scored [default: checkpoint mode, the model's context (windows do not overlap); model
+    /// mode, half of --context].
+    #[arg(long)]
+    pub stride: Option<usize>,
+    /// Score only this many batches (checkpoint mode: of the training batch size in windows;
+    /// model mode: windows) [default: the whole text].
     #[arg(long)]
     pub eval_iters: Option<usize>,
     /// Seed for batch sampling.
@@ -50,6 +57,22 @@ pub struct EvalArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+impl EvalArgs {
+    /// `base` (the mode's defaults, from the library) with every option these flags give.
+    fn options(&self, base: EvalOptions) -> anyhow::Result<EvalOptions> {
+        if self.eval_iters == Some(0) {
+            anyhow::bail!(
+                "--eval-iters 0 scores nothing: use at least 1 (or leave it out to score the whole text)"
+            );
+        }
+        Ok(EvalOptions {
+            stride: self.stride.or(base.stride),
+            max_batches: self.eval_iters.or(base.max_batches),
+            ..base
+        })
+    }
 }
 
 /// Runs `orthoformer eval`.
@@ -77,8 +100,10 @@ fn run_checkpoint(args: &EvalArgs) -> anyhow::Result<Outcome> {
     let mut model = load_model(&dir.join(MODEL_FILE))
         .with_context(|| format!("loading {}", dir.join(MODEL_FILE).display()))?;
     let st = &loaded.state_file;
-    let t = model.config().context;
-    let b = st.options.batch;
+    let options = args.options(EvalOptions {
+        batch: st.options.batch,
+        ..EvalOptions::default()
+    })?;
     let tok = &loaded.tokenizer;
     let (tokens, text_desc, units_per) = match &args.data {
         Some(path) => {
@@ -86,21 +111,21 @@ fn run_checkpoint(args: &EvalArgs) -> anyhow::Result<Outcome> {
             let tokens = tok
                 .encode(&corpus.text)
                 .with_context(|| format!("tokenizing {}", path.display()))?;
-            let upt = units_per_token(tok, &corpus.text, tokens.len());
+            let upt = tok.units_per_token(&corpus.text, tokens.len());
             (tokens, path.display().to_string(), upt)
         }
         None => {
             let corpus = if st.data.source == orthoformer::data::corpus::TINY_SHAKESPEARE_NAME {
                 Corpus::tiny_shakespeare()
             } else {
-                Corpus::load(std::path::Path::new(&st.data.source)).with_context(|| {
+                Corpus::load(Path::new(&st.data.source)).with_context(|| {
                     "the checkpoint's training text is needed for its validation split; pass --data"
                 })?
             };
             let tokens = tok.encode(&corpus.text)?;
-            let split = Split::new(&tokens, t)?;
+            let split = Split::new(&tokens, model.config().context)?;
             // Units of the validation part itself (BPE bytes per token vary along a text).
-            let upt = units_per_token(tok, &tok.decode(&split.val)?, split.val.len());
+            let upt = tok.units_per_token(&tok.decode(&split.val)?, split.val.len());
             (
                 split.val,
                 format!("validation split of {}", corpus.source),
@@ -108,24 +133,17 @@ fn run_checkpoint(args: &EvalArgs) -> anyhow::Result<Outcome> {
             )
         }
     };
-    check_window(&tokens, t, &text_desc)?;
-    let report = evaluate_tokens(
-        &mut model,
-        &tokens,
-        b,
-        t,
-        args.eval_iters,
-        units_per,
-        tok.kind().unit(),
-    )?;
+    let (report, seconds) = timed_eval(&mut model, &tokens, &options, args.json)?;
     let out = CheckpointEval {
         checkpoint: dir.to_path_buf(),
         data: text_desc,
         step: st.step,
         tokenizer: tok.kind().name().to_string(),
-        report,
+        tokens_per_second: per_second(&report, seconds),
+        report: report.with_units(units_per, tok.kind().unit()),
+        seconds,
     };
-    super::common::emit(&out, args.json)?;
+    emit(&out, args.json)?;
     Ok(Outcome::Success)
 }
 
@@ -141,6 +159,15 @@ fn run_model(args: &EvalArgs) -> anyhow::Result<Outcome> {
     if max_tokens == 0 {
         anyhow::bail!("--max-tokens must be at least 1");
     }
+    if let Some(s) = args.stride
+        && (s == 0 || s >= context)
+    {
+        anyhow::bail!(
+            "--stride must be 1 to --context − 1 = {} (got {s})",
+            context - 1
+        );
+    }
+    let options = args.options(EvalOptions::sliding(context))?;
     let loaded = load_engine(path).context("loading the model")?;
     if context > loaded.model.context() {
         anyhow::bail!(
@@ -151,30 +178,34 @@ fn run_model(args: &EvalArgs) -> anyhow::Result<Outcome> {
     check_cache_fits(loaded.model.config(), context)?;
     let ids = read_tokens(&loaded.tokenizer, data, max_tokens)?;
     let mut model = loaded.model;
-    let stride = (context / 2).max(1);
-    let bar = progress_bar((ids.len() - 1) as u64, "eval", args.json);
-    let start = Instant::now();
-    let p = perplexity(
-        &mut model,
-        &ids,
-        context,
-        stride,
-        &mut |n| bar.set_position(n as u64),
-        &mut |_, _| {},
-    )?;
-    bar.finish_and_clear();
-    let secs = start.elapsed().as_secs_f64();
+    let (report, seconds) = timed_eval(&mut model, &ids, &options, args.json)?;
     let r = ModelEval {
         model: path.display().to_string(),
         data: data_name(data),
-        tokens: p.tokens,
         context,
-        stride,
-        nll: p.nll,
-        ppl: p.ppl,
-        seconds: secs,
-        tokens_per_second: p.tokens as f64 / secs,
+        tokens_per_second: per_second(&report, seconds),
+        report,
+        seconds,
     };
     emit(&r, args.json)?;
     Ok(Outcome::Success)
+}
+
+/// The evaluation with a progress bar (hidden under `--json`) and its wall time.
+fn timed_eval<M: CausalLm>(
+    model: &mut M,
+    tokens: &[u32],
+    options: &EvalOptions,
+    json: bool,
+) -> anyhow::Result<(EvalReport, f64)> {
+    let bar = progress_bar(tokens.len().saturating_sub(1) as u64, "eval", json);
+    let start = Instant::now();
+    let report = evaluate(model, tokens, options, &mut |n| bar.set_position(n as u64))?;
+    bar.finish_and_clear();
+    Ok((report, start.elapsed().as_secs_f64()))
+}
+
+/// Tokens scored per second.
+fn per_second(report: &EvalReport, seconds: f64) -> f64 {
+    report.tokens as f64 / seconds
 }

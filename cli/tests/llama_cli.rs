@@ -66,9 +66,9 @@ fn generate_eval_rotate_quantize_align() {
         "64",
         "--json",
     ]));
-    let ppl = e["ppl"].as_f64().unwrap();
+    let ppl = e["report"]["perplexity"].as_f64().unwrap();
     assert!(ppl > 5.0 && ppl < 200.0, "{ppl}");
-    assert_eq!(e["tokens"], 64);
+    assert_eq!(e["report"]["tokens"], 64);
 
     let dir = std::env::temp_dir().join(format!("orthoformer-cli-{}", std::process::id()));
     let out = dir.join("rot");

@@ -40,19 +40,6 @@ impl Split {
     }
 }
 
-/// Checks that `tokens` (a whole evaluation text) hold one window of `context + 1` tokens.
-pub fn check_window(tokens: &[u32], context: usize, what: &str) -> Result<()> {
-    if tokens.len() < context + 1 {
-        return Err(invalid(format!(
-            "context {context} is longer than the data: {what} has {} tokens but one window \
-             needs {}; use more text",
-            tokens.len(),
-            context + 1
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,4 +90,10 @@ impl Tokenizer {
             Tokenizer::Bpe(_) => text.len(),
         }
     }
+
+    /// Characters (char tokenizer) or bytes (BPE) per token of `text`, which is `n_tokens`
+    /// tokens long: what turns a loss per token into bits per unit of text.
+    pub fn units_per_token(&self, text: &str, n_tokens: usize) -> f64 {
+        self.units_in(text) as f64 / n_tokens.max(1) as f64
+    }
 }

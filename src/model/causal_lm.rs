@@ -1,8 +1,8 @@
 //! One interface for every causal language model: run a chunk of tokens after what a cache
 //! holds (prefill) and return the logits of its last rows, or extend by one token (decode).
-//! Sampling, generation and perplexity are written once against it
-//! ([`crate::train::generate::generate_ids`], [`crate::model::llama::perplexity::perplexity`])
-//! and serve the GPT of this crate and pretrained Llama-style models alike.
+//! Sampling, generation and evaluation are written once against it
+//! ([`crate::train::generate::generate_ids`], [`crate::model::eval::evaluate`]) and serve the
+//! GPT of this crate and pretrained Llama-style models alike.
 //!
 //! The Llama model keeps keys and values per position ([`crate::model::llama::KvCache`]), so a
 //! decode step costs one token. The GPT has no KV cache: its cache ([`GptCache`]) holds the
@@ -10,6 +10,7 @@
 //! trait, with the same logits bit for bit.
 
 use crate::Result;
+use crate::model::eval::{LogitsSink, Window, score};
 use crate::model::{Gpt, ModelError};
 
 /// A causal language model over a vocabulary of `V` token ids.
@@ -44,6 +45,21 @@ pub trait CausalLm {
     /// Runs one token after the positions in `cache` and returns its logits (`V`).
     fn decode_one<'c>(&mut self, token: u32, cache: &'c mut Self::Cache) -> Result<&'c [f32]> {
         self.prefill(&[token], cache, 0)
+    }
+
+    /// The negative log-likelihood, summed in f64, of the scored targets of `windows` of
+    /// `tokens` (see [`Window`]), handing each window's scored logits to `logits` when given.
+    /// The default prefills each window alone in `cache` (cleared first) and takes an f64
+    /// log-softmax per scored row; a model that can run windows of one length as one batch
+    /// overrides it.
+    fn score_windows(
+        &mut self,
+        tokens: &[u32],
+        windows: &[Window],
+        cache: &mut Self::Cache,
+        logits: Option<&mut LogitsSink<'_>>,
+    ) -> Result<f64> {
+        score::score_each(self, tokens, windows, cache, logits)
     }
 }
 
@@ -111,6 +127,17 @@ impl CausalLm for Gpt {
         cache.logits.clear();
         cache.logits.extend_from_slice(rows);
         Ok(&cache.logits)
+    }
+
+    /// Windows of one length run as one batch (the cache is not used).
+    fn score_windows(
+        &mut self,
+        tokens: &[u32],
+        windows: &[Window],
+        _cache: &mut GptCache,
+        logits: Option<&mut LogitsSink<'_>>,
+    ) -> Result<f64> {
+        crate::model::eval::gpt::score_gpt(self, tokens, windows, logits)
     }
 }
 

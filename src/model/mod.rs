@@ -6,6 +6,7 @@ pub mod attention_kind;
 pub mod causal_lm;
 pub mod checkpoint;
 pub mod config;
+pub mod eval;
 pub mod export_gpt2;
 pub mod gpt;
 mod gpt_activations;
@@ -23,6 +24,7 @@ pub use attention_kind::{AttentionKind, AttentionSpec, AttnWeight, Kernel, Proje
 pub use causal_lm::{CausalLm, GptCache};
 pub use checkpoint::{load_model, save_model};
 pub use config::{GptConfig, NormPlacement};
+pub use eval::{EvalOptions, EvalReport, evaluate};
 pub use gpt::Gpt;
 pub use gpt_activations::Activations;
 pub use gpt_masked::IGNORE;
@@ -40,4 +42,7 @@ pub enum ModelError {
     /// A checkpoint is missing something, or its frozen weights do not match their hash.
     #[error("bad checkpoint: {0}")]
     Checkpoint(String),
+    /// An evaluation that cannot run: its windows do not fit the model, or the text is too short.
+    #[error("invalid evaluation: {0}")]
+    Eval(String),
 }

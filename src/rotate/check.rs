@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
+use crate::model::eval::{EvalOptions, evaluate_logits};
 use crate::model::llama::Llama;
-use crate::model::llama::perplexity::perplexity;
 
 /// The comparison of a model `b` against a reference `a` on the same tokens.
 #[derive(Debug, Clone, Serialize)]
@@ -49,23 +49,17 @@ pub fn compare_models(
     progress: &mut dyn FnMut(usize),
 ) -> crate::Result<Comparison> {
     let v = a.vocab_size();
-    let stride = (context / 2).max(1);
+    let options = EvalOptions::sliding(context);
     let mut ref_logits: Vec<f32> = Vec::new();
-    let pa = perplexity(
-        a,
-        tokens,
-        context,
-        stride,
-        &mut |n| progress(n),
-        &mut |rows, _| ref_logits.extend_from_slice(rows),
-    )?;
+    let pa = evaluate_logits(a, tokens, &options, &mut |n| progress(n), &mut |rows, _| {
+        ref_logits.extend_from_slice(rows)
+    })?;
     let (mut max_d, mut kl, mut agree, mut off) = (0.0f64, 0.0f64, 0usize, 0usize);
     let n_a = pa.tokens;
-    let pb = perplexity(
+    let pb = evaluate_logits(
         b,
         tokens,
-        context,
-        stride,
+        &options,
         &mut |n| progress(n_a + n),
         &mut |rows, _| {
             for (ra, rb) in ref_logits[off..off + rows.len()]
@@ -90,8 +84,8 @@ pub fn compare_models(
         tokens: pb.tokens,
         max_abs_logit_diff: max_d,
         mean_kl: kl / pb.tokens as f64,
-        ppl_a: pa.ppl,
-        ppl_b: pb.ppl,
+        ppl_a: pa.perplexity,
+        ppl_b: pb.perplexity,
         top1_agreement: agree as f64 / pb.tokens as f64,
     })
 }

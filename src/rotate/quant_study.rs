@@ -8,8 +8,8 @@ use serde::Serialize;
 use super::quant::quantize_model_weights;
 use super::{Rotation, fold_norms, online_transform, rotate_down_inputs, rotate_weights};
 use crate::io::table::{Align, Block, Report, Table};
+use crate::model::eval::{EvalOptions, evaluate};
 use crate::model::llama::RowTransform;
-use crate::model::llama::perplexity::perplexity;
 use crate::model::llama::quant::{ActStats, SiteStats};
 use crate::model::llama::{Llama, LlamaWeights};
 
@@ -186,7 +186,7 @@ pub fn run_study(
     s: StudySettings,
     on_tokens: &mut dyn FnMut(usize),
 ) -> crate::Result<(Vec<QuantRow>, Vec<QuantStatsRow>)> {
-    let stride = (s.context / 2).max(1);
+    let options = EvalOptions::sliding(s.context);
     let (mut rows, mut stats, mut done) = (Vec::new(), Vec::new(), 0usize);
     for c in configs {
         let mut model = prepare(base, c, s.seed, s.group)?;
@@ -194,16 +194,11 @@ pub fn run_study(
         for text in texts {
             model.stats = c.is_full_precision().then(ActStats::default);
             let before = done;
-            let p = perplexity(
-                &mut model,
-                text.tokens,
-                s.context,
-                stride,
-                &mut |n| on_tokens(before + n),
-                &mut |_, _| {},
-            )?;
+            let p = evaluate(&mut model, text.tokens, &options, &mut |n| {
+                on_tokens(before + n)
+            })?;
             done += text.tokens.len().saturating_sub(1);
-            ppl.push(p.ppl);
+            ppl.push(p.perplexity);
             if let Some(st) = model.stats.take() {
                 stats.push(QuantStatsRow {
                     rotate: c.rotate,

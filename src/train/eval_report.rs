@@ -1,12 +1,13 @@
-//! The reports of `orthoformer eval`: a trained checkpoint's loss on a text, and a pretrained
-//! model's sliding-window perplexity, each rendered by the one table writer (`io::table`).
+//! The reports of `orthoformer eval`: a trained checkpoint or a pretrained model, the text,
+//! and the one evaluation's figures ([`EvalReport`], from `model::eval`), both rendered by
+//! the one table writer (`io::table`) with the same rows for the figures.
 
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::evaluate::EvalReport;
 use crate::io::table::{Align, Block, Report, Table};
+use crate::model::eval::EvalReport;
 
 /// `eval --checkpoint`: the checkpoint, the text and the loss on it.
 #[derive(Debug, Clone, Serialize)]
@@ -21,6 +22,10 @@ pub struct CheckpointEval {
     pub tokenizer: String,
     /// Loss, perplexity and bits per unit.
     pub report: EvalReport,
+    /// Wall time of the scoring.
+    pub seconds: f64,
+    /// Tokens scored per second.
+    pub tokens_per_second: f64,
 }
 
 /// `eval --model`: a pretrained model's perplexity on a text.
@@ -30,16 +35,11 @@ pub struct ModelEval {
     pub model: String,
     /// The text scored.
     pub data: String,
-    /// Tokens scored.
-    pub tokens: usize,
-    /// Window of the sliding-window perplexity.
+    /// `--context`: the Hugging Face window, one token longer than the report's `window`
+    /// (its last row predicts nothing that is scored).
     pub context: usize,
-    /// Its stride.
-    pub stride: usize,
-    /// Mean negative log-likelihood, nats per token.
-    pub nll: f64,
-    /// `exp(nll)`.
-    pub ppl: f64,
+    /// Loss (nll) and perplexity.
+    pub report: EvalReport,
     /// Wall time of the scoring.
     pub seconds: f64,
     /// Tokens scored per second.
@@ -50,22 +50,49 @@ fn two_columns() -> Table {
     Table::new(&[("", Align::Left), ("", Align::Left)])
 }
 
+/// The rows both reports share: what was scored, the loss, perplexity, bits per unit, speed.
+fn figure_rows(t: &mut Table, data: &str, r: &EvalReport, seconds: f64, per_second: f64) {
+    t.row(["data".to_string(), data.to_string()]);
+    let overlap = if r.stride == r.window {
+        "not overlapping".to_string()
+    } else {
+        format!("stride {}", r.stride)
+    };
+    t.row([
+        "tokens".to_string(),
+        format!(
+            "{} scored in {} windows of {} ({overlap})",
+            r.tokens, r.windows, r.window
+        ),
+    ]);
+    t.row(["loss".to_string(), format!("{:.4} nats/token", r.loss)]);
+    t.row(["perplexity".to_string(), format!("{:.3}", r.perplexity)]);
+    if let Some(u) = &r.per_unit {
+        t.row([
+            format!("bits/{}", u.unit),
+            format!("{:.4}", u.bits_per_unit),
+        ]);
+    }
+    t.row([
+        "speed".to_string(),
+        format!("{per_second:.1} tokens/s scored ({seconds:.1} s)"),
+    ]);
+}
+
 impl Report for CheckpointEval {
     fn blocks(&self) -> Vec<Block> {
-        let r = &self.report;
         let mut t = two_columns();
         t.row([
             "checkpoint".to_string(),
             format!("{} (step {})", self.checkpoint.display(), self.step),
         ]);
-        t.row(["data".to_string(), self.data.clone()]);
-        t.row(["tokens".to_string(), r.tokens.to_string()]);
-        t.row(["loss".to_string(), format!("{:.4} nats/token", r.loss)]);
-        t.row(["perplexity".to_string(), format!("{:.3}", r.perplexity)]);
-        t.row([
-            format!("bits/{}", r.unit),
-            format!("{:.4}", r.bits_per_unit),
-        ]);
+        figure_rows(
+            &mut t,
+            &self.data,
+            &self.report,
+            self.seconds,
+            self.tokens_per_second,
+        );
         vec![Block::Table(t)]
     }
 }
@@ -74,22 +101,13 @@ impl Report for ModelEval {
     fn blocks(&self) -> Vec<Block> {
         let mut t = two_columns();
         t.row(["model".to_string(), self.model.clone()]);
-        t.row([
-            "data".to_string(),
-            format!(
-                "{} ({} tokens, window {}, stride {})",
-                self.data, self.tokens, self.context, self.stride
-            ),
-        ]);
-        t.row(["nll".to_string(), format!("{:.4} nats/token", self.nll)]);
-        t.row(["perplexity".to_string(), format!("{:.3}", self.ppl)]);
-        t.row([
-            "speed".to_string(),
-            format!(
-                "{:.1} tokens/s scored ({:.1} s)",
-                self.tokens_per_second, self.seconds
-            ),
-        ]);
+        figure_rows(
+            &mut t,
+            &self.data,
+            &self.report,
+            self.seconds,
+            self.tokens_per_second,
+        );
         vec![Block::Table(t)]
     }
 }
@@ -98,6 +116,18 @@ impl Report for ModelEval {
 mod tests {
     use super::*;
 
+    fn report(window: usize, stride: usize) -> EvalReport {
+        EvalReport {
+            loss: 1.5,
+            perplexity: 1.5f64.exp(),
+            tokens: 2048,
+            window,
+            stride,
+            windows: 16,
+            per_unit: None,
+        }
+    }
+
     #[test]
     fn headers_and_cells_agree() {
         let c = CheckpointEval {
@@ -105,23 +135,15 @@ mod tests {
             data: "validation split of tinyshakespeare".into(),
             step: 600,
             tokenizer: "char".into(),
-            report: EvalReport {
-                loss: 1.5,
-                perplexity: 1.5f64.exp(),
-                bits_per_unit: 2.164,
-                unit: "character".into(),
-                tokens: 1000,
-                units: 1000,
-            },
+            report: report(64, 64).with_units(1.0, "character"),
+            seconds: 2.0,
+            tokens_per_second: 1024.0,
         };
         let m = ModelEval {
             model: "m.gguf".into(),
             data: "t.txt".into(),
-            tokens: 2048,
             context: 256,
-            stride: 128,
-            nll: 2.5,
-            ppl: 2.5f64.exp(),
+            report: report(255, 128),
             seconds: 3.0,
             tokens_per_second: 682.7,
         };
@@ -131,6 +153,10 @@ mod tests {
         let text = c.render();
         // The label column is as wide as its longest label: "bits/character" keeps a space.
         assert!(text.contains("bits/character  2.1640"), "{text}");
-        assert!(m.render().contains("682.7 tokens/s scored (3.0 s)"));
+        assert!(text.contains("2048 scored in 16 windows of 64 (not overlapping)"));
+        let text = m.render();
+        assert!(text.contains("682.7 tokens/s scored (3.0 s)"), "{text}");
+        assert!(text.contains("windows of 255 (stride 128)"));
+        assert!(!text.contains("bits/"));
     }
 }

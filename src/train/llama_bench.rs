@@ -12,8 +12,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::rss::status_field_bytes;
+use crate::model::eval::{EvalOptions, evaluate};
 use crate::model::llama::Llama;
-use crate::model::llama::perplexity::perplexity;
 
 /// What [`bench_llama`] measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -145,13 +145,11 @@ fn time_eval(model: &mut Llama, plan: &EvalPlan, rounds: usize) -> crate::Result
     let mut best = 0.0f64;
     for round in 0..=rounds.max(1) {
         let t = Instant::now();
-        let p = perplexity(
+        let p = evaluate(
             model,
             &plan.tokens,
-            plan.context,
-            (plan.context / 2).max(1),
+            &EvalOptions::sliding(plan.context),
             &mut |_| {},
-            &mut |_, _| {},
         )?;
         if round > 0 {
             best = best.max(p.tokens as f64 / t.elapsed().as_secs_f64());

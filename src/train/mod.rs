@@ -9,7 +9,6 @@ pub mod checkpoint;
 pub mod clip;
 pub mod compare;
 pub mod eval_report;
-pub mod evaluate;
 pub mod export;
 pub mod generate;
 pub mod gpt_adapter;

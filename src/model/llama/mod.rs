@@ -8,7 +8,6 @@ pub mod export;
 pub mod forward;
 pub mod linear;
 pub mod load;
-pub mod perplexity;
 pub mod quant;
 pub mod special_tokens;
 pub mod tokenizer;

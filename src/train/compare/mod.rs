@@ -24,11 +24,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use super::evaluate::evaluate_tokens;
 use super::session::{FreshSpec, Prepared, Progress, Session};
 pub use super::trainer::Limits;
 use crate::Result;
 use crate::data::Corpus;
+use crate::model::eval::{EvalOptions, evaluate};
 use crate::model::{AttentionKind, Gpt};
 pub use plan::ComparePlan;
 pub use summary::{CompareSummary, FinalEval, SeedRun, VariantSummary};
@@ -154,21 +154,17 @@ fn interrupted_hint(e: crate::Error, out: &Path) -> crate::Error {
     }
 }
 
-/// The mean loss of the finished model on every non-overlapping window of the validation
-/// split (`train::evaluate`, as `orthoformer eval`).
+/// The mean loss of the finished model on the whole validation split: non-overlapping
+/// windows of the context, the shorter last one included (`model::eval`, as `orthoformer
+/// eval`), `batch` windows per forward.
 fn final_eval(session: &mut Session) -> Result<FinalEval> {
     let started = Instant::now();
-    let t = session.model.config().context;
+    let options = EvalOptions {
+        batch: session.options.batch,
+        ..EvalOptions::default()
+    };
     let val = &session.prepared.split.val;
-    let report = evaluate_tokens(
-        &mut session.model,
-        val,
-        session.options.batch,
-        t,
-        None,
-        1.0,
-        "token",
-    )?;
+    let report = evaluate(&mut session.model, val, &options, &mut |_| {})?;
     Ok(FinalEval {
         val_loss: report.loss,
         val_tokens: report.tokens,
