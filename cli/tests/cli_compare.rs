@@ -6,25 +6,15 @@
 //! bad input.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_orthoformer");
+mod common;
+use common::{Scratch, run, stderr};
 
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("of-cli-compare-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
+fn temp_dir(name: &str) -> Scratch {
+    Scratch::new("cli-compare", name)
 }
 
 /// The tiny comparison every test starts from, plus `extra`.
@@ -48,10 +38,6 @@ fn compare(dir: &Path, extra: &[&str]) -> Output {
     run(dir, &args)
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -62,7 +48,7 @@ fn f(v: &Value) -> f64 {
 
 #[test]
 fn writes_table_plots_and_summary() {
-    let dir = temp("ok");
+    let dir = temp_dir("ok");
     let o = compare(&dir, &["--out", "cmp", "--seeds", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let table = String::from_utf8(o.stdout).unwrap();
@@ -109,13 +95,12 @@ fn writes_table_plots_and_summary() {
         .filter(|n| n.starts_with('.'))
         .collect();
     assert!(stray.is_empty(), "{stray:?}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The JSON schema, and every derived figure recomputed from the per-seed figures it carries.
 #[test]
 fn json_carries_every_seed_and_the_statistics_follow_from_them() {
-    let dir = temp("json");
+    let dir = temp_dir("json");
     let o = compare(
         &dir,
         &["--out", "c", "--seeds", "3", "--seed", "5", "--json"],
@@ -206,14 +191,13 @@ fn json_carries_every_seed_and_the_statistics_follow_from_them() {
         orth_steps.is_null() || (0.0..=6.0).contains(&f(orth_steps)),
         "{orth_steps}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Stopped with --stop-at, then by an interrupted (killed) chunk, then resumed: the same
 /// losses, bit for bit, as one comparison run straight through.
 #[test]
 fn a_stopped_comparison_resumes_where_it_stopped() {
-    let dir = temp("resume");
+    let dir = temp_dir("resume");
     let whole = compare(&dir, &["--out", "whole", "--seeds", "2", "--json"]);
     assert!(whole.status.success(), "{}", stderr(&whole));
     let o = compare(&dir, &["--out", "part", "--seeds", "2", "--stop-at", "3"]);
@@ -288,14 +272,13 @@ fn a_stopped_comparison_resumes_where_it_stopped() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(want), "{want:?} not in {}", stderr(&o));
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `--recipe nanogpt-cpu` is nanoGPT's README CPU command, value for value, for `compare`
 /// (also its default) and `train`.
 #[test]
 fn recipe_sets_exactly_nanogpts_cpu_recipe() {
-    let dir = temp("recipe");
+    let dir = temp_dir("recipe");
     let want_model = serde_json::json!({
         "context": 64, "n_layer": 4, "n_head": 4, "d_model": 128, "d_ff": 512,
         "norm": "pre", "attn_bias": false, "ffn_bias": false, "norm_bias": false,
@@ -371,12 +354,11 @@ fn recipe_sets_exactly_nanogpts_cpu_recipe() {
     assert_eq!(plan["model"]["context"], 32);
     assert_eq!(plan["options"]["steps"], 9);
     assert_eq!(plan["options"]["lr"], 1e-3);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn bpe_and_eval_of_a_compared_run() {
-    let dir = temp("bpe");
+    let dir = temp_dir("bpe");
     let text = orthoformer::data::corpus::TINY_SHAKESPEARE[..60_000].to_string();
     std::fs::write(dir.join("text.txt"), text).unwrap();
     let o = compare(
@@ -418,12 +400,11 @@ fn bpe_and_eval_of_a_compared_run() {
         "{} vs {fin}",
         v["report"]["loss"]
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn bad_input_is_a_clear_error_and_leaves_nothing() {
-    let dir = temp("bad");
+    let dir = temp_dir("bad");
     std::fs::write(dir.join("bin.dat"), b"\0\0\0").unwrap();
     for (extra, want) in [
         (vec!["--attention", "softmax,bogus"], "unknown attention"),
@@ -448,5 +429,4 @@ fn bad_input_is_a_clear_error_and_leaves_nothing() {
         assert!(err.contains(want), "{want:?} not in {err}");
         assert!(!dir.join("cmp").exists(), "{extra:?} left output");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

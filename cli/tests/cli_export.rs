@@ -4,27 +4,16 @@
 //! frozen values as plain weights), whose tokenizer gives the checkpoint's ids, and variants
 //! with no GPT-2 form are one error line with exit 2 and nothing written.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use safetensors::SafeTensors;
 
-const BIN: &str = env!("CARGO_BIN_EXE_orthoformer");
+mod common;
+use common::{Scratch, run};
 
-/// A fresh temporary folder for one test.
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("of-cli-export-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
+fn temp_dir(name: &str) -> Scratch {
+    Scratch::new("cli-export", name)
 }
 
 fn ok(o: &Output) -> &Output {
@@ -74,7 +63,7 @@ fn json(path: &Path) -> serde_json::Value {
 
 #[test]
 fn orthogonal_char_model_exports_as_gpt2() {
-    let dir = temp("orth");
+    let dir = temp_dir("orth");
     train(&dir, &["--attention", "orthogonal"]);
     ok(&run(&dir, &["export", "--checkpoint", "ck", "--out", "hf"]));
     let hf = dir.join("hf");
@@ -170,12 +159,11 @@ fn orthogonal_char_model_exports_as_gpt2() {
     let enc = tok.encode(text, false).unwrap();
     assert_eq!(enc.get_ids(), want.as_slice());
     assert_eq!(tok.decode(&want, false).unwrap(), text);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn tied_bpe_model_exports_keys_equal_to_queries() {
-    let dir = temp("tied");
+    let dir = temp_dir("tied");
     train(
         &dir,
         &[
@@ -228,12 +216,11 @@ fn tied_bpe_model_exports_keys_equal_to_queries() {
     assert_eq!(shape[1], 300);
     let npy = std::fs::read(dir.join("ref.npy")).unwrap();
     assert!(npy.starts_with(b"\x93NUMPY"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn identity_q_exports_the_identity_matrix() {
-    let dir = temp("idq");
+    let dir = temp_dir("idq");
     train(&dir, &["--attention", "identity-q"]);
     ok(&run(&dir, &["export", "--checkpoint", "ck", "--out", "hf"]));
     let bytes = std::fs::read(dir.join("hf/model.safetensors")).unwrap();
@@ -248,12 +235,11 @@ fn identity_q_exports_the_identity_matrix() {
             assert_eq!(c_attn[r * 3 * c + o], want);
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn variants_without_a_gpt2_form_are_one_line_errors() {
-    let dir = temp("linear");
+    let dir = temp_dir("linear");
     train(&dir, &["--attention", "linear"]);
     let o = run(&dir, &["export", "--checkpoint", "ck", "--out", "hf"]);
     assert_eq!(o.status.code(), Some(2));
@@ -270,5 +256,4 @@ fn variants_without_a_gpt2_form_are_one_line_errors() {
     // A missing checkpoint.
     let o = run(&dir, &["export", "--checkpoint", "nope", "--out", "hf"]);
     assert_eq!(o.status.code(), Some(2));
-    let _ = std::fs::remove_dir_all(&dir);
 }

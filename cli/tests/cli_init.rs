@@ -1,22 +1,13 @@
 //! `orthoformer init` and `init-bench` run as a user would: outputs, JSON, exit codes, and a
 //! one-line error with no partial file for every bad input.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_orthoformer"))
-}
+mod common;
+use common::{Scratch, run};
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("of-cli-init-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    bin().current_dir(dir).args(args).output().unwrap()
+fn tmpdir(name: &str) -> Scratch {
+    Scratch::new("cli-init", name)
 }
 
 fn json(out: &Output) -> serde_json::Value {

@@ -3,29 +3,14 @@
 //! uninterrupted one, Ctrl-C checkpoints, generation is reproducible by seed, and every bad
 //! input is one clear error line with exit status 2 and no output left behind.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_orthoformer");
+mod common;
+use common::{BIN, Scratch, run, stderr};
 
-/// A fresh temporary folder for one test.
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("of-cli-train-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+fn temp_dir(name: &str) -> Scratch {
+    Scratch::new("cli-train", name)
 }
 
 /// A small, fast run: tiny model, short context, few steps; `extra` may override the preset
@@ -82,7 +67,7 @@ fn assert_fails(o: &Output, want: &str, out: &Path) {
 
 #[test]
 fn loss_falls_on_a_tiny_run() {
-    let dir = temp("falls");
+    let dir = temp_dir("falls");
     let o = train(&dir, "run", &["--steps", "60", "--eval-every", "20"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let m = metrics(&dir.join("run/metrics.jsonl"));
@@ -98,12 +83,11 @@ fn loss_falls_on_a_tiny_run() {
     ] {
         assert!(dir.join("run").join(f).is_file(), "{f} missing");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn stopped_and_resumed_equals_uninterrupted() {
-    let dir = temp("resume");
+    let dir = temp_dir("resume");
     let whole = train(&dir, "whole", &["--steps", "24", "--eval-every", "8"]);
     assert!(whole.status.success(), "{}", stderr(&whole));
     let part = train(
@@ -150,12 +134,11 @@ fn stopped_and_resumed_equals_uninterrupted() {
             assert!(a.data() == b.data(), "{f}: tensor {n} differs after resume");
         }
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn ctrl_c_writes_a_checkpoint_that_resumes() {
-    let dir = temp("ctrlc");
+    let dir = temp_dir("ctrlc");
     let args = tiny_args("run", &["--steps", "100000", "--eval-every", "5"]);
     let child = Command::new(BIN)
         .args(&args)
@@ -198,12 +181,11 @@ fn ctrl_c_writes_a_checkpoint_that_resumes() {
         ],
     );
     assert!(again.status.success(), "{}", stderr(&again));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn eval_and_generation_are_reproducible() {
-    let dir = temp("gen");
+    let dir = temp_dir("gen");
     let o = train(&dir, "run", &["--steps", "10", "--eval-every", "10"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let generate = |seed: &str, extra: &[&str]| {
@@ -250,12 +232,11 @@ fn eval_and_generation_are_reproducible() {
         "char level: bits = nats / ln 2"
     );
     assert!((v["report"]["perplexity"].as_f64().unwrap() - loss.exp()).abs() < 1e-9);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn bad_data_files_are_clear_errors() {
-    let dir = temp("baddata");
+    let dir = temp_dir("baddata");
     std::fs::write(dir.join("empty.txt"), b"").unwrap();
     std::fs::write(dir.join("binary.bin"), b"abc\0\x01\x02def").unwrap();
     std::fs::write(dir.join("latin1.txt"), b"caf\xe9 au lait\n").unwrap();
@@ -271,21 +252,19 @@ fn bad_data_files_are_clear_errors() {
         let o = train(&dir, "out", &["--data", file, "--steps", "5"]);
         assert_fails(&o, want, &dir.join("out"));
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn unwritable_output_folder_is_a_clear_error() {
-    let dir = temp("unwritable");
+    let dir = temp_dir("unwritable");
     std::fs::write(dir.join("afile"), b"x").unwrap();
     let o = train(&dir, "afile/run", &["--steps", "5"]);
     assert_fails(&o, "cannot write the output folder", &dir.join("afile/run"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn corrupt_checkpoints_and_mismatched_configs_are_clear_errors() {
-    let dir = temp("corrupt");
+    let dir = temp_dir("corrupt");
     let o = train(&dir, "run", &["--steps", "4", "--eval-every", "4"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let listing = |d: &Path| {
@@ -375,12 +354,11 @@ fn corrupt_checkpoints_and_mismatched_configs_are_clear_errors() {
         before,
         "a failed command wrote files"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn non_finite_loss_stops_with_a_clear_message() {
-    let dir = temp("nan");
+    let dir = temp_dir("nan");
     let o = train(
         &dir,
         "run",
@@ -403,12 +381,11 @@ fn non_finite_loss_stops_with_a_clear_message() {
         err.contains("training stopped") && err.contains("lower --lr"),
         "{err}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn bad_options_are_clear_errors() {
-    let dir = temp("opts");
+    let dir = temp_dir("opts");
     for (extra, want) in [
         (vec!["--steps", "0"], "--steps"),
         (vec!["--min-lr", "1"], "--min-lr"),
@@ -426,5 +403,4 @@ fn bad_options_are_clear_errors() {
         let o = train(&dir, "out", &extra);
         assert_fails(&o, want, &dir.join("out"));
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,0 +1,58 @@
+//! What the command-line tests share: the binary, a scratch folder per test that is removed
+//! when the test ends (pass or fail), and running the binary in a folder.
+// Each test file uses the part it needs.
+#![allow(dead_code)]
+
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `orthoformer` binary cargo built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_orthoformer");
+
+/// A fresh, empty folder for one test, removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// `of-{suite}-{name}-{pid}` in the temporary folder, emptied if it exists.
+    pub fn new(suite: &str, name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("of-{suite}-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the test's scratch folder");
+        Scratch(dir)
+    }
+}
+
+impl Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs the binary with `args` in `dir` and waits for it.
+pub fn run(dir: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run the orthoformer binary")
+}
+
+/// The standard error of a finished run, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
