@@ -11,14 +11,11 @@ use super::train::{
     BarProgress, DataFlags, ModelFlags, OptimFlags, interrupt_flag, parse_attention,
 };
 use orthoformer::data::Corpus;
-use orthoformer::train::compare::{self, ComparePlan, CompareSummary, Limits, plan::PLAN_FILE};
+use orthoformer::train::compare::{
+    self, CompareOptions, ComparePlan, CompareSummary, Limits, plan::PLAN_FILE,
+};
 use orthoformer::train::recipe::recipe;
 use orthoformer::train::session::{Progress, data_record, prepare};
-
-/// The recipe `compare` starts from when none is named.
-pub const DEFAULT_RECIPE: &str = "nanogpt-cpu";
-/// Seeds `compare` runs when `--seeds` is not given.
-pub const DEFAULT_SEEDS: usize = 3;
 
 /// Flags of `orthoformer compare`.
 ///
@@ -148,6 +145,29 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
+impl CompareArgs {
+    /// The recipe, variants and seed count asked for, over the library's defaults.
+    pub fn compare_options(&self) -> anyhow::Result<CompareOptions> {
+        let mut o = CompareOptions::default();
+        if let Some(names) = &self.attention {
+            o.attentions = names
+                .iter()
+                .map(|a| parse_attention(a))
+                .collect::<anyhow::Result<_>>()?;
+        }
+        if let Some(r) = &self.recipe {
+            o.recipe = r.clone();
+        }
+        if let Some(n) = self.seeds {
+            if n == 0 {
+                anyhow::bail!("--seeds must be at least 1");
+            }
+            o.seeds = n;
+        }
+        Ok(o)
+    }
+}
+
 /// The plan of a new comparison from the flags, its text, and its folder.
 fn new_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, PathBuf)> {
     if args.model.model_seed.is_some() {
@@ -156,22 +176,12 @@ fn new_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, PathBuf)
              --seed for the first seed and --seeds for how many)"
         );
     }
-    let mut attentions = Vec::new();
-    let names = args
-        .attention
-        .clone()
-        .unwrap_or_else(|| vec!["softmax".to_string(), "orthogonal".to_string()]);
-    for a in &names {
-        attentions.push(parse_attention(a)?);
-    }
-    let name = args.recipe.as_deref().unwrap_or(DEFAULT_RECIPE);
+    let chosen = args.compare_options()?;
+    let name = chosen.recipe.as_str();
     let (model, options) = recipe(name)?;
     let model = args.model.config_over(model, None)?;
     let options = args.optim.over(options);
-    let n = args.seeds.unwrap_or(DEFAULT_SEEDS);
-    if n == 0 {
-        anyhow::bail!("--seeds must be at least 1");
-    }
+    let n = chosen.seeds;
     let first = options.seed;
     let seeds: Vec<u64> = (0..n as u64)
         .map(|i| first.checked_add(i))
@@ -180,7 +190,7 @@ fn new_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, PathBuf)
     let (tokenizer, bpe_vocab) = args.data.tokenizer()?;
     let corpus = args.data.corpus()?;
     let plan = ComparePlan::new(
-        attentions,
+        chosen.attentions.clone(),
         seeds,
         model,
         options,

@@ -14,6 +14,7 @@ use orthoformer::model::params_report::ParamsOptions;
 use orthoformer::rotate::options::{AlignOptions, RotateOptions};
 use orthoformer::rotate::quant_options::QuantizeOptions;
 use orthoformer::train::bench_options::BenchOptions;
+use orthoformer::train::compare::CompareOptions;
 use orthoformer::train::generate::SampleOptions;
 use orthoformer::train::memory_report::MemoryOptions;
 
@@ -28,6 +29,10 @@ fn every_command_without_flags_is_its_library_default() {
         panic!()
     };
     assert_eq!(a.options().unwrap(), BenchOptions::default());
+    let Command::Compare(a) = parse(&["compare"]) else {
+        panic!()
+    };
+    assert_eq!(a.compare_options().unwrap(), CompareOptions::default());
     let Command::Memory(a) = parse(&["memory"]) else {
         panic!()
     };
@@ -102,6 +107,16 @@ fn help_shows_the_library_defaults() {
     );
     let rotate = help(&mut cli, "rotate");
     assert!(rotate.contains("[default: hadamard]"), "{rotate}");
+    // compare's flags are optional (`--resume` refuses them), so its help states the
+    // defaults in words: they must be the library's.
+    let compare = help(&mut cli, "compare");
+    let d = CompareOptions::default();
+    for shown in [d.attention_names(), d.seeds.to_string(), d.recipe.clone()] {
+        assert!(
+            compare.contains(&format!("[default: {shown}]")),
+            "{compare}"
+        );
+    }
     let init_bench = help(&mut cli, "init-bench");
     assert!(init_bench.contains("[default: 768x64]"), "{init_bench}");
 }

@@ -51,9 +51,6 @@ pub struct EvalArgs {
     /// model mode: windows) [default: the whole text].
     #[arg(long)]
     pub eval_iters: Option<usize>,
-    /// Seed for batch sampling.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -15,6 +15,7 @@
 //! `stop_at`, a killed process) continues where it stopped: finished runs are kept, a run cut
 //! short resumes from its last checkpoint, the rest start fresh.
 
+pub mod options;
 pub mod plan;
 pub mod plot;
 pub mod report;
@@ -30,6 +31,7 @@ use crate::Result;
 use crate::data::Corpus;
 use crate::model::eval::{EvalOptions, evaluate};
 use crate::model::{AttentionKind, Gpt};
+pub use options::CompareOptions;
 pub use plan::ComparePlan;
 pub use summary::{CompareSummary, FinalEval, SeedRun, VariantSummary};
 
