@@ -83,13 +83,13 @@ impl Weights<'_> {
         t: usize,
         dropout_seed: Option<u64>,
     ) {
-        let (c, v) = (self.cfg.d_model, self.cfg.vocab_size);
+        let c = self.cfg.d_model;
         let bt = b * t;
         let n = bt * c;
         embedding::forward(
             &mut acts.x0[..n],
             inputs,
-            self.at(self.wte, v * c),
+            self.wte(),
             &self.data[self.wpe..],
             t,
             c,

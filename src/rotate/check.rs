@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::model::eval::score::log_sum_exp;
 use crate::model::eval::{EvalOptions, evaluate_logits};
 use crate::model::llama::Llama;
 
@@ -24,8 +25,7 @@ pub struct Comparison {
 }
 
 fn log_softmax(row: &[f32]) -> Vec<f64> {
-    let mx = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
-    let lse = row.iter().map(|&v| (v as f64 - mx).exp()).sum::<f64>().ln() + mx;
+    let lse = log_sum_exp(row);
     row.iter().map(|&v| v as f64 - lse).collect()
 }
 

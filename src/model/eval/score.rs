@@ -6,11 +6,15 @@ use rayon::prelude::*;
 use super::{LogitsSink, Window};
 use crate::model::causal_lm::CausalLm;
 
+/// `log Σ exp(row)`, in f64, shifted by the row's maximum so nothing overflows.
+pub fn log_sum_exp(row: &[f32]) -> f64 {
+    let mx = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+    row.iter().map(|&v| (v as f64 - mx).exp()).sum::<f64>().ln() + mx
+}
+
 /// `log softmax(row)[target]`, in f64.
 pub fn log_prob(row: &[f32], target: usize) -> f64 {
-    let mx = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
-    let lse = row.iter().map(|&v| (v as f64 - mx).exp()).sum::<f64>().ln() + mx;
-    row[target] as f64 - lse
+    row[target] as f64 - log_sum_exp(row)
 }
 
 /// `−Σ log p(target)` over `rows` (`targets.len() x V`), the rows in parallel (a wide f64
