@@ -15,6 +15,10 @@ struct Bigram {
     data: Vec<f32>,
     grad: Vec<f32>,
     poison_at: Option<u64>,
+    /// The evaluations after this step (0-based, as `poison_at`) see NaN weights: the update
+    /// after a finite step loss blew the model up.
+    poison_eval_after: Option<u64>,
+    last_step: Option<u64>,
 }
 
 impl Bigram {
@@ -27,6 +31,8 @@ impl Bigram {
             data,
             grad: vec![0.0; v * v + v],
             poison_at: None,
+            poison_eval_after: None,
+            last_step: None,
         }
     }
     fn run(&mut self, inputs: &[u32], targets: &[u32], backward: bool) -> f32 {
@@ -66,6 +72,7 @@ impl Trainable for Bigram {
         seed: u64,
     ) -> orthoformer::Result<f32> {
         let loss = self.run(i, t, true);
+        self.last_step = Some(seed);
         Ok(if self.poison_at == Some(seed) {
             f32::NAN
         } else {
@@ -79,7 +86,14 @@ impl Trainable for Bigram {
         _b: usize,
         _seq: usize,
     ) -> orthoformer::Result<f32> {
-        Ok(self.run(i, t, false))
+        let blown = self
+            .poison_eval_after
+            .is_some_and(|p| self.last_step >= Some(p));
+        Ok(if blown {
+            f32::NAN
+        } else {
+            self.run(i, t, false)
+        })
     }
     fn zero_grad(&mut self) {
         self.grad.iter_mut().for_each(|g| *g = 0.0);
@@ -272,6 +286,47 @@ fn non_finite_loss_stops_and_keeps_last_checkpoint() {
     assert!(msg.contains("loss became NaN at step 25"), "{msg}");
     assert!(msg.contains("last good checkpoint (step 20)"), "{msg}");
     assert_eq!(k.saved.unwrap().1.step, 20);
+}
+
+/// Issue 25: a non-finite evaluation after finite step losses is never handed to the
+/// checkpoint writer; the run stops naming the last good checkpoint.
+#[test]
+fn non_finite_evaluation_stops_before_the_checkpoint() {
+    let split = data();
+    let stop = AtomicBool::new(false);
+    let mut m = Bigram::new(11);
+    m.poison_eval_after = Some(24); // the evaluation at step 30 sees the blown-up weights
+    let mut k = Keeper {
+        saved: None,
+        stop: &stop,
+        stop_after: None,
+    };
+    let err = train(
+        &mut m,
+        &split,
+        &opts(),
+        16,
+        RunState::fresh(&opts(), 132),
+        &mut k,
+        None,
+        None,
+    )
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("validation loss became NaN at step 30")
+            || msg.contains("training split became NaN at step 30"),
+        "{msg}"
+    );
+    assert!(msg.contains("last good checkpoint (step 20)"), "{msg}");
+    let (_, state) = k.saved.unwrap();
+    assert_eq!(state.step, 20);
+    assert!(
+        state
+            .metrics
+            .iter()
+            .all(|r| r.val_loss.is_finite() && r.train_loss.is_finite())
+    );
 }
 
 #[test]

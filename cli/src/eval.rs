@@ -15,10 +15,9 @@ use super::pretrained::{
 };
 use orthoformer::data::{Corpus, Split};
 use orthoformer::model::CausalLm;
-use orthoformer::model::checkpoint::load_model;
 use orthoformer::model::eval::{EvalOptions, EvalReport, evaluate};
 use orthoformer::model::llama::load_engine;
-use orthoformer::train::checkpoint::{self, MODEL_FILE};
+use orthoformer::train::checkpoint;
 use orthoformer::train::eval_report::{CheckpointEval, ModelEval};
 
 /// Flags of `orthoformer eval`.
@@ -93,9 +92,8 @@ fn run_checkpoint(args: &EvalArgs) -> anyhow::Result<Outcome> {
             "--max-tokens and --context apply to --model only; use --eval-iters to evaluate fewer batches"
         );
     }
-    let loaded = checkpoint::load(dir)?;
-    let mut model = load_model(&dir.join(MODEL_FILE))
-        .with_context(|| format!("loading {}", dir.join(MODEL_FILE).display()))?;
+    // One read of the model, verified against the manifest and the state's configuration.
+    let (loaded, mut model) = checkpoint::load_with_model(dir)?;
     let st = &loaded.state_file;
     let options = args.options(EvalOptions {
         batch: st.options.batch,

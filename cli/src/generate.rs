@@ -10,10 +10,9 @@ use anyhow::Context;
 
 use super::Outcome;
 use orthoformer::model::CausalLm;
-use orthoformer::model::checkpoint::load_model;
 use orthoformer::model::llama::load_engine;
 use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
-use orthoformer::train::checkpoint::{self, MODEL_FILE};
+use orthoformer::train::checkpoint;
 use orthoformer::train::generate::{GenerateReport, SampleOptions, generate_text};
 
 /// Flags of `orthoformer generate`.
@@ -93,9 +92,8 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
         let Some(dir) = args.checkpoint.as_deref() else {
             anyhow::bail!("pass --checkpoint DIR (a folder written by `orthoformer train`)");
         };
-        let loaded = checkpoint::load(dir)?;
-        let mut model = load_model(&dir.join(MODEL_FILE))
-            .with_context(|| format!("loading {}", dir.join(MODEL_FILE).display()))?;
+        // One read of the model, verified against the manifest and the state's configuration.
+        let (loaded, mut model) = checkpoint::load_with_model(dir)?;
         let mut prompt = loaded.tokenizer.encode(&args.prompt)?;
         if prompt.is_empty() {
             // An empty prompt starts from token 0 (a newline for character-level Shakespeare).

@@ -88,8 +88,10 @@ pub fn run(args: &InitProbeArgs) -> anyhow::Result<Outcome> {
     }
     bar.finish_and_clear();
     // Created only now, so a refused or failed probe leaves no folder behind.
-    std::fs::create_dir_all(&args.out_dir)
-        .map_err(|e| anyhow::anyhow!("cannot create --out-dir {}: {e}", args.out_dir.display()))?;
+    orthoformer::io::folder_kind::claim(
+        &args.out_dir,
+        orthoformer::io::folder_kind::FolderKind::Report,
+    )?;
     let png = args.out_dir.join("init_probe.png");
     let svg = args.out_dir.join("init_probe.svg");
     let figure = ProbeFigure {

@@ -143,8 +143,10 @@ pub fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
 /// Runs `orthoformer mqar`.
 pub fn run(args: &MqarArgs) -> anyhow::Result<Outcome> {
     let plan = plan(args)?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating the output folder {}", args.out.display()))?;
+    orthoformer::io::folder_kind::claim(
+        &args.out,
+        orthoformer::io::folder_kind::FolderKind::Report,
+    )?;
     let total = (plan.runs() * plan.steps) as u64;
     let mut bar = Bar(super::common::progress_bar(total, "mqar", args.json));
     let start = std::time::Instant::now();

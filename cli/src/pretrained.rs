@@ -45,7 +45,7 @@ pub fn read_tokens(
     let file;
     let bytes: &[u8] = match data {
         Some(path) => {
-            file = std::fs::read(path)
+            file = orthoformer::io::safe_file::read_regular(path)
                 .with_context(|| format!("reading --data {}", path.display()))?;
             &file
         }

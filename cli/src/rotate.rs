@@ -165,6 +165,16 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
             anyhow::bail!("--context must be at least 2 (got {})", o.context);
         }
     }
+    // A folder output must not be another command's folder (a training checkpoint, a
+    // download): checked before the model is loaded and rotated.
+    for out in &args.out {
+        if out.extension().is_none_or(|e| e != "gguf") {
+            orthoformer::io::folder_kind::check(
+                out,
+                orthoformer::io::folder_kind::FolderKind::HfLlama,
+            )?;
+        }
+    }
     let t0 = Instant::now();
     let loaded = load_model(&args.model).context("loading the model")?;
     let t_load = t0.elapsed().as_secs_f64();

@@ -62,10 +62,9 @@ impl TheoryArgs {
 pub fn run(args: &TheoryArgs) -> anyhow::Result<Outcome> {
     let opts = args.options();
     let dir = &args.checkpoint;
-    let loaded = orthoformer::train::checkpoint::load(dir)
+    // One read of the model, verified against the manifest and the state's configuration.
+    let (loaded, mut model) = orthoformer::train::checkpoint::load_with_model(dir)
         .with_context(|| format!("reading checkpoint {}", dir.display()))?;
-    let mut model = orthoformer::model::load_model(&dir.join("model.safetensors"))
-        .with_context(|| format!("loading the model of {}", dir.display()))?;
     let corpus = Corpus::load_or_default(args.data.as_deref())?;
     let ids = loaded.tokenizer.encode(&corpus.text)?;
     let t = opts.tokens.min(model.config().context).min(ids.len());
@@ -89,7 +88,7 @@ pub fn run(args: &TheoryArgs) -> anyhow::Result<Outcome> {
         heads,
     };
     let out = args.out.clone().unwrap_or_else(|| dir.clone());
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    orthoformer::io::folder_kind::claim(&out, orthoformer::io::folder_kind::FolderKind::Report)?;
     // The report and its plot appear together or not at all (`io::file_set`).
     let mut set = FileSet::begin(&out, "theory")?;
     set.write_bytes("theory.json", &serde_json::to_vec_pretty(&report)?)?;

@@ -112,9 +112,8 @@ fn load_checkpoint<'py>(
 )> {
     let (loaded, model) = py.detach(|| {
         guard(|| {
-            let loaded = load(&dir).or_py()?;
-            let model = orthoformer::model::load_model(&dir.join(MODEL_FILE)).or_py()?;
-            Ok((loaded, model))
+            // One read of the model, verified against the manifest and the state.
+            orthoformer::train::checkpoint::load_with_model(&dir).or_py()
         })
     })?;
     let state = serde_json::to_string(&loaded.state_file)
@@ -173,7 +172,7 @@ fn save_checkpoint(
     let gpt = &model.inner;
     py.detach(|| {
         guard(|| {
-            create_out(&dir).or_py()?;
+            create_out(&dir, orthoformer::io::folder_kind::FolderKind::Checkpoint).or_py()?;
             write_checkpoint(&dir, &record, gpt, &state).or_py()
         })
     })

@@ -83,9 +83,7 @@ fn run(
     let comparison = match check {
         None => None,
         Some((text, tokens, context)) => {
-            let bytes = std::fs::read(&text)
-                .map_err(|e| orthoformer::Error::io(&text, e))
-                .or_py()?;
+            let bytes = orthoformer::io::safe_file::read_regular(&text).or_py()?;
             // A prefix is plenty: about 4 bytes per token, with a margin (as the CLI does).
             let cut = bytes.len().min(tokens.saturating_mul(8).saturating_add(64));
             let mut ids =

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::invalid;
-use crate::{Error, Result};
+use crate::Result;
 
 /// TinyShakespeare (1,115,394 bytes), shipped in `data/` and embedded so the default works
 /// from any folder.
@@ -49,7 +49,7 @@ impl Corpus {
                 "data {shown} is a folder: pass a UTF-8 text file with --data"
             )));
         }
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = crate::io::safe_file::read_regular(path)?;
         let text = check_text(&bytes).map_err(|why| invalid(format!("data {shown} {why}")))?;
         Ok(Corpus {
             text,

@@ -32,7 +32,7 @@ where
 {
     let tmp = temp_path(path);
     let result = (|| {
-        let file = File::create(&tmp).map_err(|e| Error::io(path, e))?;
+        let file = super::safe_file::create_fresh(&tmp).map_err(|e| Error::io(path, e))?;
         let mut w = BufWriter::new(file);
         fill(&mut w)?;
         w.flush().map_err(|e| Error::io(path, e))?;

@@ -5,10 +5,12 @@
 pub mod atomic;
 pub mod figure;
 pub mod file_set;
+pub mod folder_kind;
 pub mod gguf;
 pub mod matrix_file;
 pub mod memory;
 pub mod npy;
+pub mod safe_file;
 pub mod safetensors_writer;
 pub mod table;
 pub mod tokenizer_json;

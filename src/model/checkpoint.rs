@@ -75,7 +75,7 @@ pub fn save_model(path: &Path, model: &Gpt) -> crate::Result<()> {
 /// left half-replaced in its folder by a crash is recovered first (`io::file_set`).
 pub fn load_model(path: &Path) -> crate::Result<Gpt> {
     crate::io::file_set::recover_for(path)?;
-    let bytes = std::fs::read(path).map_err(|e| crate::Error::io(path, e))?;
+    let bytes = crate::io::safe_file::read_regular(path)?;
     model_from_bytes(&bytes, path)
 }
 

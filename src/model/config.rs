@@ -139,7 +139,7 @@ impl GptConfig {
 
     /// Reads a TOML config file, see [`GptConfig::from_toml_str`].
     pub fn from_toml_file(path: &Path) -> crate::Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+        let text = crate::io::safe_file::read_regular_text(path)?;
         Self::from_toml_str(&text).map_err(|e| {
             ModelError::Config(format!(
                 "{}: {}",
@@ -157,7 +157,7 @@ impl GptConfig {
         if path.extension().is_none_or(|e| e != "json") {
             return Self::from_toml_file(path);
         }
-        let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+        let text = crate::io::safe_file::read_regular_text(path)?;
         let cfg: GptConfig = serde_json::from_str(&text)
             .map_err(|e| ModelError::Config(format!("{}: bad JSON config: {e}", path.display())))?;
         cfg.validate()?;

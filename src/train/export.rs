@@ -14,9 +14,9 @@
 
 use std::path::Path;
 
-use super::checkpoint::{self, MODEL_FILE, STATE_FILE};
+use super::checkpoint::{self, STATE_FILE};
 use crate::data::hf_tokenizer;
-use crate::model::checkpoint::load_model;
+use crate::io::folder_kind::FolderKind;
 use crate::model::export_gpt2::{gpt2_config, gpt2_safetensors};
 
 /// What [`export_gpt2`] wrote.
@@ -48,6 +48,7 @@ pub fn export_gpt2(checkpoint: &Path, out: &Path) -> crate::Result<Gpt2Export> {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
+    crate::io::folder_kind::check(out, FolderKind::HfGpt2)?;
     if same || out.join(STATE_FILE).exists() {
         return Err(super::invalid(format!(
             "--out {} is a training checkpoint folder; exporting there would replace its \
@@ -55,8 +56,7 @@ pub fn export_gpt2(checkpoint: &Path, out: &Path) -> crate::Result<Gpt2Export> {
             out.display()
         )));
     }
-    let loaded = checkpoint::load(checkpoint)?;
-    let model = load_model(&checkpoint.join(MODEL_FILE))?;
+    let (loaded, model) = checkpoint::load_with_model(checkpoint)?;
     let cfg = model.config();
     let config = serde_json::to_string_pretty(&gpt2_config(cfg)?)
         .map_err(|e| super::invalid(format!("config.json: {e}")))?;
@@ -66,6 +66,7 @@ pub fn export_gpt2(checkpoint: &Path, out: &Path) -> crate::Result<Gpt2Export> {
     let tok_cfg = serde_json::to_string_pretty(&hf_tokenizer::tokenizer_config(cfg.context))
         .map_err(|e| super::invalid(format!("tokenizer_config.json: {e}")))?;
     crate::io::file_set::write_folder(out, "hf-export", |set| {
+        crate::io::folder_kind::mark(set.dir(), FolderKind::HfGpt2)?;
         set.write_bytes(FILES[0], config.as_bytes())?;
         set.write_bytes(FILES[1], &weights)?;
         set.write_bytes(FILES[2], tok_json.as_bytes())?;
@@ -83,8 +84,7 @@ pub fn export_gpt2(checkpoint: &Path, out: &Path) -> crate::Result<Gpt2Export> {
 /// the ids of `text` under the checkpoint's tokenizer (at most the model's context `T`) and
 /// the model's logits `(T, V)` on them, row-major, without dropout.
 pub fn reference_logits(checkpoint: &Path, text: &str) -> crate::Result<(Vec<u32>, Vec<f32>)> {
-    let loaded = checkpoint::load(checkpoint)?;
-    let mut model = load_model(&checkpoint.join(MODEL_FILE))?;
+    let (loaded, mut model) = checkpoint::load_with_model(checkpoint)?;
     let mut ids = loaded.tokenizer.encode(text)?;
     ids.truncate(model.config().context);
     if ids.is_empty() {

@@ -50,7 +50,12 @@ pub fn write_jsonl(path: &Path, records: &[MetricRecord]) -> Result<()> {
 
 /// Reads a JSON Lines metrics file.
 pub fn read_jsonl(path: &Path) -> Result<Vec<MetricRecord>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse_jsonl(&crate::io::safe_file::read_regular_text(path)?, path)
+}
+
+/// Parses the text of a JSON Lines metrics file (`path` names it in errors), as every reader
+/// does: one record a line, every loss a number.
+pub fn parse_jsonl(text: &str, path: &Path) -> Result<Vec<MetricRecord>> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()

@@ -14,6 +14,7 @@ use super::checkpoint::{self, CheckpointParts, DataRecord};
 use super::options::TrainOptions;
 use super::trainer::{self, Observer, RunState};
 use crate::data::{Corpus, Split, Tokenizer, TokenizerKind};
+use crate::io::folder_kind::FolderKind;
 use crate::io::memory;
 use crate::model::checkpoint::write_model;
 use crate::model::{Gpt, GptConfig};
@@ -111,6 +112,8 @@ impl Session {
         let mut cfg = spec.model.clone();
         cfg.vocab_size = prepared.tokenizer.vocab_size();
         cfg.validate()?;
+        // Before anything reads or recovers it: never train into another command's folder.
+        crate::io::folder_kind::check(out, FolderKind::Checkpoint)?;
         if checkpoint::exists(out)? {
             return Err(super::invalid(format!(
                 "{} already holds a checkpoint: pass --resume to continue it, or choose another \
@@ -120,7 +123,7 @@ impl Session {
         }
         check_training_fits(&cfg, spec.options.batch, 0)?;
         let model = Gpt::new(cfg, spec.model_seed)?;
-        create_out(out)?;
+        create_out(out, FolderKind::Checkpoint)?;
         // The lock file exists before anything is staged, so readers always find it.
         drop(crate::io::file_set::SetLock::acquire(
             out,
@@ -165,7 +168,7 @@ impl Session {
             None if st.data.source == crate::data::corpus::TINY_SHAKESPEARE_NAME => {
                 Corpus::tiny_shakespeare()
             }
-            None => Corpus::load(Path::new(&st.data.source))?,
+            None => load_recorded(out, &st.data)?,
         };
         let record = data_record(&corpus);
         if record.sha256 != st.data.sha256 {
@@ -315,8 +318,11 @@ pub fn check_training_fits(cfg: &GptConfig, batch: usize, allocated: usize) -> R
     Ok(())
 }
 
-/// Creates the output folder, failing with a clear message when it cannot be written.
-pub fn create_out(out: &Path) -> Result<()> {
+/// Creates the output folder for `kind` (refusing a folder of another kind, or a non-empty one
+/// Orthoformer did not make; see `io::folder_kind`), marks it, and fails with a clear message
+/// when it cannot be written.
+pub fn create_out(out: &Path, kind: FolderKind) -> Result<()> {
+    crate::io::folder_kind::check(out, kind)?;
     let fail = |e: std::io::Error| {
         super::invalid(format!(
             "cannot write the output folder {}: {e}; choose another --out",
@@ -324,13 +330,41 @@ pub fn create_out(out: &Path) -> Result<()> {
         ))
     };
     std::fs::create_dir_all(out).map_err(fail)?;
+    crate::io::folder_kind::claim(out, kind)?;
     let probe = out.join(WRITE_TEST);
-    std::fs::write(&probe, b"").map_err(fail)?;
+    crate::io::safe_file::create_fresh(&probe).map_err(fail)?;
     // A reader recovering the folder may have removed it already.
     match std::fs::remove_file(&probe) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(fail(e)),
         _ => Ok(()),
     }
+}
+
+/// Loads the training text from the path a checkpoint records. That path comes from a file
+/// (a downloaded checkpoint is hostile), so it is checked before it is opened: it must be a
+/// regular file (no FIFO, device or folder) of exactly the recorded size; only then is it read
+/// and its SHA-256 compared by the caller.
+fn load_recorded(out: &Path, data: &super::checkpoint::DataRecord) -> Result<Corpus> {
+    let path = Path::new(&data.source);
+    let refuse = |why: String| {
+        super::invalid(format!(
+            "checkpoint {} was trained on {}, which {why}: pass the training text with --data",
+            out.display(),
+            data.source
+        ))
+    };
+    let meta = std::fs::metadata(path).map_err(|e| refuse(format!("cannot be read ({e})")))?;
+    if !meta.is_file() {
+        return Err(refuse("is not a regular file".to_string()));
+    }
+    if meta.len() != data.bytes as u64 {
+        return Err(refuse(format!(
+            "now has {} bytes, not the recorded {}",
+            meta.len(),
+            data.bytes
+        )));
+    }
+    Corpus::load(path)
 }
 
 /// Names the fields where `want` differs from the checkpoint's `saved` configuration.

@@ -144,7 +144,7 @@ pub fn train_on<M: Trainable>(
     }
     let schedule = opts.schedule();
     if state.metrics.is_empty() {
-        let rec = record(model, eval, (b, t), 0, opts.lr, None)?;
+        let rec = record(model, eval, (b, t), 0, opts.lr, None, None)?;
         state.metrics.push(rec);
     }
     let (mut timed_steps, mut window_secs) = (0usize, 0.0f64);
@@ -185,7 +185,15 @@ pub fn train_on<M: Trainable>(
         observer.on_step(state.step, loss, lr);
         if state.step.is_multiple_of(opts.eval_every) || state.step == opts.steps {
             let speed = (timed_steps as f64, window_secs);
-            let mut rec = record(model, eval, (b, t), state.step, lr, Some(speed))?;
+            let mut rec = record(
+                model,
+                eval,
+                (b, t),
+                state.step,
+                lr,
+                Some(speed),
+                state.last_checkpoint,
+            )?;
             rec.step_loss = Some((state.window_loss / state.window_steps as f64) as f32);
             (state.window_loss, state.window_steps) = (0.0, 0);
             state.metrics.push(rec);
@@ -204,7 +212,9 @@ pub fn train_on<M: Trainable>(
 }
 
 /// One metrics record at `step`: `eval`'s losses, the learning rate, and the throughput of
-/// `speed` = (steps, seconds) timed since the previous record.
+/// `speed` = (steps, seconds) timed since the previous record. A non-finite loss is
+/// [`TrainError::NonFinite`]: such a record would be refused by every reader of the checkpoint
+/// it goes into, so the run stops and the last good checkpoint (`last_checkpoint`) stays.
 fn record<M: Trainable>(
     model: &mut M,
     eval: &mut dyn Evaluate<M>,
@@ -212,8 +222,23 @@ fn record<M: Trainable>(
     step: usize,
     lr: f64,
     speed: Option<(f64, f64)>,
+    last_checkpoint: Option<usize>,
 ) -> Result<MetricRecord> {
     let (train_loss, val_loss) = eval.losses(model, b, t)?;
+    for (what, value) in [
+        ("evaluation loss on the training split", train_loss),
+        ("validation loss", val_loss),
+    ] {
+        if !value.is_finite() {
+            return Err(TrainError::NonFinite {
+                step,
+                what,
+                value: value as f64,
+                last_checkpoint,
+            }
+            .into());
+        }
+    }
     let (tokens_per_s, ms_per_step) = match speed {
         Some((steps, secs)) if secs > 0.0 => (
             Some(steps * (b * t) as f64 / secs),

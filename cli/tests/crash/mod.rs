@@ -15,13 +15,14 @@ use orthoformer::model::{AttentionKind, GptConfig};
 pub const BIN: &str = env!("CARGO_BIN_EXE_orthoformer");
 
 /// Files of a whole checkpoint (char tokenizer), and the lock file that stays beside them.
-pub const CHECKPOINT_FILES: [&str; 6] = [
+pub const CHECKPOINT_FILES: [&str; 7] = [
     "SHA256SUMS",
     "metrics.jsonl",
     "model.safetensors",
     "optimizer.safetensors",
     "state.json",
     ".checkpoint.lock",
+    ".orthoformer",
 ];
 
 /// A scratch folder with a training text and a model configuration.

@@ -4,6 +4,7 @@
 //! `kill -9`, so a crashed writer never leaves the folder locked.
 
 use std::fs::{File, OpenOptions};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -31,12 +32,9 @@ impl SetLock {
     pub fn acquire(dir: &Path, tag: &str) -> Result<SetLock> {
         check_tag(dir, tag)?;
         let path = Self::path(dir, tag);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
+        // Never through a link: a planted `.S.lock` link must not create or open a file
+        // elsewhere.
+        let file = crate::io::safe_file::open_or_create_nofollow(&path)
             .map_err(|e| Error::io(&path, e))?;
         Self::wait_for(file, &path)
     }
@@ -46,7 +44,7 @@ impl SetLock {
     pub fn acquire_existing(dir: &Path, tag: &str) -> Result<Option<SetLock>> {
         check_tag(dir, tag)?;
         let path = Self::path(dir, tag);
-        match File::open(&path) {
+        match open_existing_nofollow(&path) {
             Ok(file) => Self::wait_for(file, &path).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(&path, e)),
@@ -84,4 +82,24 @@ impl SetLock {
             }
         }
     }
+}
+
+/// Opens an existing lock file read-only, without following a link and without blocking on a
+/// special file; anything but a regular file is an error.
+fn open_existing_nofollow(path: &Path) -> io::Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = opts.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the lock is not a regular file: remove it",
+        ));
+    }
+    Ok(file)
 }

@@ -21,7 +21,9 @@ fn hex(digest: &[u8]) -> String {
 
 /// SHA-256 (hex) of a file, read in pieces (a large file is never held whole).
 pub fn hash_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
+    // A FIFO or device at a name the manifest lists would block or never end: refused.
+    let mut f = crate::io::safe_file::open_regular(path)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {

@@ -195,7 +195,7 @@ pub fn recover(dir: &Path, tag: &str) -> Result<Recovery> {
     check_tag(dir, tag)?;
     let record = record_path(dir, tag);
     let mut moved = None;
-    match fs::read(&record) {
+    match read_record(dir, tag) {
         Ok(bytes) => {
             let text = String::from_utf8(bytes)
                 .map_err(|_| malformed(&record, "the commit record is not text"))?;
@@ -207,8 +207,8 @@ pub fn recover(dir: &Path, tag: &str) -> Result<Recovery> {
             fs::remove_file(&record).map_err(|e| Error::io(&record, e))?;
             moved = Some(n);
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io(&record, e)),
+        Err(None) => {}
+        Err(Some(e)) => return Err(e),
     }
     let removed = remove_staging(dir, tag)?;
     if moved.is_some() || removed > 0 {
@@ -221,11 +221,26 @@ pub fn recover(dir: &Path, tag: &str) -> Result<Recovery> {
     })
 }
 
+/// The bytes of `S`'s commit record: `Err(None)` when there is none; a record that is not a
+/// regular file inside the folder (a planted link or FIFO) is an error, never followed.
+fn read_record(dir: &Path, tag: &str) -> std::result::Result<Vec<u8>, Option<Error>> {
+    let record = record_path(dir, tag);
+    match fs::symlink_metadata(&record) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(None),
+        Err(e) => Err(Some(Error::io(&record, e))),
+        Ok(m) if !m.is_file() => Err(Some(malformed(
+            &record,
+            "the commit record is not a regular file (a link or a special file): remove it",
+        ))),
+        Ok(_) => super::safe_file::read_regular(&record).map_err(Some),
+    }
+}
+
 /// Removes `.S.new.*` and `.S.commit.tmp`; returns how many files were removed.
 pub(crate) fn remove_staging(dir: &Path, tag: &str) -> Result<usize> {
     let mut names = entries_with_prefix(dir, &staged_prefix(tag))?;
     let tmp = record_tmp_path(dir, tag);
-    if tmp.exists() {
+    if fs::symlink_metadata(&tmp).is_ok() {
         names.push(format!(".{tag}.commit.tmp"));
     }
     for n in &names {
@@ -271,12 +286,13 @@ pub fn recover_for(path: &Path) -> Result<()> {
     }
     for tag in pending_tags(dir)? {
         let staged = dir.join(format!("{}{name}", staged_prefix(&tag)));
-        let named = fs::read_to_string(record_path(dir, &tag)).is_ok_and(|text| {
-            text.lines()
+        let named = read_record(dir, &tag).is_ok_and(|bytes| {
+            String::from_utf8_lossy(&bytes)
+                .lines()
                 .skip(1)
                 .any(|l| l.split_once("  ").is_some_and(|(_, n)| n == name))
         });
-        if named || staged.exists() {
+        if named || fs::symlink_metadata(&staged).is_ok() {
             let _lock = SetLock::acquire_existing(dir, &tag)?;
             recover(dir, &tag)?;
         }
@@ -307,8 +323,13 @@ pub fn write_folder(
     };
     fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
     let staging = parent.join(format!(".{name}.new"));
-    if staging.exists() {
-        fs::remove_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+    // Not `exists()`: a planted link there (dangling or not) is removed, never followed.
+    match fs::symlink_metadata(&staging) {
+        Ok(m) if m.is_dir() => {
+            fs::remove_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+        }
+        Ok(_) => fs::remove_file(&staging).map_err(|e| Error::io(&staging, e))?,
+        Err(_) => {}
     }
     fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
     let built = (|| {

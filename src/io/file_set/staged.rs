@@ -114,7 +114,7 @@ impl FileSet {
         self.check_new(name)?;
         let target = self.dir.join(name);
         let fail = |e| Error::io(&target, e);
-        let file = File::create(&path).map_err(fail)?;
+        let file = crate::io::safe_file::create_fresh(&path).map_err(fail)?;
         let mut w = HashWriter {
             inner: BufWriter::with_capacity(WRITE_BUFFER, file),
             hasher: Sha256::new(),
@@ -204,7 +204,7 @@ impl FileSet {
                 let tmp = record_tmp_path(dir, tag);
                 let text = record_text(&self.files);
                 let write = || -> std::io::Result<()> {
-                    let mut f = File::create(&tmp)?;
+                    let mut f = crate::io::safe_file::create_fresh(&tmp)?;
                     f.write_all(text.as_bytes())?;
                     f.sync_all()
                 };

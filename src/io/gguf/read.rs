@@ -209,16 +209,15 @@ impl GgufFile {
     /// [`TensorBytes`] taken from it, is alive: its pages are read lazily from the mapping
     /// (the same contract as llama.cpp's and safetensors' memory maps).
     pub fn open(path: &Path) -> crate::Result<Self> {
-        let file = std::fs::File::open(path).map_err(|e| crate::Error::io(path, e))?;
-        let is_file = file.metadata().is_ok_and(|m| m.is_file());
+        // Regular files only: a FIFO or a device would block or never end.
+        let file = crate::io::safe_file::open_regular(path)?;
         // SAFETY: the map is read-only and only ever read through `&[u8]`; the documented
         // contract above (nobody modifies the file meanwhile) keeps those bytes stable.
-        let mapped = is_file.then(|| unsafe { memmap2::Mmap::map(&file) });
-        let image = match mapped {
-            Some(Ok(m)) => Image::Mapped(m),
-            _ => {
+        let image = match unsafe { memmap2::Mmap::map(&file) } {
+            Ok(m) => Image::Mapped(m),
+            Err(_) => {
                 drop(file);
-                Image::Owned(std::fs::read(path).map_err(|e| crate::Error::io(path, e))?)
+                Image::Owned(crate::io::safe_file::read_regular(path)?)
             }
         };
         Ok(Self::parse_image(path, Arc::new(image))?)

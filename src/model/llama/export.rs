@@ -9,6 +9,7 @@ use tokenizers::Tokenizer;
 
 use super::special_tokens::SpecialTokens;
 use super::weights::{LlamaWeights, permute_rope_rows};
+use crate::io::folder_kind::FolderKind;
 use crate::io::gguf::{GgmlType, TensorOut, Value, keys, write_gguf};
 use crate::model::ModelError;
 
@@ -37,8 +38,10 @@ pub fn save_hf_folder(
     let tj = tok
         .to_string(false)
         .map_err(|e| ModelError::Config(format!("tokenizer.json: {e}")))?;
+    crate::io::folder_kind::check(dir, FolderKind::HfLlama)?;
     let bytes = w.to_safetensors()?;
     crate::io::file_set::write_folder(dir, "hf-export", |set| {
+        crate::io::folder_kind::mark(set.dir(), FolderKind::HfLlama)?;
         set.write_bytes("model.safetensors", &bytes)?;
         set.write_bytes("config.json", cfg.as_bytes())?;
         set.write_bytes("tokenizer.json", tj.as_bytes())?;

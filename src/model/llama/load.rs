@@ -85,10 +85,7 @@ pub fn load_engine(path: &Path) -> crate::Result<LoadedEngine> {
 
 /// `model.safetensors`, `config.json` and `tokenizer.json` of a folder.
 fn load_hf_folder(path: &Path) -> crate::Result<(LlamaWeights, Tokenizer)> {
-    let read = |name: &str| -> crate::Result<Vec<u8>> {
-        let p = path.join(name);
-        std::fs::read(&p).map_err(|e| crate::Error::io(p, e))
-    };
+    let read = |name: &str| -> crate::Result<Vec<u8>> { crate::io::safe_file::read_in(path, name) };
     let cfg_text = String::from_utf8(read("config.json")?)
         .map_err(|_| ModelError::Config(format!("{}/config.json is not UTF-8", path.display())))?;
     let (cfg, tied) = LlamaConfig::from_hf_json(&cfg_text)

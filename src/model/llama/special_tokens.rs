@@ -59,7 +59,7 @@ impl SpecialTokens {
     /// `tok`). Missing or unreadable files give `None`s: they are optional in that layout.
     pub fn from_hf_folder(dir: &Path, tok: &Tokenizer) -> Self {
         let read = |name: &str| -> Map<String, Json> {
-            std::fs::read_to_string(dir.join(name))
+            crate::io::safe_file::read_text_in(dir, name)
                 .ok()
                 .and_then(|t| serde_json::from_str::<Json>(&t).ok())
                 .and_then(|j| j.as_object().cloned())

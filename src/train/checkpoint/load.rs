@@ -64,7 +64,7 @@ fn open(dir: &Path, with_model: bool) -> Result<(Loaded, Option<Gpt>)> {
     let _lock = reader_lock(dir)?;
     recover_locked(dir)?;
     let read = |name: &str| {
-        std::fs::read(dir.join(name))
+        crate::io::safe_file::read_in(dir, name)
             .map_err(|e| corrupt(dir, format!("{name} cannot be read ({e})")))
     };
     let state_bytes = read(STATE_FILE)?;
@@ -82,7 +82,7 @@ fn open(dir: &Path, with_model: bool) -> Result<(Loaded, Option<Gpt>)> {
     }
     let mut model_bytes = None;
     for (name, want) in &hashes {
-        let path = dir.join(name);
+        let path = crate::io::safe_file::inside(dir, name).map_err(|e| corrupt(dir, e))?;
         let got = if with_model && name == MODEL_FILE {
             let bytes = read(name)?;
             let h = sha256_hex(&bytes);
@@ -167,6 +167,18 @@ fn expected_hashes(
     state_bytes: &[u8],
 ) -> Result<Vec<(String, String)>> {
     if st.version == state::VERSION_1 {
+        // A version-1 state hashes the other files but not itself, so an edited state could
+        // pass as version 1: a folder that has a manifest (only version 2 writes one) never
+        // holds a genuine version-1 state.
+        if std::fs::symlink_metadata(dir.join(MANIFEST_FILE)).is_ok() {
+            return Err(corrupt(
+                dir,
+                format!(
+                    "{STATE_FILE} says version 1 but the folder has {MANIFEST_FILE}, which only \
+                     version 2 writes"
+                ),
+            ));
+        }
         let mut out = Vec::new();
         for (name, hash) in &st.files {
             file_set::check_name(dir, name).map_err(|e| corrupt(dir, e))?;
@@ -175,7 +187,7 @@ fn expected_hashes(
         return Ok(out);
     }
     let path = dir.join(MANIFEST_FILE);
-    let text = std::fs::read_to_string(&path)
+    let text = crate::io::safe_file::read_text_in(dir, MANIFEST_FILE)
         .map_err(|e| corrupt(dir, format!("{MANIFEST_FILE} cannot be read ({e})")))?;
     let mut hashes = file_set::parse_manifest(&path, &text).map_err(|e| corrupt(dir, e))?;
     let pos = hashes

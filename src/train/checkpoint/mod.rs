@@ -33,7 +33,7 @@ use crate::{Error, Result};
 
 pub use crate::io::file_set::sha256_hex;
 pub use load::{Loaded, load, load_with_model};
-pub use state::{DataRecord, StateFile, TokenizerRecord};
+pub use state::{DataRecord, StateFile, TokenizerRecord, is_sha256_hex};
 
 /// The model weights file.
 pub const MODEL_FILE: &str = "model.safetensors";
@@ -106,9 +106,21 @@ fn write_set(
             }
         }
     };
-    set.write(METRICS_FILE, |w| {
-        metrics::write_records(w, &parts.run.metrics)
-    })?;
+    // Nothing is committed that its readers would refuse: the metrics must read back as the
+    // records they are (a NaN would be written as `null` and never parse again).
+    let mut metrics_bytes = Vec::new();
+    metrics::write_records(&mut metrics_bytes, &parts.run.metrics)
+        .map_err(|e| Error::io(dir.join(METRICS_FILE), e))?;
+    let text = String::from_utf8_lossy(&metrics_bytes);
+    let back = metrics::parse_jsonl(&text, &dir.join(METRICS_FILE))?;
+    if back != parts.run.metrics {
+        return Err(super::invalid(format!(
+            "{METRICS_FILE} would not read back as written (a loss is not finite?); the \
+             previous checkpoint in {} is kept",
+            dir.display()
+        )));
+    }
+    set.write_bytes(METRICS_FILE, &metrics_bytes)?;
     let state = StateFile {
         format: state::FORMAT.to_string(),
         version: state::VERSION,
@@ -127,6 +139,16 @@ fn write_set(
     };
     let json = serde_json::to_vec_pretty(&state)
         .map_err(|e| super::invalid(format!("serialising state.json: {e}")))?;
+    // The state must pass the readers' validation before it is committed.
+    let back: StateFile = serde_json::from_slice(&json)
+        .map_err(|e| super::invalid(format!("state.json would not read back ({e})")))?;
+    back.validate().map_err(|why| {
+        super::invalid(format!(
+            "the checkpoint's {STATE_FILE} would be refused by its readers ({why}); the \
+             previous checkpoint in {} is kept",
+            dir.display()
+        ))
+    })?;
     set.write_bytes(STATE_FILE, &json)?;
     let manifest = file_set::manifest_text(set.files());
     set.write_bytes(MANIFEST_FILE, manifest.as_bytes())?;

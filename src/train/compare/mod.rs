@@ -71,7 +71,7 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> Result<Outcome> {
     plan.check_data(prepared)?;
-    let mut finals = read_finals(out)?;
+    let mut finals = read_finals(out, plan)?;
     let total = plan.seeds.len() * plan.attentions.len();
     let mut i = 0;
     // Seed-major, so a comparison stopped half-way holds whole pairs.
@@ -167,6 +167,15 @@ fn final_eval(session: &mut Session) -> Result<FinalEval> {
     };
     let val = &session.prepared.split.val;
     let report = evaluate(&mut session.model, val, &options, &mut |_| {})?;
+    if !report.loss.is_finite() {
+        // Never recorded: a non-finite final would make the comparison's summary unreadable.
+        return Err(super::invalid(format!(
+            "the final validation loss of the run in {} is {}: the model diverged, so the \
+             comparison stopped; its checkpoint is kept; use a lower learning rate",
+            session.out.display(),
+            report.loss
+        )));
+    }
     Ok(FinalEval {
         val_loss: report.loss,
         val_tokens: report.tokens,
@@ -174,9 +183,48 @@ fn final_eval(session: &mut Session) -> Result<FinalEval> {
     })
 }
 
-fn read_finals(out: &Path) -> Result<BTreeMap<String, FinalEval>> {
+/// The finished runs' final losses, each checked against the plan: a key the plan does not
+/// name, or a loss, count or time that is not a finite positive number, is refused (delete
+/// the file to have the finished runs evaluated again).
+fn read_finals(out: &Path, plan: &ComparePlan) -> Result<BTreeMap<String, FinalEval>> {
+    let finals = read_finals_file(out)?;
+    let keys: Vec<String> = plan
+        .seeds
+        .iter()
+        .flat_map(|&s| plan.attentions.iter().map(move |&a| plan::run_key(s, a)))
+        .collect();
+    for (key, f) in &finals {
+        let why = if !keys.contains(key) {
+            Some(format!("{key} is not a run of the plan"))
+        } else if !(f.val_loss.is_finite() && f.val_loss > 0.0) {
+            Some(format!(
+                "{key}'s loss {} is not a positive number",
+                f.val_loss
+            ))
+        } else if f.val_tokens == 0 {
+            Some(format!("{key} scored no tokens"))
+        } else if !(f.seconds.is_finite() && f.seconds >= 0.0) {
+            Some(format!("{key}'s time {} is not a duration", f.seconds))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(super::invalid(format!(
+                "{} is invalid ({why}); delete it and resume: the finished runs are evaluated \
+                 again",
+                out.join(FINALS_FILE).display()
+            )));
+        }
+    }
+    Ok(finals)
+}
+
+fn read_finals_file(out: &Path) -> Result<BTreeMap<String, FinalEval>> {
     let path = out.join(FINALS_FILE);
-    match std::fs::read(&path) {
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(BTreeMap::new());
+    }
+    match crate::io::safe_file::read_in(out, FINALS_FILE) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
             super::invalid(format!(
                 "{} is unreadable ({e}); delete it and resume: the finished runs are \
@@ -184,8 +232,7 @@ fn read_finals(out: &Path) -> Result<BTreeMap<String, FinalEval>> {
                 path.display()
             ))
         }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => Err(crate::Error::io(&path, e)),
+        Err(e) => Err(e),
     }
 }
 

@@ -146,7 +146,7 @@ impl ComparePlan {
                 out.display()
             )));
         }
-        super::super::session::create_out(out)?;
+        super::super::session::create_out(out, crate::io::folder_kind::FolderKind::Compare)?;
         let json = serde_json::to_vec_pretty(self)
             .map_err(|e| invalid(format!("serialising the plan: {e}")))?;
         crate::io::write_atomic_bytes(&path, &json)
@@ -155,17 +155,14 @@ impl ComparePlan {
     /// Reads the plan of the comparison in `out`.
     pub fn read(out: &Path) -> Result<Self> {
         let path = out.join(PLAN_FILE);
-        let bytes = std::fs::read(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                invalid(format!(
-                    "{} holds no comparison ({PLAN_FILE} is missing): pass the --out folder of \
-                     an earlier `orthoformer compare`",
-                    out.display()
-                ))
-            } else {
-                crate::Error::io(&path, e)
-            }
-        })?;
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(invalid(format!(
+                "{} holds no comparison ({PLAN_FILE} is missing): pass the --out folder of an \
+                 earlier `orthoformer compare`",
+                out.display()
+            )));
+        }
+        let bytes = crate::io::safe_file::read_in(out, PLAN_FILE)?;
         let plan: ComparePlan = serde_json::from_slice(&bytes)
             .map_err(|e| invalid(format!("{} is unreadable: {e}", path.display())))?;
         if plan.version != VERSION {
@@ -175,7 +172,26 @@ impl ComparePlan {
                 plan.version
             )));
         }
-        Ok(plan)
+        // Validated as the flags were when it was written: a plan edited to list no seeds,
+        // a seed twice or an invalid option is refused here, never indexed or trusted.
+        let checked = ComparePlan::new(
+            plan.attentions.clone(),
+            plan.seeds.clone(),
+            plan.model.clone(),
+            plan.options.clone(),
+            plan.tokenizer,
+            plan.bpe_vocab,
+            plan.data.clone(),
+            plan.recipe.clone(),
+        )
+        .map_err(|e| invalid(format!("{} is invalid: {e}", path.display())))?;
+        if !crate::train::checkpoint::is_sha256_hex(&checked.data.sha256) {
+            return Err(invalid(format!(
+                "{} is invalid: the text's SHA-256 is not 64 hex digits",
+                path.display()
+            )));
+        }
+        Ok(checked)
     }
 }
 
