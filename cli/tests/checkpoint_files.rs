@@ -212,6 +212,8 @@ fn folders_of_the_previous_version_load_and_lose_their_stray_temporaries() {
     });
     std::fs::remove_file(d.join("SHA256SUMS")).unwrap();
     std::fs::remove_file(d.join(".checkpoint.lock")).unwrap();
+    // Folders of that version had no kind marker either.
+    std::fs::remove_file(d.join(".orthoformer")).unwrap();
     for stray in [
         ".model.safetensors.4242.tmp",
         ".state.json.7.tmp",

@@ -457,6 +457,8 @@ fn a_failed_plot_write_keeps_its_cause() {
     let _ = std::fs::remove_dir_all(&dir);
     // A folder where the SVG should go: the rename over it fails.
     std::fs::create_dir_all(dir.join("init_probe.svg").join("x")).unwrap();
+    // The folder is a report folder Orthoformer made (it may write there again).
+    std::fs::write(dir.join(".orthoformer"), "orthoformer-folder report\n").unwrap();
     let o = run(&[
         "init-probe",
         "--depth",

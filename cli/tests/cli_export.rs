@@ -75,12 +75,13 @@ fn orthogonal_char_model_exports_as_gpt2() {
     assert_eq!(
         names,
         [
+            ".orthoformer",
             "config.json",
             "model.safetensors",
             "tokenizer.json",
             "tokenizer_config.json"
         ],
-        "exactly the four files, no staging left"
+        "the four files and the kind marker, no staging left"
     );
 
     let cfg = json(&hf.join("config.json"));
@@ -252,7 +253,7 @@ fn variants_without_a_gpt2_form_are_one_line_errors() {
     // Exporting into the checkpoint itself would replace its model: refused.
     let o = run(&dir, &["export", "--checkpoint", "ck", "--out", "ck"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("checkpoint folder"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("holds a training checkpoint"));
     // A missing checkpoint.
     let o = run(&dir, &["export", "--checkpoint", "nope", "--out", "hf"]);
     assert_eq!(o.status.code(), Some(2));

@@ -117,6 +117,10 @@ fn no_command_writes_into_a_folder_another_made() {
         &run(&dir, &["mqar", "--quick", "--out", "ckpt/../hf"]),
         "GPT-2 model",
     );
+    refused(
+        &run(&dir, &["theory", "--checkpoint", "ckpt", "--out", "hf"]),
+        "GPT-2 model",
+    );
 
     // A Hugging Face folder from elsewhere (no marker) is refused by every writer.
     let foreign = dir.join("download");

@@ -112,10 +112,10 @@ pub fn read(dir: &Path) -> Result<Option<FolderKind>> {
 /// empty, or its marker says a kind that accepts them, or (no marker) it is a folder of this
 /// kind from before markers existed. Otherwise one line says what is there.
 pub fn check(dir: &Path, kind: FolderKind) -> Result<()> {
-    let meta = match std::fs::metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(dir, e)),
-        Ok(m) => m,
+    let Ok(meta) = std::fs::metadata(dir) else {
+        // Nothing there (or nothing reachable): the command's own creation of the folder
+        // reports why it cannot be made.
+        return Ok(());
     };
     if !meta.is_dir() {
         return Err(refuse(
