@@ -116,27 +116,52 @@ fn panel<DB: DrawingBackend>(
         .label_style(("sans-serif", 15))
         .axis_desc_style(("sans-serif", 16))
         .draw()?;
-    let clamp = |y: f32| y.clamp(y0, y1);
     for (i, (v, pts)) in s.variants.iter().zip(&all).enumerate() {
         let color = PALETTE[i % PALETTE.len()];
+        // Points above the range (the first evaluation) are not drawn as data: the band
+        // starts at the first evaluation inside it, the line is cut where it crosses the top
+        // edge, and the cut is marked with the value it leaves the chart at.
         if s.seeds.len() > 1 {
-            let band: Vec<(f32, f32)> = pts
+            let inside: Vec<_> = pts.iter().filter(|p| p.3 <= y1 && p.2 >= y0).collect();
+            let band: Vec<(f32, f32)> = inside
                 .iter()
-                .map(|p| (p.0, clamp(p.3)))
-                .chain(pts.iter().rev().map(|p| (p.0, clamp(p.2))))
+                .map(|p| (p.0, p.3))
+                .chain(inside.iter().rev().map(|p| (p.0, p.2)))
                 .collect();
             chart.draw_series(std::iter::once(Polygon::new(
                 band,
                 color.mix(0.18).filled(),
             )))?;
         }
-        let line: Vec<(f32, f32)> = pts.iter().map(|p| (p.0, clamp(p.1))).collect();
-        chart
-            .draw_series(LineSeries::new(line, color.stroke_width(2)))?
-            .label(v.attention.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
-            });
+        let line: Vec<(f32, f32)> = pts.iter().map(|p| (p.0, p.1)).collect();
+        let (segments, cuts) = clip(&line, y0, y1);
+        let mut labelled = false;
+        for seg in segments {
+            let drawn = chart.draw_series(LineSeries::new(seg, color.stroke_width(2)))?;
+            if !labelled {
+                drawn.label(v.attention.clone()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
+                });
+                labelled = true;
+            }
+        }
+        for (x, y, value) in cuts {
+            let below = y <= y0;
+            chart.draw_series(std::iter::once(TriangleMarker::new(
+                (x, y),
+                6,
+                color.filled(),
+            )))?;
+            let dy = if below { -18 } else { 4 };
+            chart.draw_series(std::iter::once(
+                EmptyElement::at((x, y))
+                    + Text::new(
+                        format!("{} {value:.2}", if below { "below:" } else { "from" }),
+                        (8, dy),
+                        ("sans-serif", 13).into_font().color(&color),
+                    ),
+            ))?;
+        }
     }
     let target = s.target_val_loss as f32;
     if target.is_finite() && target > y0 && target < y1 {
@@ -165,4 +190,66 @@ fn short_source(s: &str) -> String {
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_else(|| s.to_string())
+}
+
+/// Splits a polyline into the pieces inside `y0..=y1`, cutting each segment that crosses an
+/// edge at the crossing (linear interpolation), and returns the cuts as `(x, edge, the value
+/// of the outside point)`, so a chart never draws an out-of-range point at its edge as data.
+fn clip(line: &[(f32, f32)], y0: f32, y1: f32) -> (Vec<Vec<(f32, f32)>>, Vec<(f32, f32, f32)>) {
+    let inside = |y: f32| (y0..=y1).contains(&y);
+    let edge = |y: f32| if y > y1 { y1 } else { y0 };
+    let cross = |a: (f32, f32), b: (f32, f32), e: f32| {
+        let t = (e - a.1) / (b.1 - a.1);
+        (a.0 + t * (b.0 - a.0), e)
+    };
+    let (mut segments, mut cuts, mut current) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, &p) in line.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|j| line[j]);
+        match (prev, inside(p.1)) {
+            (Some(a), true) if !inside(a.1) && a.1.is_finite() => {
+                let c = cross(a, p, edge(a.1));
+                cuts.push((c.0, c.1, a.1));
+                current.push(c);
+                current.push(p);
+            }
+            (_, true) => current.push(p),
+            (Some(a), false) if inside(a.1) && p.1.is_finite() => {
+                let c = cross(a, p, edge(p.1));
+                cuts.push((c.0, c.1, p.1));
+                current.push(c);
+                segments.push(std::mem::take(&mut current));
+            }
+            _ => {
+                if !current.is_empty() {
+                    segments.push(std::mem::take(&mut current));
+                }
+            }
+        }
+    }
+    if !current.is_empty() {
+        segments.push(current);
+    }
+    (segments, cuts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clip;
+
+    #[test]
+    fn a_point_above_the_range_is_cut_at_the_edge_not_drawn_there() {
+        let line = [(0.0, 4.2), (100.0, 2.2), (200.0, 2.0)];
+        let (segments, cuts) = clip(&line, 1.9, 2.4);
+        assert_eq!(segments.len(), 1);
+        let first = segments[0][0];
+        assert!(
+            (first.1 - 2.4).abs() < 1e-6 && first.0 > 80.0 && first.0 < 100.0,
+            "{first:?}"
+        );
+        assert!(segments[0].iter().all(|p| p.1 <= 2.4 + 1e-6));
+        assert_eq!(cuts.len(), 1);
+        assert!((cuts[0].2 - 4.2).abs() < 1e-6);
+        let (segments, cuts) = clip(&[(0.0, 2.0), (1.0, 2.1)], 1.9, 2.4);
+        assert_eq!((segments.len(), cuts.len()), (1, 0));
+    }
 }
