@@ -116,13 +116,16 @@ impl LlamaConfig {
                 .map_or(2048, |v| v as usize),
         };
         cfg.validate()?;
+        super::supported::check_gguf(g, &cfg)?;
         Ok(cfg)
     }
 
     /// Reads a Hugging Face `config.json` (`LlamaForCausalLM`). Returns the configuration and
     /// whether the word embeddings are tied.
     pub fn from_hf_json(text: &str) -> Result<(Self, bool), ModelError> {
-        let h: HfConfig = serde_json::from_str(text)
+        let raw: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| ModelError::Config(format!("config.json: {e}")))?;
+        let h: HfConfig = serde_json::from_value(raw.clone())
             .map_err(|e| ModelError::Config(format!("config.json: {e}")))?;
         let cfg = LlamaConfig {
             vocab_size: h.vocab_size,
@@ -136,6 +139,7 @@ impl LlamaConfig {
             max_context: h.max_position_embeddings.unwrap_or(2048),
         };
         cfg.validate()?;
+        super::supported::check_hf_config(&raw, &cfg, "config.json")?;
         Ok((cfg, h.tie_word_embeddings.unwrap_or(false)))
     }
 

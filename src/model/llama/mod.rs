@@ -10,6 +10,7 @@ pub mod linear;
 pub mod load;
 pub mod quant;
 pub mod special_tokens;
+pub mod supported;
 pub mod tokenizer;
 pub mod weights;
 

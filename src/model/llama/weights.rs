@@ -154,6 +154,7 @@ impl LlamaWeights {
                 what: format!("not a valid safetensors file: {e}"),
             }
         })?;
+        super::supported::check_hf_tensors(st.names(), path)?;
         let get = |name: &str, shape: &[usize]| -> crate::Result<Vec<f32>> {
             let t = st
                 .tensor(name)

@@ -1,0 +1,253 @@
+//! What the Llama engine implements, checked before a model runs: a field of `config.json` or
+//! of GGUF metadata that changes the function (RoPE scaling, a sliding window, biases,
+//! soft-capping, another activation) or a tensor the engine would not read is refused with one
+//! line naming it. Running such a model approximately (a Qwen2 folder without its q/k/v biases,
+//! a Gemma config as Llama, Mistral without its window) gives plausible but wrong numbers.
+
+use serde_json::Value;
+
+use super::config::LlamaConfig;
+use crate::io::gguf::GgufFile;
+use crate::model::ModelError;
+
+fn refuse(where_: &str, what: String) -> ModelError {
+    ModelError::Config(format!(
+        "{where_}: {what}, which the engine does not implement; running without it would give \
+         wrong results, so this model is not supported"
+    ))
+}
+
+/// `model_type`s run exactly as Llama (Mistral only without an active sliding window).
+const MODEL_TYPES: [&str; 2] = ["llama", "mistral"];
+/// `architectures` run exactly as Llama.
+const ARCHITECTURES: [&str; 2] = ["LlamaForCausalLM", "MistralForCausalLM"];
+
+/// Checks a Hugging Face `config.json` (already parsed) against what the engine implements.
+pub fn check_hf_config(v: &Value, cfg: &LlamaConfig, path: &str) -> Result<(), ModelError> {
+    let set = |k: &str| v.get(k).filter(|x| !x.is_null());
+    if let Some(t) = set("model_type") {
+        let t = t.as_str().unwrap_or("");
+        if !MODEL_TYPES.contains(&t) {
+            return Err(refuse(
+                path,
+                format!("model_type {t:?} (only llama and mistral)"),
+            ));
+        }
+    }
+    if let Some(a) = set("architectures").and_then(Value::as_array) {
+        for x in a {
+            let x = x.as_str().unwrap_or("");
+            if !ARCHITECTURES.contains(&x) {
+                return Err(refuse(path, format!("architecture {x:?}")));
+            }
+        }
+    }
+    if let Some(act) = set("hidden_act").or(set("hidden_activation")) {
+        if act.as_str() != Some("silu") {
+            return Err(refuse(path, format!("hidden_act {act} (only silu)")));
+        }
+    }
+    if let Some(s) = set("rope_scaling") {
+        let kind = s
+            .get("rope_type")
+            .or(s.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
+        if kind != "default" {
+            return Err(refuse(path, format!("rope_scaling of type {kind:?}")));
+        }
+    }
+    for flag in ["attention_bias", "mlp_bias", "qkv_bias"] {
+        if set(flag).and_then(Value::as_bool) == Some(true) {
+            return Err(refuse(path, format!("{flag} true")));
+        }
+    }
+    for cap in ["attn_logit_softcapping", "final_logit_softcapping"] {
+        if set(cap).is_some() {
+            return Err(refuse(path, format!("{cap}")));
+        }
+    }
+    let window_on = set("use_sliding_window").and_then(Value::as_bool) != Some(false);
+    if let Some(w) = set("sliding_window").and_then(Value::as_u64)
+        && window_on
+        && (w as usize) < cfg.max_context
+    {
+        return Err(refuse(
+            path,
+            format!(
+                "a sliding window of {w} tokens (context {})",
+                cfg.max_context
+            ),
+        ));
+    }
+    if let Some(hd) = set("head_dim").and_then(Value::as_u64)
+        && hd as usize * cfg.n_head != cfg.d_model
+    {
+        return Err(refuse(
+            path,
+            format!("head_dim {hd} (not hidden_size / num_attention_heads)"),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a Hugging Face tensor name is one the engine reads (or a harmless buffer).
+pub fn hf_tensor_known(name: &str) -> bool {
+    const TOP: [&str; 3] = [
+        "model.embed_tokens.weight",
+        "model.norm.weight",
+        "lm_head.weight",
+    ];
+    const LAYER: [&str; 10] = [
+        "input_layernorm.weight",
+        "post_attention_layernorm.weight",
+        "self_attn.q_proj.weight",
+        "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight",
+        "self_attn.o_proj.weight",
+        "mlp.gate_proj.weight",
+        "mlp.up_proj.weight",
+        "mlp.down_proj.weight",
+        // Older checkpoints store RoPE's inverse frequencies; the engine computes them.
+        "self_attn.rotary_emb.inv_freq",
+    ];
+    if TOP.contains(&name) {
+        return true;
+    }
+    name.strip_prefix("model.layers.")
+        .and_then(|r| r.split_once('.'))
+        .is_some_and(|(i, rest)| i.bytes().all(|b| b.is_ascii_digit()) && LAYER.contains(&rest))
+}
+
+/// Checks every tensor of a Hugging Face model is one the engine reads.
+pub fn check_hf_tensors<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    path: &str,
+) -> Result<(), ModelError> {
+    for n in names {
+        if !hf_tensor_known(n) {
+            return Err(refuse(path, format!("tensor {n}")));
+        }
+    }
+    Ok(())
+}
+
+/// Checks GGUF metadata and tensor names against what the engine implements.
+pub fn check_gguf(g: &GgufFile, cfg: &LlamaConfig) -> Result<(), ModelError> {
+    let path = g.path.display().to_string();
+    if let Some(t) = g.get("llama.rope.scaling.type").and_then(|v| v.as_str())
+        && t != "none"
+    {
+        return Err(refuse(&path, format!("RoPE scaling of type {t:?}")));
+    }
+    if let Some(f) = g.get("llama.rope.scaling.factor").and_then(|v| v.as_f64())
+        && f != 1.0
+        && f != 0.0
+    {
+        return Err(refuse(&path, format!("RoPE scaling by {f}")));
+    }
+    if let Some(w) = g
+        .get("llama.attention.sliding_window")
+        .and_then(|v| v.as_u64())
+        && (w as usize) < cfg.max_context
+    {
+        return Err(refuse(&path, format!("a sliding window of {w} tokens")));
+    }
+    let head = cfg.d_model / cfg.n_head.max(1);
+    if let Some(d) = g.get("llama.rope.dimension_count").and_then(|v| v.as_u64())
+        && d as usize != head
+    {
+        return Err(refuse(
+            &path,
+            format!("RoPE on {d} of each head's {head} dimensions"),
+        ));
+    }
+    const LAYER: [&str; 9] = [
+        "attn_norm.weight",
+        "attn_q.weight",
+        "attn_k.weight",
+        "attn_v.weight",
+        "attn_output.weight",
+        "ffn_norm.weight",
+        "ffn_gate.weight",
+        "ffn_up.weight",
+        "ffn_down.weight",
+    ];
+    for t in &g.tensors {
+        let n = t.name.as_str();
+        let known = ["token_embd.weight", "output_norm.weight", "output.weight"].contains(&n)
+            || n.strip_prefix("blk.")
+                .and_then(|r| r.split_once('.'))
+                .is_some_and(|(i, rest)| {
+                    i.bytes().all(|b| b.is_ascii_digit()) && LAYER.contains(&rest)
+                });
+        if !known {
+            return Err(refuse(&path, format!("tensor {n}")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cfg() -> LlamaConfig {
+        LlamaConfig {
+            vocab_size: 16,
+            d_model: 8,
+            n_layer: 1,
+            n_head: 2,
+            n_kv_head: 1,
+            d_ff: 16,
+            rope_theta: 1e4,
+            rms_eps: 1e-5,
+            max_context: 4096,
+        }
+    }
+
+    #[test]
+    fn configurations_the_engine_does_not_implement_are_named() {
+        let ok = json!({"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+            "hidden_act": "silu", "rope_scaling": null, "sliding_window": null});
+        check_hf_config(&ok, &cfg(), "c").unwrap();
+        let mistral = json!({"model_type": "mistral", "sliding_window": 4096});
+        check_hf_config(&mistral, &cfg(), "c").unwrap();
+        for (bad, word) in [
+            (json!({"model_type": "qwen2"}), "qwen2"),
+            (json!({"model_type": "gemma"}), "gemma"),
+            (
+                json!({"model_type": "mistral", "sliding_window": 1024}),
+                "sliding window",
+            ),
+            (
+                json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}),
+                "llama3",
+            ),
+            (json!({"attention_bias": true}), "attention_bias"),
+            (json!({"hidden_act": "gelu_pytorch_tanh"}), "hidden_act"),
+            (json!({"final_logit_softcapping": 30.0}), "softcapping"),
+            (json!({"head_dim": 8}), "head_dim"),
+        ] {
+            let e = check_hf_config(&bad, &cfg(), "c").unwrap_err().to_string();
+            assert!(e.contains(word) && e.contains("not supported"), "{e}");
+        }
+    }
+
+    #[test]
+    fn tensors_the_engine_would_drop_are_named() {
+        check_hf_tensors(
+            [
+                "model.embed_tokens.weight",
+                "model.layers.0.self_attn.q_proj.weight",
+            ],
+            "m",
+        )
+        .unwrap();
+        let e = check_hf_tensors(["model.layers.3.self_attn.q_proj.bias"], "m")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("q_proj.bias"), "{e}");
+    }
+}
