@@ -6,12 +6,14 @@ pub mod atomic;
 pub mod figure;
 pub mod file_set;
 pub mod gguf;
+pub mod guard;
 pub mod matrix_file;
 pub mod memory;
 pub mod npy;
 pub mod safetensors_writer;
 pub mod table;
 pub mod tokenizer_json;
+pub mod tokenizer_limits;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
 

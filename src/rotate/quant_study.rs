@@ -6,7 +6,9 @@
 use serde::Serialize;
 
 use super::quant::quantize_model_weights;
-use super::{Rotation, fold_norms, online_transform, rotate_down_inputs, rotate_weights};
+use super::{
+    RotateError, Rotation, fold_norms, online_transform, rotate_down_inputs, rotate_weights,
+};
 use crate::io::table::{Align, Block, Report, Table};
 use crate::model::eval::{EvalOptions, evaluate};
 use crate::model::llama::RowTransform;
@@ -198,6 +200,17 @@ pub fn run_study(
                 on_tokens(before + n)
             })?;
             done += text.tokens.len().saturating_sub(1);
+            // A quantised model may lose the text (a huge but finite loss, infinite
+            // perplexity); NaN, or a full-precision model that is not finite, is a broken
+            // model, refused rather than tabulated.
+            if p.loss.is_nan() || (c.is_full_precision() && !p.loss.is_finite()) {
+                return Err(RotateError::Invalid(format!(
+                    "{}: the loss on {} is {} (the model's weights hold NaN or infinity, or \
+                     its logits overflow): no perplexity to report",
+                    c.name, text.name, p.loss
+                ))
+                .into());
+            }
             ppl.push(p.perplexity);
             if let Some(st) = model.stats.take() {
                 stats.push(QuantStatsRow {
