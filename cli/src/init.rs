@@ -294,19 +294,19 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
     if o.count > 1 {
         out_shape.insert(0, o.count);
     }
-    if let (Some(path), Some(format)) = (&args.out, format) {
-        write_matrix(path, format, dtype, &values, &out_shape).context("cannot write --out")?;
-    }
-    let stored: Vec<f64> = match dtype {
-        FloatType::F64 => values,
-        FloatType::F32 => values.iter().map(|&v| v as f32 as f64).collect(),
+    // The moments first: values whose spread overflows are refused before anything is written.
+    let (mean, std, min, max) = match dtype {
+        FloatType::F64 => moments(&values),
+        FloatType::F32 => moments(&values.iter().map(|&v| v as f32 as f64).collect::<Vec<_>>()),
     };
-    let (mean, std, min, max) = moments(&stored);
     if !(mean.is_finite() && std.is_finite()) {
         bail!(
             "the values are so large that their mean or spread overflows (mean {mean}, std \
              {std}): use smaller parameters"
         );
+    }
+    if let (Some(path), Some(format)) = (&args.out, format) {
+        write_matrix(path, format, dtype, &values, &out_shape).context("cannot write --out")?;
     }
     let report = Report {
         method: o.method.clone(),
