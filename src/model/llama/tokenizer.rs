@@ -73,6 +73,8 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
         .enumerate()
         .filter(|(_, t)| **t == 3 || **t == 4)
         .filter_map(|(i, t)| tokens.get(i).map(|s| (i, s, *t == 3)))
+        // An empty token would match everywhere (and is refused as an added token).
+        .filter(|(_, s, _)| !s.is_empty())
         .map(|(i, s, special)| {
             json!({"id": i, "content": s, "single_word": false, "lstrip": false, "rstrip": false,
                    "normalized": false, "special": special})
