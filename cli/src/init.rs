@@ -13,6 +13,7 @@ use orthoformer::init::method::{InitMethod, InitParams, generate};
 use orthoformer::init::mimetic::{MimeticParams, mimetic};
 use orthoformer::init::options::InitOptions;
 use orthoformer::init::orthogonal::ortho_error;
+use orthoformer::init::stats::nan_max;
 use orthoformer::io::matrix_file::{FloatType, MatrixFormat, write_matrix};
 
 /// Flags of `orthoformer init`.
@@ -255,8 +256,8 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
             Some(m) => generate(m, &shape, p, seed)?,
             None => {
                 let mm = mimetic(shape[0], o.heads, MimeticParams::default(), seed)?;
-                qk = Some(qk.unwrap_or(0.0).max(mm.qk_rel_error));
-                vo = Some(vo.unwrap_or(0.0).max(mm.vo_rel_error));
+                qk = Some(nan_max(qk.unwrap_or(0.0), mm.qk_rel_error));
+                vo = Some(nan_max(vo.unwrap_or(0.0), mm.vo_rel_error));
                 [mm.wq, mm.wk, mm.wv, mm.wo].concat()
             }
         };
@@ -269,7 +270,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
                     ortho_error(&w32, rows, cols, gain)
                 }
             };
-            err_max = Some(err_max.unwrap_or(0.0).max(e));
+            err_max = Some(nan_max(err_max.unwrap_or(0.0), e));
         }
         values.extend_from_slice(&w);
         bar.inc(1);

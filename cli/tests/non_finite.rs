@@ -1,6 +1,7 @@
 //! Issue 25, item 6: finite or refused. `init` refuses parameters that are not finite and
 //! values that overflow; `eval`, `rotate --check` and `quantize` refuse a model whose logits
-//! are NaN (one line, exit 2, nothing written), where they printed NaN or passed the check;
+//! are NaN (one line, exit 2, nothing written), where they printed NaN or passed the check,
+//! and so does `generate` (it sampled the lowest id);
 //! `bench --threads` is bounded by the machine's cores.
 
 mod common;
@@ -138,9 +139,19 @@ fn a_model_whose_logits_are_nan_is_refused_not_measured() {
         "16",
     ];
     refused(&run(&dir, &quantize), "NaN");
-    // The model before the edit passes all three.
+    let generate = [
+        "generate",
+        "--model",
+        "nan.gguf",
+        "--prompt",
+        "ab",
+        "--max-new-tokens",
+        "2",
+    ];
+    refused(&run(&dir, &generate), "nothing to sample");
+    // The model before the edit passes all four.
     write_tiny_bytes(&dir.join("ok.gguf"), 300);
-    for args in [&eval[..], &rotate[..], &quantize[..]] {
+    for args in [&eval[..], &rotate[..], &quantize[..], &generate[..]] {
         let args: Vec<&str> = args
             .iter()
             .map(|a| if *a == "nan.gguf" { "ok.gguf" } else { a })
