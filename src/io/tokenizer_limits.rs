@@ -201,21 +201,20 @@ fn check_component(
                 MAX_INSERT,
             )?;
         }
-        "Strip" if key == "decoder" => {
-            // `Strip::decode_chain` indexes from a token's end without a bound: a `stop`
-            // longer than a token panics. Real tokenizers strip at the start only.
-            if v.get("stop").and_then(Value::as_u64).is_some_and(|n| n > 0) {
-                return Err("a Strip decoder with stop > 0 is not supported (use 0)".into());
-            }
+        // `Strip::decode_chain` indexes from a token's end without a bound: a `stop` longer
+        // than a token panics. Real tokenizers strip at the start only.
+        "Strip"
+            if key == "decoder" && v.get("stop").and_then(Value::as_u64).is_some_and(|n| n > 0) =>
+        {
+            return Err("a Strip decoder with stop > 0 is not supported (use 0)".into());
         }
         "Prepend" => short(v.get("prepend"), "a Prepend normalizer's text", MAX_INSERT)?,
-        "FixedLength" => {
-            // `chunks(0)` panics; any positive length is harmless.
+        // `chunks(0)` panics; any positive length is harmless.
+        "FixedLength"
             if v.get("length")
-                .is_some_and(|n| n.as_u64().is_none_or(|n| n == 0))
-            {
-                return Err("the FixedLength pre-tokenizer's length must be at least 1".into());
-            }
+                .is_some_and(|n| n.as_u64().is_none_or(|n| n == 0)) =>
+        {
+            return Err("the FixedLength pre-tokenizer's length must be at least 1".into());
         }
         "Split" => {
             if let Some(p) = v.get("pattern").and_then(Value::as_object) {

@@ -6,9 +6,7 @@
 use serde::Serialize;
 
 use super::quant::quantize_model_weights;
-use super::{
-    RotateError, Rotation, fold_norms, online_transform, rotate_down_inputs, rotate_weights,
-};
+use super::{Rotation, fold_norms, online_transform, rotate_down_inputs, rotate_weights};
 use crate::io::table::{Align, Block, Report, Table};
 use crate::model::eval::{EvalOptions, evaluate};
 use crate::model::llama::RowTransform;
@@ -200,16 +198,15 @@ pub fn run_study(
                 on_tokens(before + n)
             })?;
             done += text.tokens.len().saturating_sub(1);
-            // A quantised model may lose the text (a huge but finite loss, infinite
-            // perplexity); NaN, or a full-precision model that is not finite, is a broken
-            // model, refused rather than tabulated.
+            // A finite but huge loss (a quantised model losing the text) is a result; NaN, or
+            // a full-precision loss that is not finite, is a broken model.
             if p.loss.is_nan() || (c.is_full_precision() && !p.loss.is_finite()) {
-                return Err(RotateError::Invalid(format!(
-                    "{}: the loss on {} is {} (the model's weights hold NaN or infinity, or \
-                     its logits overflow): no perplexity to report",
-                    c.name, text.name, p.loss
-                ))
-                .into());
+                let (name, loss) = (&c.name, p.loss);
+                let msg = format!(
+                    "{name}: the loss on {} is {loss} (NaN or infinite weights, or logits that overflow)",
+                    text.name
+                );
+                return Err(super::RotateError::Invalid(msg).into());
             }
             ppl.push(p.perplexity);
             if let Some(st) = model.stats.take() {
