@@ -31,9 +31,18 @@ fn init_refuses_infinite_parameters_and_values_that_overflow() {
     let dir = Scratch::new("nonfinite", "init");
     for (args, needle) in [
         (&["--gain", "inf"][..], "gain inf"),
-        (&["--method", "constant", "--val", "inf"], "--val inf"),
-        (&["--method", "normal", "--std", "NaN"], "--std NaN"),
-        (&["--method", "uniform", "--lo=-inf"], "--lo -inf"),
+        (
+            &["--method", "constant", "--val", "inf"],
+            "val inf is not a finite",
+        ),
+        (
+            &["--method", "normal", "--std", "NaN"],
+            "std NaN is not a finite",
+        ),
+        (
+            &["--method", "uniform", "--lo=-inf"],
+            "lo -inf is not a finite",
+        ),
         (
             &["--method", "normal", "--std", "1e39"],
             "exceed f32's range",

@@ -78,7 +78,7 @@ pub enum InitError {
         hi: f64,
     },
     /// A parameter is NaN or infinite.
-    #[error("--{name} {value} is not a finite number")]
+    #[error("{name} {value} is not a finite number")]
     NonFiniteParam {
         /// The parameter's flag name.
         name: &'static str,
