@@ -11,6 +11,7 @@ use super::Outcome;
 use super::common::print_json;
 use super::pretrained::read_tokens;
 use super::rotate::RotationKind;
+use crate::output::outln;
 use orthoformer::model::llama::{Llama, load_model};
 use orthoformer::rotate::Rotation;
 use orthoformer::rotate::options::AlignOptions;
@@ -147,22 +148,24 @@ pub fn run(args: &AlignArgs) -> anyhow::Result<Outcome> {
     if args.json {
         print_json(&r)?;
     } else {
-        println!(
+        outln!(
             "Procrustes at layer {} on {} hidden states of width {c}",
-            r.layer, r.rows
-        );
-        println!(
+            r.layer,
+            r.rows
+        )?;
+        outln!(
             "  ‖A·R − B‖/‖B‖   {:.3e}  (identity map: {:.3e})",
-            r.relative_residual, r.identity_residual
-        );
+            r.relative_residual,
+            r.identity_residual
+        )?;
         if let (Some(d), Some(m)) = (dist, maxd) {
-            println!("  ‖R − Q‖_F/√C    {d:.3e}  (max |R − Q| {m:.3e})");
+            outln!("  ‖R − Q‖_F/√C    {d:.3e}  (max |R − Q| {m:.3e})")?;
         }
         if r.rows < c || o.layer == 0 {
-            println!(
+            outln!(
                 "  note: with fewer independent hidden states than the width (few rows, or layer 0 \
                  where repeated tokens give repeated rows) the map is not determined by the data"
-            );
+            )?;
         }
     }
     Ok(Outcome::Success)

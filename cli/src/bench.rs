@@ -41,7 +41,8 @@ pub struct BenchArgs {
     /// process on a shared machine disturbs neither side's figure.
     #[arg(long, default_value_t = BenchOptions::default().rounds)]
     pub rounds: usize,
-    /// Threads for both (rayon here, `torch.set_num_threads` there) [default: all cores].
+    /// Threads for both (rayon here, `torch.set_num_threads` there), at most the machine's
+    /// cores [default: all cores].
     #[arg(long)]
     pub threads: Option<usize>,
     /// The PyTorch reference script.
@@ -107,12 +108,16 @@ impl BenchArgs {
 
 /// Sets up a global pool of `--threads` workers (every core by default), on which the
 /// model's kernels and gemm run; returns its size.
-pub fn setup_threads(opts: &BenchOptions) -> usize {
-    let threads = opts
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+pub fn setup_threads(opts: &BenchOptions) -> anyhow::Result<usize> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = opts.threads.unwrap_or(cores);
+    // More workers than cores only slow a timing down, and a huge count would spawn that many
+    // threads (each with its own stack) before anything else happens.
+    if threads == 0 || threads > cores {
+        anyhow::bail!("--threads {threads}: this machine runs 1 to {cores} threads at once");
+    }
     orthoformer::nn::threads::set_global_threads(threads);
-    threads
+    Ok(threads)
 }
 
 /// Runs `orthoformer bench`.
@@ -122,7 +127,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
         return super::bench_llama::run(args, &opts);
     }
     opts.validate_steps()?;
-    let threads = setup_threads(&opts);
+    let threads = setup_threads(&opts)?;
     let rows = opts.configs.len() * opts.attention.len();
     let total = (opts.rounds() * (rows + 1)) as u64;
     let bar = super::common::progress_bar(total, "bench", args.json);

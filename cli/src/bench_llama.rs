@@ -22,7 +22,7 @@ use orthoformer::train::llama_bench_report::{
 /// Runs the `--model` mode of `orthoformer bench`.
 pub fn run(args: &BenchArgs, opts: &BenchOptions) -> anyhow::Result<Outcome> {
     opts.validate_model()?;
-    let threads = super::bench::setup_threads(opts);
+    let threads = super::bench::setup_threads(opts)?;
     let mut rows = Vec::new();
     for path in &args.model {
         rows.push(bench_one(args, opts, path, threads)?);

@@ -1,15 +1,13 @@
 //! Helpers shared by the subcommands: JSON printing and progress bars.
 
-use std::io::Write;
-
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Prints `value` as pretty JSON on stdout, followed by a newline.
 pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    // Surface write failures as io::Error so `main` recognises a broken pipe.
-    serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
-    writeln!(out)?;
+    // Rendered first, so a value that cannot be serialised is told apart from a failed write.
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    crate::output::write_all(text.as_bytes())?;
     Ok(())
 }
 
@@ -58,9 +56,7 @@ pub fn emit<R: orthoformer::io::table::Report>(report: &R, json: bool) -> anyhow
     if json {
         return print_json(report);
     }
-    let mut out = std::io::stdout().lock();
-    // Surface write failures as io::Error so `main` recognises a broken pipe.
-    out.write_all(report.render().as_bytes())?;
-    out.flush()?;
+    crate::output::write_all(report.render().as_bytes())?;
+    crate::output::flush()?;
     Ok(())
 }

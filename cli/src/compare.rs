@@ -10,6 +10,7 @@ use super::Outcome;
 use super::train::{
     BarProgress, DataFlags, ModelFlags, OptimFlags, interrupt_flag, parse_attention,
 };
+use crate::output::outln;
 use orthoformer::data::Corpus;
 use orthoformer::train::compare::{
     self, CompareOptions, ComparePlan, CompareSummary, Limits, plan::PLAN_FILE,
@@ -138,7 +139,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
                     "out": out,
                 }))?;
             } else {
-                println!("{msg}");
+                outln!("{msg}")?;
             }
         }
     }
@@ -240,11 +241,11 @@ fn resumed_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, Path
 
 fn print_table(s: &CompareSummary, out: &Path) -> anyhow::Result<()> {
     super::common::emit(s, false)?;
-    println!(
+    outln!(
         "wrote {0}/loss.png, {0}/loss.svg, {0}/summary.json and one checkpoint folder per run \
          (seed-S/ATTENTION)",
         out.display()
-    );
+    )?;
     Ok(())
 }
 

@@ -197,6 +197,16 @@ fn timed_eval<M: CausalLm>(
     let start = Instant::now();
     let report = evaluate(model, tokens, options, &mut |n| bar.set_position(n as u64))?;
     bar.finish_and_clear();
+    // A NaN or infinite loss is no measurement: weights holding NaN or infinity (or logits
+    // that overflow) are refused, not reported.
+    if !report.loss.is_finite() {
+        anyhow::bail!(
+            "the loss over {} tokens is {} (the model's weights hold NaN or infinity, or its \
+             logits overflow): no evaluation to report",
+            report.tokens,
+            report.loss
+        );
+    }
     Ok((report, start.elapsed().as_secs_f64()))
 }
 

@@ -8,6 +8,7 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::common::print_json;
+use crate::output::outln;
 use orthoformer::train::export::{export_gpt2, reference_logits};
 
 /// Flags of `orthoformer export`.
@@ -59,18 +60,18 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<Outcome> {
             "reference_logits": ids_json,
         }))?;
     } else {
-        println!(
+        outln!(
             "exported {} (step {}, attention {}, {} tokenizer) as a Hugging Face GPT-2 model",
             args.checkpoint.display(),
             report.step,
             report.attention,
             report.tokenizer
-        );
+        )?;
         for f in &report.files {
-            println!("wrote {}", args.out.join(f).display());
+            outln!("wrote {}", args.out.join(f).display())?;
         }
         if let Some(r) = &ids_json {
-            println!("wrote {} (token ids {})", r["file"], r["ids"]);
+            outln!("wrote {} (token ids {})", r["file"], r["ids"])?;
         }
     }
     Ok(Outcome::Success)

@@ -3,12 +3,12 @@
 //! Both run the library's one `generate_ids` over the `CausalLm` interface; `--json` prints
 //! the text with the prompt and decode speeds instead of streaming.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 
 use super::Outcome;
+use crate::output::{StdoutError, out, outln};
 use orthoformer::model::CausalLm;
 use orthoformer::model::llama::load_engine;
 use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
@@ -121,12 +121,21 @@ fn stream<M: CausalLm>(
         return generate_text(model, &args.prompt, prompt, opts, stop, detok, None)
             .context("generating");
     }
-    let mut stdout = std::io::stdout().lock();
-    write!(stdout, "{}", args.prompt)?;
+    out!("{}", args.prompt)?;
+    // The library sees a failed write as its own error; the write's reason is kept here so
+    // `main` still tells a closed pipe (exit 0) from a full device (exit 2).
+    let mut failed: Option<StdoutError> = None;
     let mut print = |piece: &str| {
-        write!(stdout, "{piece}")
-            .and_then(|_| stdout.flush())
-            .map_err(|e| orthoformer::Error::io("stdout", e))
+        out!("{piece}")
+            .and_then(|_| crate::output::flush())
+            .map_err(|e| {
+                let lib = orthoformer::Error::io(
+                    "stdout",
+                    std::io::Error::new(e.0.kind(), e.0.to_string()),
+                );
+                failed = Some(e);
+                lib
+            })
     };
     let report = generate_text(
         model,
@@ -136,8 +145,11 @@ fn stream<M: CausalLm>(
         stop,
         detok,
         Some(&mut print),
-    )
-    .context("generating")?;
-    writeln!(stdout)?;
+    );
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let report = report.context("generating")?;
+    outln!()?;
     Ok(report)
 }

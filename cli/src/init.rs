@@ -8,10 +8,12 @@ use anyhow::{Context, bail};
 
 use super::Outcome;
 use super::common::{print_json, progress_bar};
+use crate::output::outln;
 use orthoformer::init::method::{InitMethod, InitParams, generate};
 use orthoformer::init::mimetic::{MimeticParams, mimetic};
 use orthoformer::init::options::InitOptions;
 use orthoformer::init::orthogonal::ortho_error;
+use orthoformer::init::stats::nan_max;
 use orthoformer::io::matrix_file::{FloatType, MatrixFormat, write_matrix};
 
 /// Flags of `orthoformer init`.
@@ -165,14 +167,15 @@ impl InitArgs {
     }
 }
 
-fn print_list() {
+fn print_list() -> anyhow::Result<()> {
     for m in InitMethod::ALL {
-        println!("{:<16} {}", m.name(), m.description());
+        outln!("{:<16} {}", m.name(), m.description())?;
     }
-    println!(
+    outln!(
         "{:<16} mimetic attention init: W_Q W_Kᵀ ≈ α₁Z₁ + β₁I, W_V W_O ≈ α₂Z₂ − β₂I (--shape d --heads h)",
         "mimetic"
-    );
+    )?;
+    Ok(())
 }
 
 /// Mean, standard deviation (population), min and max.
@@ -188,7 +191,7 @@ fn moments(v: &[f64]) -> (f64, f64, f64, f64) {
 /// Runs `orthoformer init`.
 pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
     if args.list {
-        print_list();
+        print_list()?;
         return Ok(Outcome::Success);
     }
     let o = args.options()?;
@@ -253,8 +256,8 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
             Some(m) => generate(m, &shape, p, seed)?,
             None => {
                 let mm = mimetic(shape[0], o.heads, MimeticParams::default(), seed)?;
-                qk = Some(qk.unwrap_or(0.0).max(mm.qk_rel_error));
-                vo = Some(vo.unwrap_or(0.0).max(mm.vo_rel_error));
+                qk = Some(nan_max(qk.unwrap_or(0.0), mm.qk_rel_error));
+                vo = Some(nan_max(vo.unwrap_or(0.0), mm.vo_rel_error));
                 [mm.wq, mm.wk, mm.wv, mm.wo].concat()
             }
         };
@@ -267,12 +270,23 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
                     ortho_error(&w32, rows, cols, gain)
                 }
             };
-            err_max = Some(err_max.unwrap_or(0.0).max(e));
+            err_max = Some(nan_max(err_max.unwrap_or(0.0), e));
         }
         values.extend_from_slice(&w);
         bar.inc(1);
     }
     bar.finish_and_clear();
+    if dtype == FloatType::F32 {
+        // Finite in f64 (the library checks that) but beyond f32's range: infinite weights.
+        let over = values.iter().filter(|v| !(**v as f32).is_finite()).count();
+        if over > 0 {
+            bail!(
+                "{over} of {} values exceed f32's range (±3.4e38) and would be written as \
+                 infinity: use smaller parameters or --dtype f64",
+                values.len()
+            );
+        }
+    }
     let mut out_shape: Vec<usize> = if is_mimetic {
         vec![4, rows, cols]
     } else {
@@ -281,14 +295,20 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
     if o.count > 1 {
         out_shape.insert(0, o.count);
     }
+    // The moments first: values whose spread overflows are refused before anything is written.
+    let (mean, std, min, max) = match dtype {
+        FloatType::F64 => moments(&values),
+        FloatType::F32 => moments(&values.iter().map(|&v| v as f32 as f64).collect::<Vec<_>>()),
+    };
+    if !(mean.is_finite() && std.is_finite()) {
+        bail!(
+            "the values are so large that their mean or spread overflows (mean {mean}, std \
+             {std}): use smaller parameters"
+        );
+    }
     if let (Some(path), Some(format)) = (&args.out, format) {
         write_matrix(path, format, dtype, &values, &out_shape).context("cannot write --out")?;
     }
-    let stored: Vec<f64> = match dtype {
-        FloatType::F64 => values,
-        FloatType::F32 => values.iter().map(|&v| v as f32 as f64).collect(),
-    };
-    let (mean, std, min, max) = moments(&stored);
     let report = Report {
         method: o.method.clone(),
         shape: shape.clone(),
@@ -316,12 +336,12 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
     if args.json {
         print_json(&report)?;
     } else {
-        print_summary(&report);
+        print_summary(&report)?;
     }
     Ok(Outcome::Success)
 }
 
-fn print_summary(r: &Report) {
+fn print_summary(r: &Report) -> anyhow::Result<()> {
     let dims: Vec<String> = r.shape.iter().map(|d| d.to_string()).collect();
     let mut line = format!(
         "{} {} {} x{} (seed {}): mean {:.4}, std {:.4}, min {:.4}, max {:.4}",
@@ -351,5 +371,6 @@ fn print_summary(r: &Report) {
     if let Some(p) = &r.out {
         line += &format!(", written to {p}");
     }
-    println!("{line}");
+    outln!("{line}")?;
+    Ok(())
 }

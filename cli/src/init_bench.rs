@@ -188,7 +188,7 @@ pub fn run(args: &InitBenchArgs) -> anyhow::Result<Outcome> {
     bar.finish_and_clear();
     let torch = if args.torch {
         if !args.json {
-            eprintln!("timing PyTorch ({})...", args.python);
+            crate::output::warn_ln!("timing PyTorch ({})...", args.python);
         }
         run_torch(&args.python, &shapes, runs).map(Some)
     } else {

@@ -8,6 +8,7 @@ use anyhow::bail;
 
 use super::Outcome;
 use super::common::{print_json, progress_bar};
+use crate::output::outln;
 use orthoformer::analysis::signal_probe::plot::ProbeFigure;
 use orthoformer::analysis::signal_probe::{
     Activation, ProbeCurve, ProbeOptions, default_inits, probe,
@@ -113,15 +114,15 @@ pub fn run(args: &InitProbeArgs) -> anyhow::Result<Outcome> {
             svg: svg.display().to_string(),
         })?;
     } else {
-        print_table(&curves, o.depth);
-        println!("\nplot: {} and {}", png.display(), svg.display());
+        print_table(&curves, o.depth)?;
+        outln!("\nplot: {} and {}", png.display(), svg.display())?;
     }
     Ok(Outcome::Success)
 }
 
-fn print_table(curves: &[ProbeCurve], depth: usize) {
+fn print_table(curves: &[ProbeCurve], depth: usize) -> anyhow::Result<()> {
     let mid = depth / 2;
-    println!(
+    outln!(
         "{:<8} {:<16} {:>11} {:>11} {:>11} {:>11} {:>11}",
         "act",
         "init",
@@ -130,9 +131,9 @@ fn print_table(curves: &[ProbeCurve], depth: usize) {
         format!("fwd l={depth}"),
         "bwd l=1",
         format!("bwd l={depth}")
-    );
+    )?;
     for c in curves {
-        println!(
+        outln!(
             "{:<8} {:<16} {:>11.3e} {:>11.3e} {:>11.3e} {:>11.3e} {:>11.3e}",
             c.activation.name(),
             c.init,
@@ -141,6 +142,7 @@ fn print_table(curves: &[ProbeCurve], depth: usize) {
             c.forward_std[depth - 1],
             c.backward_std[0],
             c.backward_std[depth - 1]
-        );
+        )?;
     }
+    Ok(())
 }

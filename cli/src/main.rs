@@ -4,7 +4,9 @@
 //!
 //! Exit codes (ripgrep's convention): 0 success, 1 a check the user asked for failed
 //! (for example `rotate --check` out of tolerance), 2 any error, the code clap uses for bad
-//! arguments too. A broken pipe (output piped into `head`) exits 0.
+//! arguments too. Every subcommand writes through [`output`]: a closed pipe (output piped
+//! into `head`) exits 0, any other failure to write the standard output (a full device) is
+//! one line and exit 2, never a panic.
 
 use std::process::ExitCode;
 
@@ -25,7 +27,9 @@ mod init_bench;
 mod init_probe;
 mod memory;
 mod mqar;
+mod output;
 mod params;
+mod parse_error;
 mod pretrained;
 mod quantize;
 mod rotate;
@@ -117,26 +121,41 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return parse_error::report(&e),
+    };
+    let result = run(cli).and_then(|outcome| {
+        // The last, unterminated line's failure is seen only here.
+        output::flush()?;
+        Ok(outcome)
+    });
+    match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::CheckFailed) => ExitCode::from(1),
-        Err(err) => {
-            if is_broken_pipe(&err) {
-                return ExitCode::SUCCESS;
-            }
-            // The whole cause chain on one line: "error: reading x.gguf: truncated header",
-            // a multi-line cause (a parser's excerpt) folded onto it.
-            let err: &(dyn std::error::Error + 'static) = err.as_ref();
-            eprintln!("error: {}", orthoformer::error::one_line(err));
-            ExitCode::from(2)
-        }
+        Err(err) => report(&err),
     }
 }
 
-fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+/// The exit status of a failed run, after its one line on stderr.
+fn report(err: &anyhow::Error) -> ExitCode {
+    if let Some(e) = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<output::StdoutError>())
+    {
+        if e.is_closed_pipe() {
+            // The reader has what it wanted (`| head`): not a failure.
+            return ExitCode::SUCCESS;
+        }
+        output::warn_ln!(
+            "error: cannot write the standard output ({}): send it to a file or device with room",
+            e.0
+        );
+        return ExitCode::from(2);
+    }
+    // The whole cause chain on one line: "error: reading x.gguf: truncated header",
+    // a multi-line cause (a parser's excerpt) folded onto it.
+    let err: &(dyn std::error::Error + 'static) = err.as_ref();
+    output::warn_ln!("error: {}", orthoformer::error::one_line(err));
+    ExitCode::from(2)
 }

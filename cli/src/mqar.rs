@@ -8,6 +8,7 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::common::comma_default;
+use crate::output::{out, outln};
 use orthoformer::analysis::mqar::report::MqarReport;
 use orthoformer::analysis::mqar::run::{MqarPlan, Progress};
 use orthoformer::model::AttentionKind;
@@ -173,8 +174,8 @@ pub fn run(args: &MqarArgs) -> anyhow::Result<Outcome> {
     if args.json {
         super::common::print_json(&report)?;
     } else {
-        print!("{}", report.table());
-        println!(
+        out!("{}", report.table())?;
+        outln!(
             "{} runs in {:.0} s on {} threads; wrote {}, {} and {}",
             report.plan.runs(),
             report.seconds,
@@ -182,7 +183,7 @@ pub fn run(args: &MqarArgs) -> anyhow::Result<Outcome> {
             args.out.join("mqar.json").display(),
             png.display(),
             svg.display()
-        );
+        )?;
     }
     Ok(Outcome::Success)
 }

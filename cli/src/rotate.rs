@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::Outcome;
 use super::common::{print_json, progress_bar};
 use super::pretrained::{data_name, read_tokens};
+use crate::output::outln;
 use orthoformer::io::gguf::GgmlType;
 use orthoformer::model::llama::export::{save_gguf, save_hf_folder};
 use orthoformer::model::llama::{Llama, load_model};
@@ -206,29 +207,45 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
     fold_norms(&mut w);
     rotate_weights(&mut w, &r)?;
     let t_rot = t1.elapsed().as_secs_f64();
+    // The check runs before anything is written, so a model whose logits are not finite is
+    // refused (an error) and never written. With outputs to write, it runs on a copy.
+    let (for_check, for_writes) = match (&check_ids, args.out.is_empty()) {
+        (Some(_), false) => {
+            let bytes: usize = w.hf_tensors().iter().map(|t| t.2.len() * 4).sum();
+            orthoformer::io::memory::check_fits(
+                Some(bytes),
+                format_args!("--check beside --out (a copy of the rotated weights)"),
+            )?;
+            (Some(w.clone()), Some(w))
+        }
+        (Some(_), true) => (Some(w), None),
+        (None, _) => (None, Some(w)),
+    };
+    let mut check = None;
+    if let (Some(ids), Some(rotated)) = (check_ids, for_check) {
+        let bar = progress_bar(2 * (ids.len() as u64 - 1), "check", args.json);
+        let mut a = Llama::new(loaded.weights);
+        let mut b = Llama::new(rotated);
+        let cmp = compare_models(&mut a, &mut b, &ids, o.context, &mut |n| {
+            bar.set_position(n as u64)
+        })
+        .context("checking the rotated model (nothing written)")?;
+        bar.finish_and_clear();
+        check = Some(cmp);
+    }
     let t2 = Instant::now();
-    for out in &args.out {
+    // `for_writes` is `None` only when there is no --out.
+    for (out, w) in args.out.iter().zip(for_writes.iter().cycle()) {
         if out.extension().is_some_and(|e| e == "gguf") {
             let meta = loaded.gguf_metadata.as_deref().unwrap_or(&[]);
-            save_gguf(&w, meta, out, o.gguf_type)
+            save_gguf(w, meta, out, o.gguf_type)
                 .with_context(|| format!("writing {}", out.display()))?;
         } else {
-            save_hf_folder(&w, &loaded.tokenizer, &loaded.special, out)
+            save_hf_folder(w, &loaded.tokenizer, &loaded.special, out)
                 .with_context(|| format!("writing {}", out.display()))?;
         }
     }
     let t_write = t2.elapsed().as_secs_f64();
-    let mut check = None;
-    if let Some(ids) = check_ids {
-        let bar = progress_bar(2 * (ids.len() as u64 - 1), "check", args.json);
-        let mut a = Llama::new(loaded.weights);
-        let mut b = Llama::new(w);
-        let cmp = compare_models(&mut a, &mut b, &ids, o.context, &mut |n| {
-            bar.set_position(n as u64)
-        })?;
-        bar.finish_and_clear();
-        check = Some(cmp);
-    }
     let passed = check.as_ref().map(|c| c.max_abs_logit_diff <= o.tolerance);
     let report = Report {
         model: args.model.display().to_string(),
@@ -246,34 +263,38 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
     if args.json {
         print_json(&report)?;
     } else {
-        println!(
+        outln!(
             "rotated {} by a {:?} orthogonal matrix of order {c} (seed {})",
-            report.model, o.rotation, o.seed
-        );
-        println!("RMSNorm weights folded into q/k/v, gate/up and lm_head before rotating (f64)");
+            report.model,
+            o.rotation,
+            o.seed
+        )?;
+        outln!("RMSNorm weights folded into q/k/v, gate/up and lm_head before rotating (f64)")?;
         if was_tied {
-            println!("note: lm_head was tied to the embedding; folding the final norm unties it");
+            outln!("note: lm_head was tied to the embedding; folding the final norm unties it")?;
         }
         for o in &report.outputs {
-            println!("wrote {o}");
+            outln!("wrote {o}")?;
         }
-        println!("time: load {t_load:.2} s, fold+rotate {t_rot:.2} s, write {t_write:.2} s");
+        outln!("time: load {t_load:.2} s, fold+rotate {t_rot:.2} s, write {t_write:.2} s")?;
         if let Some(c) = &report.check {
-            println!(
+            outln!(
                 "check on {} tokens of {}:",
                 c.tokens,
                 data_name(args.data.as_deref())
-            );
-            println!(
+            )?;
+            outln!(
                 "  max |Δlogit|      {:.3e} (tolerance {:.1e})",
-                c.max_abs_logit_diff, o.tolerance
-            );
-            println!("  mean KL           {:.3e} nats", c.mean_kl);
-            println!("  top-1 agreement   {:.4}", c.top1_agreement);
-            println!(
+                c.max_abs_logit_diff,
+                o.tolerance
+            )?;
+            outln!("  mean KL           {:.3e} nats", c.mean_kl)?;
+            outln!("  top-1 agreement   {:.4}", c.top1_agreement)?;
+            outln!(
                 "  perplexity        original {:.4}, rotated {:.4}",
-                c.ppl_a, c.ppl_b
-            );
+                c.ppl_a,
+                c.ppl_b
+            )?;
         }
     }
     Ok(match passed {

@@ -8,6 +8,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::Outcome;
+use crate::output::{out, outln};
 use orthoformer::analysis::theory::plot::{Series, stage_scatter};
 use orthoformer::analysis::theory::report::{HeadTheory, TheoryOptions, measure, table};
 use orthoformer::data::corpus::Corpus;
@@ -110,20 +111,25 @@ pub fn run(args: &TheoryArgs) -> anyhow::Result<Outcome> {
     if args.json {
         super::common::print_json(&report)?;
     } else {
-        println!(
+        outln!(
             "{} ({}, d_model {}, d_k {}), {} positions of {}; means over heads:",
-            report.checkpoint, report.attention, report.d_model, report.d_k, t, report.data
-        );
-        print!("{}", table(&report.heads));
-        println!(
+            report.checkpoint,
+            report.attention,
+            report.d_model,
+            report.d_k,
+            t,
+            report.data
+        )?;
+        out!("{}", table(&report.heads))?;
+        outln!(
             "A projection to d_k < d_model is not an isometry: |xW|/|x| sits near sqrt(d_k/d_model), not 1."
-        );
-        println!(
+        )?;
+        outln!(
             "wrote {}, {} and {}",
             out.join("theory.json").display(),
             png.display(),
             svg.display()
-        );
+        )?;
     }
     Ok(Outcome::Success)
 }

@@ -10,6 +10,7 @@ use anyhow::Context;
 use indicatif::ProgressBar;
 
 use super::Outcome;
+use crate::output::outln;
 use orthoformer::data::{Corpus, TokenizerKind};
 use orthoformer::model::{AttentionKind, GptConfig};
 use orthoformer::train::compare::attention_name;
@@ -280,7 +281,7 @@ pub fn interrupt_flag() -> Arc<AtomicBool> {
             if f.swap(true, Ordering::SeqCst) {
                 std::process::exit(130);
             }
-            eprintln!("\ninterrupt: writing a checkpoint at the end of this step (Ctrl-C again to quit now)");
+            crate::output::warn_ln!("\ninterrupt: writing a checkpoint at the end of this step (Ctrl-C again to quit now)");
         });
         flag
     })
@@ -415,28 +416,28 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
             "peak_rss_bytes": peak_rss,
         }))?;
     } else if session.state.step < session.options.steps {
-        println!(
+        outln!(
             "stopped after step {} of {}; checkpoint in {}: continue with --resume",
             session.state.step,
             session.options.steps,
             args.out.display()
-        );
+        )?;
     } else if let Some(r) = last {
-        println!(
+        outln!(
             "trained {} steps: train loss {:.4}, val loss {:.4}; checkpoint in {}",
             r.step,
             r.train_loss,
             r.val_loss,
             args.out.display()
-        );
+        )?;
     }
     if !args.json {
         match peak_rss {
-            Some(b) => println!(
+            Some(b) => outln!(
                 "peak resident memory: {:.1} MiB",
                 orthoformer::train::rss::mib(b)
-            ),
-            None => println!("peak resident memory: unavailable on this system"),
+            )?,
+            None => outln!("peak resident memory: unavailable on this system")?,
         }
     }
     Ok(Outcome::Success)

@@ -12,6 +12,10 @@ use tokenizers::{Tokenizer as HfTokenizer, TokenizerBuilder};
 
 use super::invalid;
 use crate::Result;
+use crate::io::guard::guarded;
+
+/// The dependency [`guarded`] names.
+const TOKENIZERS: &str = "the tokenizers library";
 
 /// The smallest vocabulary: the 256 byte tokens.
 pub const MIN_VOCAB: usize = 256;
@@ -72,8 +76,11 @@ impl BpeTokenizer {
     pub fn from_json(json: &str) -> Result<Self> {
         crate::io::tokenizer_json::check(json)
             .map_err(|why| invalid(format!("tokenizer.json does not parse: {why}")))?;
-        let inner = HfTokenizer::from_bytes(json.as_bytes())
-            .map_err(|e| invalid(format!("tokenizer.json does not parse: {e}")))?;
+        let inner = guarded("loading tokenizer.json", TOKENIZERS, || {
+            HfTokenizer::from_bytes(json.as_bytes())
+        })
+        .map_err(invalid)?
+        .map_err(|e| invalid(format!("tokenizer.json does not parse: {e}")))?;
         Ok(BpeTokenizer { inner })
     }
 
@@ -91,10 +98,11 @@ impl BpeTokenizer {
 
     /// Token ids of `text`.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| invalid(format!("BPE encoding failed: {e}")))?;
+        let enc = guarded("BPE encoding", TOKENIZERS, || {
+            self.inner.encode(text, false)
+        })
+        .map_err(invalid)?
+        .map_err(|e| invalid(format!("BPE encoding failed: {e}")))?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -106,8 +114,8 @@ impl BpeTokenizer {
                 "token id {bad} is outside the {size}-token BPE vocabulary"
             )));
         }
-        self.inner
-            .decode(ids, false)
+        guarded("BPE decoding", TOKENIZERS, || self.inner.decode(ids, false))
+            .map_err(invalid)?
             .map_err(|e| invalid(format!("BPE decoding failed: {e}")))
     }
 }

@@ -161,8 +161,52 @@ pub struct InitParams {
     pub groups: Option<usize>,
 }
 
-/// Fills a row-major tensor of `shape` by `method` from `seed`.
+impl InitParams {
+    /// Refuses a NaN or infinite parameter: it would write NaN or infinite weights.
+    pub fn check_finite(&self) -> Result<(), InitError> {
+        let all = [
+            ("gain", self.gain),
+            ("a", self.a),
+            ("mean", self.mean),
+            ("std", self.std),
+            ("lo", self.lo),
+            ("hi", self.hi),
+            ("val", self.val),
+            ("sparsity", self.sparsity),
+        ];
+        match all
+            .into_iter()
+            .find(|(_, v)| v.is_some_and(|v| !v.is_finite()))
+        {
+            Some((name, Some(value))) => Err(InitError::NonFiniteParam { name, value }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Fills a row-major tensor of `shape` by `method` from `seed`. Parameters must be finite,
+/// and so must every value drawn: finite parameters can still overflow (`std 1e308` times a
+/// normal draw), and such a tensor is refused rather than returned.
 pub fn generate(
+    method: InitMethod,
+    shape: &[usize],
+    p: &InitParams,
+    seed: u64,
+) -> Result<Vec<f64>, InitError> {
+    p.check_finite()?;
+    let values = draw(method, shape, p, seed)?;
+    let count = values.iter().filter(|v| !v.is_finite()).count();
+    if count > 0 {
+        return Err(InitError::NonFiniteResult {
+            method: method.name().to_string(),
+            count,
+            total: values.len(),
+        });
+    }
+    Ok(values)
+}
+
+fn draw(
     method: InitMethod,
     shape: &[usize],
     p: &InitParams,

@@ -77,6 +77,26 @@ pub enum InitError {
         /// Upper bound.
         hi: f64,
     },
+    /// A parameter is NaN or infinite.
+    #[error("{name} {value} is not a finite number")]
+    NonFiniteParam {
+        /// The parameter's flag name.
+        name: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// The drawn values overflow (parameters finite but too large, e.g. `std 1e308`).
+    #[error(
+        "{method} with these parameters gives values that are not finite ({count} of {total}): use smaller parameters"
+    )]
+    NonFiniteResult {
+        /// The method.
+        method: String,
+        /// How many values are NaN or infinite.
+        count: usize,
+        /// How many were drawn.
+        total: usize,
+    },
     /// Any other bad parameter, in words.
     #[error("{0}")]
     BadParam(String),

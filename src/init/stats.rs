@@ -1,6 +1,16 @@
 //! Distribution functions for checking random initialisers: the one-sample Kolmogorov-Smirnov
 //! statistic and its p-value, and the CDFs the tests compare against (normal, uniform,
-//! Beta via the regularised incomplete beta function).
+//! Beta via the regularised incomplete beta function), and a maximum that keeps NaN.
+
+/// The larger of `a` and `b`, NaN if either is: an error maximum must not skip a NaN, as
+/// `f64::max` does, or a check of it passes.
+pub fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
 
 /// `ln Γ(x)` for `x > 0` (Lanczos approximation, g = 7, 9 terms; ~1e-15 relative).
 pub fn ln_gamma(x: f64) -> f64 {

@@ -7,6 +7,7 @@ pub mod figure;
 pub mod file_set;
 pub mod folder_kind;
 pub mod gguf;
+pub mod guard;
 pub mod matrix_file;
 pub mod memory;
 pub mod npy;
@@ -14,6 +15,7 @@ pub mod safe_file;
 pub mod safetensors_writer;
 pub mod table;
 pub mod tokenizer_json;
+pub mod tokenizer_limits;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
 

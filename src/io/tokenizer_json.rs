@@ -9,7 +9,12 @@
 //! - a BPE merge whose pieces or result are not in the vocabulary, or whose second piece
 //!   does not start with the `continuing_subword_prefix` (`BpeBuilder::build` slices a
 //!   buffer by their lengths before it looks them up): every merge `a b` must have `a`, `b`
-//!   and `a + b` (without the prefix) in the vocabulary, as the crate then requires anyway.
+//!   and `a + b` (without the prefix) in the vocabulary, as the crate then requires anyway;
+//! - options that allocate without bound or panic when a text is encoded (padding,
+//!   truncation, normalizers, pre-tokenizers, decoders): [`super::tokenizer_limits`].
+//!
+//! The crate is still called through [`super::guard::guarded`], which turns a panic left in
+//! it into an error: a last line of defence, not the first.
 
 use serde_json::Value;
 
@@ -28,6 +33,7 @@ pub fn check(text: &str) -> Result<(), String> {
                 .into(),
         );
     }
+    super::tokenizer_limits::check_options(obj)?;
     if let Some(model) = obj.get("model") {
         check_bpe_merges(model)?;
     }

@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::model::eval::score::log_sum_exp;
 use crate::model::eval::{EvalOptions, evaluate_logits};
 use crate::model::llama::Llama;
+use crate::rotate::RotateError;
 
 /// The comparison of a model `b` against a reference `a` on the same tokens.
 #[derive(Debug, Clone, Serialize)]
@@ -29,6 +30,21 @@ fn log_softmax(row: &[f32]) -> Vec<f64> {
     row.iter().map(|&v| v as f64 - lse).collect()
 }
 
+/// Values of `rows` that are NaN or infinite.
+fn non_finite(rows: &[f32]) -> usize {
+    rows.iter().filter(|v| !v.is_finite()).count()
+}
+
+/// The refusal of logits that are not finite: a comparison of them means nothing (a maximum
+/// or a tolerance test skips NaN), so it is an error, not a pass or a fail.
+fn refuse(which: &str, bad: usize, total: usize) -> crate::Error {
+    RotateError::Invalid(format!(
+        "{bad} of {total} logits of the {which} model are NaN or infinite (its weights hold \
+         NaN, infinity or values that overflow): nothing to compare"
+    ))
+    .into()
+}
+
 fn argmax(row: &[f32]) -> usize {
     row.iter()
         .enumerate()
@@ -40,7 +56,8 @@ fn argmax(row: &[f32]) -> usize {
 }
 
 /// Runs `a` then `b` over `tokens` with the same sliding windows and compares their logits.
-/// `progress(done)` counts scored tokens over both runs (`2·(N−1)` in all).
+/// `progress(done)` counts scored tokens over both runs (`2·(N−1)` in all). Logits that are
+/// not finite, in either model, are an error.
 pub fn compare_models(
     a: &mut Llama,
     b: &mut Llama,
@@ -51,9 +68,15 @@ pub fn compare_models(
     let v = a.vocab_size();
     let options = EvalOptions::sliding(context);
     let mut ref_logits: Vec<f32> = Vec::new();
+    let mut bad_a = 0usize;
     let pa = evaluate_logits(a, tokens, &options, &mut |n| progress(n), &mut |rows, _| {
+        bad_a += non_finite(rows);
         ref_logits.extend_from_slice(rows)
     })?;
+    if bad_a > 0 {
+        return Err(refuse("original", bad_a, ref_logits.len()));
+    }
+    let mut bad_b = 0usize;
     let (mut max_d, mut kl, mut agree, mut off) = (0.0f64, 0.0f64, 0usize, 0usize);
     let n_a = pa.tokens;
     let pb = evaluate_logits(
@@ -62,12 +85,17 @@ pub fn compare_models(
         &options,
         &mut |n| progress(n_a + n),
         &mut |rows, _| {
+            bad_b += non_finite(rows);
             for (ra, rb) in ref_logits[off..off + rows.len()]
                 .chunks_exact(v)
                 .zip(rows.chunks_exact(v))
             {
                 for (x, y) in ra.iter().zip(rb) {
-                    max_d = max_d.max((x - y).abs() as f64);
+                    // Not `f64::max`, which skips NaN: a NaN difference must stay NaN.
+                    let d = (x - y).abs() as f64;
+                    if d > max_d || d.is_nan() {
+                        max_d = d;
+                    }
                 }
                 let (la, lb) = (log_softmax(ra), log_softmax(rb));
                 kl += la
@@ -80,6 +108,9 @@ pub fn compare_models(
             off += rows.len();
         },
     )?;
+    if bad_b > 0 {
+        return Err(refuse("rotated", bad_b, ref_logits.len()));
+    }
     Ok(Comparison {
         tokens: pb.tokens,
         max_abs_logit_diff: max_d,

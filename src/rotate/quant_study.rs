@@ -198,6 +198,16 @@ pub fn run_study(
                 on_tokens(before + n)
             })?;
             done += text.tokens.len().saturating_sub(1);
+            // A finite but huge loss (a quantised model losing the text) is a result; NaN, or
+            // a full-precision loss that is not finite, is a broken model.
+            if p.loss.is_nan() || (c.is_full_precision() && !p.loss.is_finite()) {
+                let (name, loss) = (&c.name, p.loss);
+                let msg = format!(
+                    "{name}: the loss on {} is {loss} (NaN or infinite weights, or logits that overflow)",
+                    text.name
+                );
+                return Err(super::RotateError::Invalid(msg).into());
+            }
             ppl.push(p.perplexity);
             if let Some(st) = model.stats.take() {
                 stats.push(QuantStatsRow {

@@ -82,20 +82,34 @@ pub fn generate_ids<M: CausalLm>(
     let window = &prompt[prompt.len().saturating_sub(model.context())..];
     let mut cache = model.new_cache(window.len().saturating_add(opts.max_new_tokens))?;
     let mut rng = seeded(opts.seed);
-    let draw = |logits: &[f32], rng: &mut _| {
-        sample_next(logits, opts.temperature, opts.top_k, opts.top_p, rng)
+    // NaN or +inf logits would be sampled as the lowest id (every comparison fails): a
+    // broken model is refused, not continued.
+    let draw = |logits: &[f32], rng: &mut _| -> Result<u32> {
+        if let Some(bad) = logits.iter().find(|l| l.is_nan() || **l == f32::INFINITY) {
+            return Err(super::invalid(format!(
+                "the model's next-token logits hold {bad} (its weights hold NaN or infinity, or \
+                 its logits overflow): nothing to sample"
+            )));
+        }
+        Ok(sample_next(
+            logits,
+            opts.temperature,
+            opts.top_k,
+            opts.top_p,
+            rng,
+        ))
     };
     let mut next = draw(
         model.prefill(window, &mut cache, window.len() - 1)?,
         &mut rng,
-    );
+    )?;
     loop {
         out.push(next);
         on_token(next)?;
         if stop.contains(&next) || out.len() == opts.max_new_tokens {
             return Ok(out);
         }
-        next = draw(model.decode_one(next, &mut cache)?, &mut rng);
+        next = draw(model.decode_one(next, &mut cache)?, &mut rng)?;
     }
 }
 

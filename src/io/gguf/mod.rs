@@ -1,6 +1,7 @@
 //! GGUF files: header and metadata parsing, tensor dequantisation (F32, F16, Q8_0, Q4_0,
 //! Q4_1), and writing (F32, F16).
 
+pub mod budget;
 pub mod dtype;
 pub mod keys;
 pub mod read;

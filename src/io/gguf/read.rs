@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::budget::{Budget, METADATA_LIMIT};
 use super::dtype::{GgmlType, dequantize};
 use super::keys;
 use super::value::Value;
@@ -107,6 +108,8 @@ struct Cursor<'a> {
     b: &'a [u8],
     pos: usize,
     path: &'a Path,
+    /// Memory the metadata may still take (charged before each allocation).
+    budget: Budget,
 }
 
 impl<'a> Cursor<'a> {
@@ -159,6 +162,9 @@ impl<'a> Cursor<'a> {
 
     fn string(&mut self, what: &str) -> Result<String, FormatError> {
         let n = self.count(1, what)?;
+        self.budget
+            .charge(n as u64, 1, what)
+            .map_err(|m| self.err(m))?;
         let s = self.take(n, what)?;
         String::from_utf8(s.to_vec()).map_err(|_| self.err(format!("{what} is not UTF-8")))
     }
@@ -188,6 +194,9 @@ impl<'a> Cursor<'a> {
                     t => return Err(self.err(format!("unknown metadata type {t}"))),
                 };
                 let n = self.count(min, "array length")?;
+                self.budget
+                    .values(n as u64, "array")
+                    .map_err(|m| self.err(m))?;
                 let mut v = Vec::with_capacity(n);
                 for _ in 0..n {
                     v.push(self.value(elem, depth + 1)?);
@@ -228,12 +237,23 @@ impl GgufFile {
         Self::parse_image(path, Arc::new(Image::Owned(bytes)))
     }
 
+    /// [`GgufFile::parse`] with metadata allowed `limit` bytes of memory (the default is
+    /// [`METADATA_LIMIT`]), to test the bound on small files.
+    pub fn parse_with_limit(path: &Path, bytes: Vec<u8>, limit: u64) -> Result<Self, FormatError> {
+        Self::parse_limited(path, Arc::new(Image::Owned(bytes)), limit)
+    }
+
     fn parse_image(path: &Path, image: Arc<Image>) -> Result<Self, FormatError> {
+        Self::parse_limited(path, image, METADATA_LIMIT)
+    }
+
+    fn parse_limited(path: &Path, image: Arc<Image>, limit: u64) -> Result<Self, FormatError> {
         let bytes = image.bytes();
         let mut c = Cursor {
             b: bytes,
             pos: 0,
             path,
+            budget: Budget::new(limit),
         };
         let magic = c.arr::<4>("magic")?;
         if &magic != keys::MAGIC {
@@ -250,6 +270,10 @@ impl GgufFile {
         // A tensor entry takes at least 8+4+8+4+8 bytes, a metadata entry at least 8+4+1.
         let n_tensors = c.count(32, "tensor count")?;
         let n_kv = c.count(13, "metadata count")?;
+        let entry = std::mem::size_of::<(String, Value)>() as u64;
+        c.budget
+            .charge(n_kv as u64, entry, "entries")
+            .map_err(|m| c.err(m))?;
         let mut metadata = Vec::with_capacity(n_kv);
         for _ in 0..n_kv {
             let key = c.string("metadata key")?;

@@ -10,7 +10,11 @@ use serde_json::json;
 use tokenizers::Tokenizer;
 
 use crate::io::gguf::{GgufFile, keys};
+use crate::io::guard::guarded;
 use crate::model::ModelError;
+
+/// The dependency [`guarded`] names.
+const TOKENIZERS: &str = "the tokenizers library";
 
 fn err(m: String) -> crate::Error {
     ModelError::Config(m).into()
@@ -69,6 +73,8 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
         .enumerate()
         .filter(|(_, t)| **t == 3 || **t == 4)
         .filter_map(|(i, t)| tokens.get(i).map(|s| (i, s, *t == 3)))
+        // An empty token would match everywhere (and is refused as an added token).
+        .filter(|(_, s, _)| !s.is_empty())
         .map(|(i, s, special)| {
             json!({"id": i, "content": s, "single_word": false, "lstrip": false, "rstrip": false,
                    "normalized": false, "special": special})
@@ -100,20 +106,27 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
 pub fn tokenizer_from_json(text: &str, what: &str) -> crate::Result<Tokenizer> {
     crate::io::tokenizer_json::check(text)
         .map_err(|why| err(format!("{what}: cannot build the tokenizer: {why}")))?;
-    text.parse::<Tokenizer>()
-        .map_err(|e| err(format!("{what}: cannot build the tokenizer: {e}")))
+    guarded(
+        &format!("{what}: building the tokenizer"),
+        TOKENIZERS,
+        || text.parse::<Tokenizer>(),
+    )
+    .map_err(err)?
+    .map_err(|e| err(format!("{what}: cannot build the tokenizer: {e}")))
 }
 
 /// Encodes `text` to token ids (no special tokens added).
 pub fn encode(tok: &Tokenizer, text: &str) -> crate::Result<Vec<u32>> {
-    tok.encode(text, false)
+    guarded("tokenizing", TOKENIZERS, || tok.encode(text, false))
+        .map_err(err)?
         .map(|e| e.get_ids().to_vec())
         .map_err(|e| err(format!("tokenizing: {e}")))
 }
 
 /// Decodes token ids to text (special tokens kept).
 pub fn decode(tok: &Tokenizer, ids: &[u32]) -> crate::Result<String> {
-    tok.decode(ids, false)
+    guarded("detokenizing", TOKENIZERS, || tok.decode(ids, false))
+        .map_err(err)?
         .map_err(|e| err(format!("detokenizing: {e}")))
 }
 
