@@ -192,7 +192,7 @@ fn hostile_folders_never_panic_hang_escape_or_print_several_lines() {
             }
         });
     }
-    let mut begin = || started_case.store(epoch.elapsed().as_secs().max(1), Ordering::SeqCst);
+    let begin = || started_case.store(epoch.elapsed().as_secs().max(1), Ordering::SeqCst);
 
     // The valid checkpoint every case starts from.
     let good = root().join("good");

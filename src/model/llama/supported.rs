@@ -42,10 +42,10 @@ pub fn check_hf_config(v: &Value, cfg: &LlamaConfig, path: &str) -> Result<(), M
             }
         }
     }
-    if let Some(act) = set("hidden_act").or(set("hidden_activation")) {
-        if act.as_str() != Some("silu") {
-            return Err(refuse(path, format!("hidden_act {act} (only silu)")));
-        }
+    if let Some(act) = set("hidden_act").or(set("hidden_activation"))
+        && act.as_str() != Some("silu")
+    {
+        return Err(refuse(path, format!("hidden_act {act} (only silu)")));
     }
     if let Some(s) = set("rope_scaling") {
         let kind = s
@@ -64,7 +64,7 @@ pub fn check_hf_config(v: &Value, cfg: &LlamaConfig, path: &str) -> Result<(), M
     }
     for cap in ["attn_logit_softcapping", "final_logit_softcapping"] {
         if set(cap).is_some() {
-            return Err(refuse(path, format!("{cap}")));
+            return Err(refuse(path, cap.to_string()));
         }
     }
     let window_on = set("use_sliding_window").and_then(Value::as_bool) != Some(false);

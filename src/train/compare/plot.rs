@@ -192,10 +192,15 @@ fn short_source(s: &str) -> String {
         .unwrap_or_else(|| s.to_string())
 }
 
+/// Points of a line drawn in one piece.
+type Polyline = Vec<(f32, f32)>;
+/// Where a line leaves the chart: `(x, edge, the value outside)`.
+type Cut = (f32, f32, f32);
+
 /// Splits a polyline into the pieces inside `y0..=y1`, cutting each segment that crosses an
 /// edge at the crossing (linear interpolation), and returns the cuts as `(x, edge, the value
 /// of the outside point)`, so a chart never draws an out-of-range point at its edge as data.
-fn clip(line: &[(f32, f32)], y0: f32, y1: f32) -> (Vec<Vec<(f32, f32)>>, Vec<(f32, f32, f32)>) {
+fn clip(line: &[(f32, f32)], y0: f32, y1: f32) -> (Vec<Polyline>, Vec<Cut>) {
     let inside = |y: f32| (y0..=y1).contains(&y);
     let edge = |y: f32| if y > y1 { y1 } else { y0 };
     let cross = |a: (f32, f32), b: (f32, f32), e: f32| {
