@@ -13,7 +13,7 @@ use super::common::{emit, progress_bar};
 use super::pretrained::{
     DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, check_cache_fits, data_name, read_tokens,
 };
-use orthoformer::data::{Corpus, Split};
+use orthoformer::data::{Corpus, Split, token_files};
 use orthoformer::model::CausalLm;
 use orthoformer::model::eval::{EvalOptions, EvalReport, evaluate};
 use orthoformer::model::llama::load_engine;
@@ -109,6 +109,15 @@ fn run_checkpoint(args: &EvalArgs) -> anyhow::Result<Outcome> {
             let upt = tok.units_per_token(&corpus.text, tokens.len());
             (tokens, path.display().to_string(), upt)
         }
+        None if token_files::is_token_folder(Path::new(&st.data.source)) => {
+            // Trained on prepared token files: their validation file; its text (for bits per
+            // unit) is what the checkpoint's tokenizer decodes it to.
+            let dir = Path::new(&st.data.source);
+            let val = token_files::read_split(dir, "val")
+                .with_context(|| format!("reading the validation tokens of {}", dir.display()))?;
+            let upt = tok.units_per_token(&tok.decode(&val)?, val.len());
+            (val, format!("val.bin of {}", dir.display()), upt)
+        }
         None => {
             let corpus = if st.data.source == orthoformer::data::corpus::TINY_SHAKESPEARE_NAME {
                 Corpus::tiny_shakespeare()
@@ -133,9 +142,9 @@ fn run_checkpoint(args: &EvalArgs) -> anyhow::Result<Outcome> {
         checkpoint: dir.to_path_buf(),
         data: text_desc,
         step: st.step,
-        tokenizer: tok.kind().name().to_string(),
+        tokenizer: tok.name(),
         tokens_per_second: per_second(&report, seconds),
-        report: report.with_units(units_per, tok.kind().unit()),
+        report: report.with_units(units_per, tok.unit()),
         seconds,
     };
     emit(&out, args.json)?;

@@ -1,7 +1,10 @@
 """Checkpoint folders of ``orthoformer train`` (``model.safetensors``, ``optimizer.safetensors``,
-``state.json``, ``metrics.jsonl``, ``tokenizer.json`` for BPE), read and written only by the
-Rust library, so this package follows the library's format. Reading verifies every file's
-hash and the frozen weights."""
+``state.json``, ``metrics.jsonl``, ``tokenizer.json`` when there is one), read and written only
+by the Rust library, so this package follows the library's format. Reading verifies every
+file's hash and the frozen weights. ``state.json``'s ``tokenizer`` says what turns text into
+the model's ids: ``char`` or ``bpe`` (trained by the library on the text), ``hf`` (any Hugging
+Face ``tokenizer.json``), ``tiktoken`` (an encoding by name, stored converted to a
+``tokenizer.json`` with the same ids) or ``ids`` (token ids without a tokenizer)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from . import _native
 from .config import GPTConfig
 from .data import DEFAULTS, Data
 from .model import FrozenTensor, RustGPT, f32, f32_bytes, flatten, unflatten
+from .tokens import Tokenizer
 
 PathArg = Union[str, "PathLike[str]"]
 
@@ -31,6 +35,7 @@ class Checkpoint:
     state: dict[str, Any]
     adam_m: dict[str, np.ndarray]
     adam_v: dict[str, np.ndarray]
+    folder: Optional[str] = None
 
     @property
     def params(self) -> dict[str, np.ndarray]:
@@ -41,6 +46,14 @@ class Checkpoint:
     def frozen(self) -> dict[str, FrozenTensor]:
         """Frozen projections by name."""
         return self.model.frozen()
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer the checkpoint records, which ``orthoformer generate`` and ``eval``
+        use: ``ckpt.tokenizer.decode(ids)``."""
+        if self.folder is None:
+            raise ValueError("this Checkpoint was not read from a folder: use load_checkpoint(path)")
+        return Tokenizer.of_checkpoint(self.state, self.folder)
 
     @property
     def step(self) -> int:
@@ -60,6 +73,7 @@ def load_checkpoint(path: PathArg) -> Checkpoint:
         state=json.loads(state),
         adam_m=unflatten(f32(m), table),
         adam_v=unflatten(f32(v), table),
+        folder=os.fspath(path),
     )
 
 
@@ -76,6 +90,8 @@ def save_checkpoint(
     metrics: Optional[list] = None,
     adam: Optional[tuple[dict[str, Any], dict[str, Any], int]] = None,
     sampler_word_pos: str = "0",
+    tokenizer: Union[str, dict[str, Any], None] = None,
+    data_record: Optional[dict[str, Any]] = None,
 ) -> None:
     """Writes a model trained anywhere as the checkpoint folder ``path`` (created), which
     ``orthoformer eval``, ``generate``, ``theory`` and ``train --resume`` accept.
@@ -86,13 +102,20 @@ def save_checkpoint(
     TinyShakespeare, character level); its vocabulary must be the model's. ``options`` are
     training options (default: ``orthoformer train``'s), ``adam`` the AdamW moments ``(m, v,
     t)`` by name (default: zeros, no step taken), ``metrics`` the evaluation records.
+
+    A model trained on token ids rather than on a text the library tokenized passes
+    ``tokenizer`` instead of ``data``: ``"ids"`` (no tokenizer: the vocabulary is the
+    config's), a path to a Hugging Face ``tokenizer.json``, or a record ``{"kind": "hf",
+    "json": TEXT}`` / ``{"kind": "tiktoken", "name": NAME, "json": TEXT}``;
+    ``data_record`` (``source``, ``bytes``, ``sha256``) then says where the ids came from.
     """
     model = _native.Gpt.zeroed(config.to_json())
     table = model.tensors()
     model.set_params(flatten(params, table))
     if frozen:
         _import_if_different(model, frozen)
-    data = data if data is not None else Data(context=config.context)
+    if tokenizer is not None and data is not None:
+        raise ValueError("pass data (a text the library tokenized) or tokenizer (for token ids), not both")
     opts = dict(DEFAULTS["options"]) if options is None else dict(options)
     moments = None
     adam_t = 0
@@ -111,7 +134,26 @@ def save_checkpoint(
             "metrics": list(metrics or []),
         },
     }
+    if tokenizer is not None:
+        run["data"] = data_record or {"source": "token ids", "bytes": 0, "sha256": _EMPTY_SHA256}
+        spec = tokenizer_spec(tokenizer, config.vocab_size)
+        _native.save_token_checkpoint(os.fspath(path), model, json.dumps(spec), json.dumps(run), moments)
+        return
+    data = data if data is not None else Data(context=config.context)
     _native.save_checkpoint(os.fspath(path), model, data._d, json.dumps(run), moments)
+
+
+_EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def tokenizer_spec(tokenizer: Union[str, dict[str, Any]], vocab_size: int) -> dict[str, Any]:
+    """The tokenizer record of ``save_checkpoint``'s ``tokenizer`` argument."""
+    if isinstance(tokenizer, dict):
+        return tokenizer
+    if tokenizer == "ids":
+        return {"kind": "ids", "vocab_size": vocab_size}
+    with open(tokenizer, encoding="utf-8") as f:
+        return {"kind": "hf", "json": f.read()}
 
 
 def _import_if_different(model: Any, frozen: dict[str, Any]) -> None:

@@ -1,15 +1,21 @@
-"""``python -m orthoformer.train``: ``orthoformer train`` in PyTorch, data parallel.
+"""``python -m orthoformer.train``: ``orthoformer train`` in PyTorch, data parallel or sharded.
 
 Takes the same options, with the same names and defaults (read from the library), and writes
 the same checkpoint folder (``model.safetensors``, ``optimizer.safetensors``, ``state.json``,
 ``metrics.jsonl``): a run can be resumed by either tool and evaluated by ``orthoformer eval``.
 One process trains on the device ``--device`` picks (``auto``: CUDA when available); launched
 by ``torchrun --nproc_per_node=N`` it trains with DistributedDataParallel (NCCL on CUDA, gloo
-on the CPU), each rank reading its own shard of every batch, and rank 0 writes the files.
+on the CPU), or with FSDP2 under ``--fsdp``, each rank reading its own shard of every batch,
+and rank 0 writes the files. The data is a UTF-8 text (``--data``, tokenized here) or a folder
+of token files (``--data-dir``, from ``python -m orthoformer.prepare``), whose tokenizer the
+checkpoint records. ``--batch`` rows run per micro-step (over all ranks), ``--grad-accum``
+micro-steps make one optimizer step. ``@FILE`` reads flags from a file (one or more per line,
+``#`` comments), as the recipes in ``python/recipes/`` do.
 
     python -m orthoformer.train --attention orthogonal --steps 2000 --out runs/ortho
-    torchrun --nproc_per_node=2 -m orthoformer.train --batch 32 --out runs/ddp
-    python -m orthoformer.train --out runs/ddp --resume --steps 4000
+    torchrun --nproc_per_node=8 -m orthoformer.train @python/recipes/gpt2-small.args \
+        --data-dir data/owt --batch 96 --grad-accum 5 --out runs/gpt2
+    python -m orthoformer.train --out runs/gpt2 --resume --steps 700000
 
 Errors print one line and exit with status 2, as the command line does.
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import sys
 from typing import Any, Optional
 from collections.abc import Sequence
@@ -49,14 +56,28 @@ def _default(key: str) -> Any:
     return OPTIONS["adamw"][key] if key in ("weight_decay", "beta2") else OPTIONS[key]
 
 
+class _ArgsFileParser(argparse.ArgumentParser):
+    """Reads ``@FILE`` arguments as white-space separated flags, ``#`` starting a comment."""
+
+    def convert_arg_line_to_args(self, arg_line: str) -> list[str]:
+        return arg_line.split("#", 1)[0].split()
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser: ``orthoformer train``'s flags plus ``--device``."""
-    p = argparse.ArgumentParser(
+    p = _ArgsFileParser(
         prog="python -m orthoformer.train",
-        description="Train a GPT in PyTorch (data parallel under torchrun) into an Orthoformer "
-        "checkpoint folder.",
+        description="Train a GPT in PyTorch (data parallel or sharded under torchrun) into an "
+        "Orthoformer checkpoint folder.",
+        fromfile_prefix_chars="@",
     )
-    p.add_argument("--data", help="training text, a UTF-8 file [default: the embedded TinyShakespeare]")
+    d = p.add_mutually_exclusive_group()
+    d.add_argument("--data", help="training text, a UTF-8 file [default: the embedded TinyShakespeare]")
+    d.add_argument(
+        "--data-dir",
+        help="a folder of token files (train.bin, val.bin, meta.json) from python -m orthoformer.prepare; "
+        "the vocabulary and tokenizer are the folder's",
+    )
     p.add_argument(
         "--tokenizer",
         choices=["char", "bpe"],
@@ -78,7 +99,42 @@ def parser() -> argparse.ArgumentParser:
         "orthogonal-hadamard [default: the preset's]",
     )
     for flag, key, ty in OPTIM_FLAGS:
-        p.add_argument(flag, type=ty, help=f"[default: {_default(key)}]")
+        extra = " rows per micro-step, over all ranks" if key == "batch" else ""
+        p.add_argument(flag, type=ty, help=f"[default: {_default(key)}]{extra}")
+    p.add_argument(
+        "--grad-accum",
+        type=int,
+        default=1,
+        help="micro-steps per optimizer step (the step's batch is --batch times this) [default: 1]",
+    )
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        help="auto, fp32, bf16 or fp16 autocast [default: auto: "
+        "bf16 on CUDA with bf16 support, fp16 on older GPUs, fp32 on the CPU]",
+    )
+    p.add_argument(
+        "--compile", default="auto", help="torch.compile: auto, on or off [default: auto: on with CUDA]"
+    )
+    p.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="shard parameters, gradients and optimizer state "
+        "with FSDP2 (under torchrun) instead of replicating them with DDP",
+    )
+    p.add_argument(
+        "--log-every",
+        type=int,
+        default=10,
+        help="print loss, tokens/s, ms/step and MFU every this many steps; 0: never [default: 10]",
+    )
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        help="the device's peak TFLOP/s for MFU [default: the "
+        "GPU's data-sheet figure for the dtype; none on the CPU]",
+    )
+    p.add_argument("--tensorboard", help="also log to TensorBoard in this folder (needs tensorboard)")
     p.add_argument("--out", default="runs/train", help="checkpoint folder [default: runs/train]")
     p.add_argument(
         "--resume", action="store_true", help="continue the checkpoint in --out (--steps may extend it)"
@@ -100,11 +156,16 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
             o["adamw"][key] = value
         else:
             o[key] = value
+    # The step's batch is what the optimisation sees; how it is split is the run's business.
+    o["batch"] = o["batch"] * args.grad_accum
     return json.loads(_native.options_check(json.dumps(o)))
 
 
-def open_session(args: argparse.Namespace) -> Any:
-    """A fresh or resumed native ``Session``, checked as ``orthoformer train`` checks it."""
+def open_run(args: argparse.Namespace) -> Any:
+    """A fresh or resumed run (text through the native ``Session``, checked as ``orthoformer
+    train`` checks it, or a token folder)."""
+    from .torch.runs import TextRun, TokenRun
+
     if args.resume:
         if (
             any(getattr(args, key) is not None for _, key, _ in OPTIM_FLAGS if key != "steps")
@@ -119,8 +180,12 @@ def open_session(args: argparse.Namespace) -> Any:
         requested = (
             _native.config_resolve(args.preset, args.config, args.attention, args.context) if full else None
         )
-        session = _native.Session.resume(args.out, args.data, args.steps, requested)
-        have = json.loads(session.config_json())
+        if args.data_dir is not None or _trained_on_tokens(args.out):
+            run = TokenRun.resume(pathlib.Path(args.out), args.data_dir, args.steps)
+        else:
+            run = TextRun(_native.Session.resume(args.out, args.data, args.steps, requested))
+        have = json.loads(run.config.to_json())
+        want = json.loads(requested) if requested else {}
         for what, asked in (("attention", args.attention), ("context", args.context)):
             if asked is not None and asked != have[what]:
                 raise ValueError(
@@ -128,7 +193,13 @@ def open_session(args: argparse.Namespace) -> Any:
                     f"{have[what]} in the checkpoint but {asked} was asked; drop the flag to continue it "
                     "as trained"
                 )
-        return session
+        diff = [k for k in want if k != "vocab_size" and want[k] != have[k]]
+        if diff:
+            raise ValueError(
+                f"resuming {args.out}: checkpoint does not match the requested model ({', '.join(diff)} "
+                "differ); drop the model flags to continue it as trained"
+            )
+        return run
     if args.tokenizer != "bpe" and args.vocab_size is not None:
         raise ValueError(
             "--vocab-size applies to --tokenizer bpe only (the character vocabulary is the text's characters)"
@@ -136,31 +207,71 @@ def open_session(args: argparse.Namespace) -> Any:
     opts = options(args)
     config = _native.config_resolve(args.preset, args.config, args.attention, args.context)
     seed = args.model_seed if args.model_seed is not None else opts["seed"]
-    return _native.Session.fresh(
-        args.out, config, json.dumps(opts), seed, args.data, args.tokenizer or "char", args.vocab_size
+    if args.data_dir is not None:
+        if args.tokenizer or args.vocab_size:
+            raise ValueError(
+                "--tokenizer and --vocab-size do not apply to --data-dir: its tokenizer is the folder's"
+            )
+        return TokenRun.fresh(pathlib.Path(args.out), args.data_dir, config, opts, seed)
+    return TextRun(
+        _native.Session.fresh(
+            args.out, config, json.dumps(opts), seed, args.data, args.tokenizer or "char", args.vocab_size
+        )
     )
+
+
+def _trained_on_tokens(out: str) -> bool:
+    """Whether the checkpoint in ``out`` was trained on a token folder (its recorded source)."""
+    try:
+        source = json.loads((pathlib.Path(out) / "state.json").read_text())["data"]["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # the library's own open reports what is wrong
+    return (pathlib.Path(source) / "meta.json").is_file()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the trainer; returns the exit status."""
     args = parser().parse_args(argv)
     world = None
+    say = _stderr if args.json else (lambda line: print(line, flush=True))
     try:
         # Options, data and model are checked by the library before PyTorch is even imported.
         size = int(os.environ.get("WORLD_SIZE", "1"))
         batch = args.batch if args.batch is not None else OPTIONS["batch"]
+        if args.grad_accum < 1:
+            raise ValueError(f"--grad-accum {args.grad_accum}: use 1 or more micro-steps per step")
         if not args.resume and batch % size:
             raise ValueError(
                 f"--batch {batch} is not divisible by the {size} processes: the global batch is split "
                 f"evenly by rank; use a multiple of {size}"
             )
-        session = open_session(args)
-        from .torch import distributed
-        from .torch.trainer import Trainer
-
+        try:
+            from .torch import distributed, precision
+            from .torch.progress import tensorboard_writer
+            from .torch.trainer import Trainer
+        except ImportError as e:
+            raise ValueError(f"python -m orthoformer.train needs PyTorch ({e}): pip install torch") from None
         world = distributed.setup(args.device)
-        trainer = Trainer(session, world)
-        state = trainer.run(args.stop_at)
+        speed = precision.resolve(world.device, args.dtype, args.compile)
+        precision.apply(speed)
+        if args.fsdp and world.size < 2:
+            raise ValueError("--fsdp shards over processes: launch with torchrun --nproc_per_node=N (N > 1)")
+        run = open_run(args)
+        tb = tensorboard_writer(args.tensorboard) if world.main else None
+        trainer = Trainer(
+            run,
+            world,
+            speed,
+            grad_accum=args.grad_accum,
+            fsdp=args.fsdp,
+            log_every=args.log_every,
+            peak_tflops=args.peak_tflops,
+            tensorboard=tb,
+            log=say,
+        )
+        if world.main:
+            _banner(trainer, run, args)
+        state = trainer.run_loop(args.stop_at)
         if world.main:
             report(args, trainer, state)
         return 0
@@ -172,6 +283,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         if world is not None:
             world.close()
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _banner(trainer: Any, run: Any, args: argparse.Namespace) -> None:
+    """What the run will do, on stderr: device, speed settings, batch, model, vocabulary."""
+    w, cfg = trainer.world, trainer.config
+    dev = str(w.device)
+    if w.device.type == "cuda":
+        import torch
+
+        dev += f" ({torch.cuda.get_device_name(w.device)})"
+    how = "FSDP2" if args.fsdp else ("DDP" if w.size > 1 else "one process")
+    tokens = trainer.options["batch"] * cfg.context
+    _stderr(f"device {dev}, {w.size} process(es), {how}; {trainer.speed.describe()}")
+    _stderr(
+        f"batch {trainer.options['batch']} rows x {cfg.context} tokens = {tokens:,} tokens per step "
+        f"({trainer.accum} micro-step(s) of {trainer.local_b} rows per rank)"
+    )
+    _stderr(f"model {cfg.attention}, {cfg.n_layer} layers x {cfg.d_model} wide; {run.vocab_line}")
 
 
 def _expected(e: BaseException) -> bool:
@@ -193,7 +326,18 @@ def report(args: argparse.Namespace, trainer: Any, state: dict[str, Any]) -> Non
             "peak_rss_bytes": _native.peak_rss_bytes(),
             "world_size": trainer.world.size,
             "device": str(trainer.world.device),
+            "dtype": trainer.speed.dtype,
+            "compile": trainer.speed.compile,
+            "grad_accum": trainer.accum,
+            "fsdp": trainer.sharding.fsdp,
+            "progress": trainer.progress.last,
         }
+        dev = trainer.world.device
+        if dev.type == "cuda":
+            import torch
+
+            summary["device_name"] = torch.cuda.get_device_name(dev)
+            summary["peak_cuda_bytes"] = torch.cuda.max_memory_allocated(dev)
         print(json.dumps(summary, indent=2))
     elif state["step"] < steps:
         print(

@@ -165,7 +165,8 @@ fn save_checkpoint(
     let state = run.state.into_run(&run.options, n, moments)?;
     let record = RunRecord {
         options: &run.options,
-        prepared: &data.inner,
+        tokenizer: &data.inner.tokenizer,
+        data: &data.inner.data,
         model_seed: run.model_seed,
         seq_len: cfg.context,
     };

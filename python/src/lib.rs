@@ -16,6 +16,7 @@ mod error;
 mod init;
 mod model;
 mod rotate;
+mod tokens;
 mod train;
 
 use pyo3::prelude::*;
@@ -30,5 +31,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     model::register(m)?;
     checkpoint::register(m)?;
     train::register(m)?;
+    tokens::register(m)?;
     Ok(())
 }

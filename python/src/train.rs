@@ -106,8 +106,8 @@ impl PyData {
     }
 
     /// `char` or `bpe`.
-    fn tokenizer_kind(&self) -> &'static str {
-        self.inner.tokenizer.kind().name()
+    fn tokenizer_kind(&self) -> String {
+        self.inner.tokenizer.name()
     }
 
     /// Where the text came from, its size and SHA-256, as JSON.
@@ -351,7 +351,8 @@ impl PySession {
         let s = &self.inner;
         let record = RunRecord {
             options: &s.options,
-            prepared: &s.prepared,
+            tokenizer: &s.prepared.tokenizer,
+            data: &s.prepared.data,
             model_seed: s.model_seed,
             seq_len: s.model.config().context,
         };

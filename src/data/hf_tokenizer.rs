@@ -19,8 +19,14 @@ use crate::Result;
 /// vocabulary string must encode to ids `0..V` and decode back.
 pub fn tokenizer_json(tok: &Tokenizer) -> Result<String> {
     let ct = match tok {
-        Tokenizer::Bpe(bpe) => return bpe.to_json(),
+        Tokenizer::Bpe(bpe) | Tokenizer::Hf { tokenizer: bpe, .. } => return bpe.to_json(),
         Tokenizer::Char(ct) => ct,
+        Tokenizer::Ids(_) => {
+            return Err(invalid(
+                "the model was trained on token ids without a tokenizer: there is no \
+                 tokenizer.json to export",
+            ));
+        }
     };
     let chars = ct.vocab();
     let vocab: Map<String, Json> = chars

@@ -10,7 +10,9 @@ pub mod bpe;
 pub mod char_level;
 pub mod corpus;
 pub mod hf_tokenizer;
+pub mod ids;
 pub mod split;
+pub mod token_files;
 pub mod tokenizer;
 
 pub use batch::BatchSampler;

@@ -1,8 +1,11 @@
-//! The tokenizer a model was trained with: character level or byte-level BPE, behind one
-//! type, and the unit its bits-per-X figure is measured in.
+//! The tokenizer a model was trained with: character level or byte-level BPE trained here,
+//! a Hugging Face `tokenizer.json` brought along (a tiktoken encoding arrives converted to
+//! one), or none at all (ids only), behind one type, and the unit its bits-per-X figure is
+//! measured in.
 
 use super::bpe::BpeTokenizer;
 use super::char_level::CharTokenizer;
+use super::ids::IdsTokenizer;
 use crate::Result;
 
 /// Which tokenizer to build.
@@ -38,8 +41,18 @@ impl TokenizerKind {
 pub enum Tokenizer {
     /// Character level.
     Char(CharTokenizer),
-    /// Byte-level BPE.
+    /// Byte-level BPE trained here.
     Bpe(Box<BpeTokenizer>),
+    /// Any Hugging Face `tokenizer.json` the data was tokenized with (`python -m
+    /// orthoformer.prepare`); `tiktoken` names the tiktoken encoding it was converted from.
+    Hf {
+        /// The tokenizer.
+        tokenizer: Box<BpeTokenizer>,
+        /// The tiktoken encoding's name (`gpt2`, ...), when it came from one.
+        tiktoken: Option<String>,
+    },
+    /// Token ids without a tokenizer (text is the ids in decimal).
+    Ids(IdsTokenizer),
 }
 
 impl Tokenizer {
@@ -51,11 +64,33 @@ impl Tokenizer {
         })
     }
 
-    /// Its kind.
-    pub fn kind(&self) -> TokenizerKind {
+    /// Its kind, for the tokenizers trained here (`None` for one brought along).
+    pub fn kind(&self) -> Option<TokenizerKind> {
         match self {
-            Tokenizer::Char(_) => TokenizerKind::Char,
-            Tokenizer::Bpe(_) => TokenizerKind::Bpe,
+            Tokenizer::Char(_) => Some(TokenizerKind::Char),
+            Tokenizer::Bpe(_) => Some(TokenizerKind::Bpe),
+            Tokenizer::Hf { .. } | Tokenizer::Ids(_) => None,
+        }
+    }
+
+    /// Its name in reports: `char`, `bpe`, `hf`, `tiktoken:NAME` or `ids`.
+    pub fn name(&self) -> String {
+        match self {
+            Tokenizer::Char(_) | Tokenizer::Bpe(_) => self.kind().map_or("", |k| k.name()).into(),
+            Tokenizer::Hf {
+                tiktoken: Some(n), ..
+            } => format!("tiktoken:{n}"),
+            Tokenizer::Hf { .. } => "hf".into(),
+            Tokenizer::Ids(_) => "ids".into(),
+        }
+    }
+
+    /// What bits-per-X is counted per: "character", "byte" or (ids only) "token".
+    pub fn unit(&self) -> &'static str {
+        match self {
+            Tokenizer::Char(_) => "character",
+            Tokenizer::Bpe(_) | Tokenizer::Hf { .. } => "byte",
+            Tokenizer::Ids(_) => "token",
         }
     }
 
@@ -63,7 +98,8 @@ impl Tokenizer {
     pub fn vocab_size(&self) -> usize {
         match self {
             Tokenizer::Char(t) => t.vocab_size(),
-            Tokenizer::Bpe(t) => t.vocab_size(),
+            Tokenizer::Bpe(t) | Tokenizer::Hf { tokenizer: t, .. } => t.vocab_size(),
+            Tokenizer::Ids(t) => t.vocab_size(),
         }
     }
 
@@ -71,7 +107,8 @@ impl Tokenizer {
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         match self {
             Tokenizer::Char(t) => t.encode(text),
-            Tokenizer::Bpe(t) => t.encode(text),
+            Tokenizer::Bpe(t) | Tokenizer::Hf { tokenizer: t, .. } => t.encode(text),
+            Tokenizer::Ids(t) => t.encode(text),
         }
     }
 
@@ -79,19 +116,21 @@ impl Tokenizer {
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         match self {
             Tokenizer::Char(t) => t.decode(ids),
-            Tokenizer::Bpe(t) => t.decode(ids),
+            Tokenizer::Bpe(t) | Tokenizer::Hf { tokenizer: t, .. } => t.decode(ids),
+            Tokenizer::Ids(t) => t.decode(ids),
         }
     }
 
-    /// Units (characters or bytes) in `text`, the denominator of bits per unit.
+    /// Units (characters, bytes or ids) in `text`, the denominator of bits per unit.
     pub fn units_in(&self, text: &str) -> usize {
         match self {
             Tokenizer::Char(_) => text.chars().count(),
-            Tokenizer::Bpe(_) => text.len(),
+            Tokenizer::Bpe(_) | Tokenizer::Hf { .. } => text.len(),
+            Tokenizer::Ids(_) => text.split_whitespace().count(),
         }
     }
 
-    /// Characters (char tokenizer) or bytes (BPE) per token of `text`, which is `n_tokens`
+    /// Characters (char tokenizer), bytes (BPE, Hugging Face) or tokens (ids only) per token of `text`, which is `n_tokens`
     /// tokens long: what turns a loss per token into bits per unit of text.
     pub fn units_per_token(&self, text: &str, n_tokens: usize) -> f64 {
         self.units_in(text) as f64 / n_tokens.max(1) as f64

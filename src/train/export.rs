@@ -75,7 +75,7 @@ pub fn export_gpt2(checkpoint: &Path, out: &Path) -> crate::Result<Gpt2Export> {
     Ok(Gpt2Export {
         files: FILES.map(String::from).to_vec(),
         attention: cfg.attention.name().to_string(),
-        tokenizer: tok.kind().name().to_string(),
+        tokenizer: tok.name(),
         step: loaded.state_file.step,
     })
 }

@@ -163,6 +163,16 @@ impl Session {
         // The AdamW moments are already in memory (read with the checkpoint).
         let moments = loaded.run.adam.m.len().saturating_mul(8);
         check_training_fits(&saved, st.options.batch, moments)?;
+        if corpus.is_none() && crate::data::token_files::is_token_folder(Path::new(&st.data.source))
+        {
+            return Err(super::invalid(format!(
+                "checkpoint {} was trained on the token files in {}, which this trainer does not \
+                 read: continue it with python -m orthoformer.train --out {} --resume",
+                out.display(),
+                st.data.source,
+                out.display()
+            )));
+        }
         let corpus = match corpus {
             Some(c) => c,
             None if st.data.source == crate::data::corpus::TINY_SHAKESPEARE_NAME => {
@@ -251,7 +261,8 @@ impl Observer<Gpt> for Writer<'_> {
         self.progress.eval(state);
         let run = RunRecord {
             options: self.options,
-            prepared: self.prepared,
+            tokenizer: &self.prepared.tokenizer,
+            data: &self.prepared.data,
             model_seed: self.model_seed,
             seq_len: self.seq_len,
         };
@@ -264,8 +275,10 @@ impl Observer<Gpt> for Writer<'_> {
 pub struct RunRecord<'a> {
     /// The training options.
     pub options: &'a TrainOptions,
-    /// Tokenizer, split and data provenance.
-    pub prepared: &'a Prepared,
+    /// The tokenizer.
+    pub tokenizer: &'a Tokenizer,
+    /// Where the training data came from.
+    pub data: &'a DataRecord,
     /// Seed of the model's initialisation.
     pub model_seed: u64,
     /// Sequence length trained on.
@@ -289,8 +302,8 @@ pub fn write_checkpoint(
         model: model_json,
         model_seed: run.model_seed,
         seq_len: run.seq_len,
-        tokenizer: &run.prepared.tokenizer,
-        data: &run.prepared.data,
+        tokenizer: run.tokenizer,
+        data: run.data,
     };
     checkpoint::save(out, &parts, &mut |w| write_model(w, model))
 }

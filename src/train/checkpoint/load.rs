@@ -16,6 +16,7 @@ use crate::Result;
 use crate::data::Tokenizer;
 use crate::data::bpe::BpeTokenizer;
 use crate::data::char_level::CharTokenizer;
+use crate::data::ids::IdsTokenizer;
 use crate::io::file_set;
 use crate::model::Gpt;
 
@@ -72,7 +73,7 @@ fn open(dir: &Path, with_model: bool) -> Result<(Loaded, Option<Gpt>)> {
         .map_err(|e| corrupt(dir, format!("{STATE_FILE} does not parse ({e})")))?;
     let hashes = expected_hashes(dir, &st, &state_bytes)?;
     let mut required = vec![MODEL_FILE, OPTIMIZER_FILE, METRICS_FILE];
-    if matches!(st.tokenizer, TokenizerRecord::Bpe { .. }) {
+    if st.tokenizer.file().is_some() {
         required.push(TOKENIZER_FILE);
     }
     for name in required {
@@ -104,13 +105,23 @@ fn open(dir: &Path, with_model: bool) -> Result<(Loaded, Option<Gpt>)> {
     let mut adam = crate::train::AdamW::new(st.options.adamw, 0);
     (adam.m, adam.v) = optimizer::read(&read(OPTIMIZER_FILE)?).map_err(|why| corrupt(dir, why))?;
     adam.t = st.adam_t;
+    let read_json = |file: &str| {
+        let json = String::from_utf8(read(file)?)
+            .map_err(|_| corrupt(dir, format!("{file} is not UTF-8")))?;
+        BpeTokenizer::from_json(&json).map(Box::new)
+    };
     let tokenizer = match &st.tokenizer {
         TokenizerRecord::Char { vocab } => Tokenizer::Char(CharTokenizer::from_vocab(vocab)?),
-        TokenizerRecord::Bpe { file } => {
-            let json = String::from_utf8(read(file)?)
-                .map_err(|_| corrupt(dir, format!("{file} is not UTF-8")))?;
-            Tokenizer::Bpe(Box::new(BpeTokenizer::from_json(&json)?))
-        }
+        TokenizerRecord::Bpe { file } => Tokenizer::Bpe(read_json(file)?),
+        TokenizerRecord::Hf { file } => Tokenizer::Hf {
+            tokenizer: read_json(file)?,
+            tiktoken: None,
+        },
+        TokenizerRecord::Tiktoken { name, file } => Tokenizer::Hf {
+            tokenizer: read_json(file)?,
+            tiktoken: Some(name.clone()),
+        },
+        TokenizerRecord::Ids { vocab_size } => Tokenizer::Ids(IdsTokenizer::new(*vocab_size)?),
     };
     if tokenizer.vocab_size() != cfg.vocab_size {
         return Err(corrupt(

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `model.safetensors` | the model, frozen weights included (`model::checkpoint`) |
 //! | `optimizer.safetensors` | AdamW moments `m`, `v` (f32, one per trainable parameter) |
-//! | `tokenizer.json` | the BPE tokenizer (Hugging Face format; BPE runs only) |
+//! | `tokenizer.json` | the BPE, Hugging Face or (converted) tiktoken tokenizer, when there is one |
 //! | `metrics.jsonl` | the evaluation records so far |
 //! | `state.json` | step, sampler RNG position, options, model config, tokenizer, data |
 //! | `SHA256SUMS` | the SHA-256 of every file above (`sha256sum -c SHA256SUMS` checks it) |
@@ -39,7 +39,7 @@ pub use state::{DataRecord, StateFile, TokenizerRecord, is_sha256_hex};
 pub const MODEL_FILE: &str = "model.safetensors";
 /// The optimizer moments file.
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
-/// The BPE tokenizer file.
+/// The tokenizer file (BPE, Hugging Face, converted tiktoken).
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
 /// The metrics log.
 pub const METRICS_FILE: &str = "metrics.jsonl";
@@ -97,12 +97,27 @@ fn write_set(
     let mut set = FileSet::begin(dir, SET_TAG)?;
     set.write(MODEL_FILE, |w| write_model(w))?;
     set.write(OPTIMIZER_FILE, |w| optimizer::write(w, &parts.run.adam))?;
+    let file = TOKENIZER_FILE.to_string();
     let tokenizer = match parts.tokenizer {
         Tokenizer::Char(t) => TokenizerRecord::Char { vocab: t.vocab() },
+        Tokenizer::Ids(t) => TokenizerRecord::Ids {
+            vocab_size: t.vocab_size(),
+        },
         Tokenizer::Bpe(t) => {
             set.write_bytes(TOKENIZER_FILE, t.to_json()?.as_bytes())?;
-            TokenizerRecord::Bpe {
-                file: TOKENIZER_FILE.to_string(),
+            TokenizerRecord::Bpe { file }
+        }
+        Tokenizer::Hf {
+            tokenizer: t,
+            tiktoken,
+        } => {
+            set.write_bytes(TOKENIZER_FILE, t.to_json()?.as_bytes())?;
+            match tiktoken {
+                Some(name) => TokenizerRecord::Tiktoken {
+                    name: name.clone(),
+                    file,
+                },
+                None => TokenizerRecord::Hf { file },
             }
         }
     };

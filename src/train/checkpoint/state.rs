@@ -30,6 +30,36 @@ pub enum TokenizerRecord {
         /// Its file name in the folder (always [`TOKENIZER_FILE`]).
         file: String,
     },
+    /// A Hugging Face tokenizer brought with the data, stored in [`TOKENIZER_FILE`].
+    Hf {
+        /// Its file name in the folder (always [`TOKENIZER_FILE`]).
+        file: String,
+    },
+    /// A tiktoken encoding (`name`, e.g. `gpt2`), stored converted to a Hugging Face
+    /// tokenizer in [`TOKENIZER_FILE`] (the same ids; checked when the data was prepared).
+    Tiktoken {
+        /// The encoding's name.
+        name: String,
+        /// Its file name in the folder (always [`TOKENIZER_FILE`]).
+        file: String,
+    },
+    /// Token ids without a tokenizer.
+    Ids {
+        /// Vocabulary size.
+        vocab_size: usize,
+    },
+}
+
+impl TokenizerRecord {
+    /// The tokenizer file this record keeps in the folder, if any.
+    pub fn file(&self) -> Option<&str> {
+        match self {
+            TokenizerRecord::Bpe { file }
+            | TokenizerRecord::Hf { file }
+            | TokenizerRecord::Tiktoken { file, .. } => Some(file),
+            TokenizerRecord::Char { .. } | TokenizerRecord::Ids { .. } => None,
+        }
+    }
 }
 
 /// Where the training text came from.
@@ -134,12 +164,24 @@ impl StateFile {
             TokenizerRecord::Char { vocab } if vocab.is_empty() => {
                 return Err("the character vocabulary is empty".to_string());
             }
-            TokenizerRecord::Bpe { file } if file != TOKENIZER_FILE => {
+            TokenizerRecord::Ids { vocab_size } if *vocab_size != cfg.vocab_size => {
                 return Err(format!(
-                    "the BPE tokenizer must be {TOKENIZER_FILE}, not {file:?}"
+                    "the ids-only vocabulary {vocab_size} is not the model's {}",
+                    cfg.vocab_size
                 ));
             }
-            _ => {}
+            TokenizerRecord::Tiktoken { name, .. } if name.is_empty() => {
+                return Err("the tiktoken encoding has no name".to_string());
+            }
+            r => {
+                if let Some(file) = r.file()
+                    && file != TOKENIZER_FILE
+                {
+                    return Err(format!(
+                        "the tokenizer file must be {TOKENIZER_FILE}, not {file:?}"
+                    ));
+                }
+            }
         }
         if self.version == VERSION && !self.files.is_empty() {
             return Err("a version-2 state lists no files (SHA256SUMS does)".to_string());

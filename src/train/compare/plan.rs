@@ -125,7 +125,9 @@ impl ComparePlan {
 
     /// Checks that `prepared` holds the plan's text and tokenizer kind.
     pub fn check_data(&self, prepared: &Prepared) -> Result<()> {
-        if prepared.data.sha256 != self.data.sha256 || prepared.tokenizer.kind() != self.tokenizer {
+        if prepared.data.sha256 != self.data.sha256
+            || prepared.tokenizer.kind() != Some(self.tokenizer)
+        {
             return Err(invalid(format!(
                 "the text or tokenizer given is not the comparison's ({}, {} tokenizer): pass \
                  the original file with --data",
