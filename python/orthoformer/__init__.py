@@ -4,11 +4,16 @@ checkpoints (``orthoformer.init``, :func:`params`, :func:`rotate`, :func:`load_c
 training on ``torch.distributed`` (``python -m orthoformer.train``).
 
 Everything here calls the Rust library through the native module ``orthoformer._native``;
-nothing is re-implemented, so results are the command line's to the bit. The PyTorch layer
-is imported only on demand (``import orthoformer.torch``), so the rest needs only NumPy.
+nothing is re-implemented, so results are the command line's to the bit. ``import
+orthoformer`` gives every submodule (``orthoformer.init``, ``orthoformer.checkpoint``, ...);
+the PyTorch layer ``orthoformer.torch`` is imported on first use, so the rest needs only
+NumPy.
 """
 
-from . import _native
+import importlib
+from typing import Any
+
+from . import _native, accounting, checkpoint, config, data, init, model, rotation
 from .accounting import params
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .config import GPTConfig
@@ -18,13 +23,28 @@ from .rotation import rotate
 
 __version__: str = _native.__version__
 
+
+def __getattr__(name: str) -> Any:
+    """``orthoformer.torch`` (and ``orthoformer.train``), imported when first used."""
+    if name in ("torch", "train"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'orthoformer' has no attribute {name!r}")
+
+
 __all__ = [
     "BatchSampler",
     "Checkpoint",
     "Data",
     "GPTConfig",
     "RustGPT",
+    "accounting",
+    "checkpoint",
+    "config",
+    "data",
+    "init",
     "load_checkpoint",
+    "model",
+    "rotation",
     "params",
     "rotate",
     "save_checkpoint",

@@ -11,6 +11,7 @@
 
 mod accounting;
 mod checkpoint;
+mod construct;
 mod convert;
 mod error;
 mod init;
@@ -29,6 +30,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     accounting::register(m)?;
     rotate::register(m)?;
     model::register(m)?;
+    construct::register(m)?;
     checkpoint::register(m)?;
     train::register(m)?;
     tokens::register(m)?;

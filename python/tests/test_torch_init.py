@@ -4,6 +4,9 @@ exceptions."""
 
 from __future__ import annotations
 
+import inspect
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -136,3 +139,97 @@ def test_bad_inputs_raise_value_errors(call, message) -> None:
 def test_non_tensors_are_type_errors() -> None:
     with pytest.raises(TypeError):
         ti.normal_(np.zeros(3))  # type: ignore[arg-type]
+
+
+# -- torch.nn.init's contract: signature, generator, per-call draws ---------------------------
+
+SEEDLESS = [
+    lambda t, g=None: ti.uniform_(t, -1.0, 1.0, g),
+    lambda t, g=None: ti.normal_(t, 0.0, 1.0, g),
+    lambda t, g=None: ti.trunc_normal_(t, 0.0, 1.0, -2.0, 2.0, g),
+    lambda t, g=None: ti.xavier_uniform_(t, 1.0, g),
+    lambda t, g=None: ti.xavier_normal_(t, 1.0, g),
+    lambda t, g=None: ti.kaiming_uniform_(t, 0.0, "fan_in", "leaky_relu", g),
+    lambda t, g=None: ti.kaiming_normal_(t, 0.0, "fan_in", "leaky_relu", g),
+    lambda t, g=None: ti.orthogonal_(t, 1.0, g),
+    lambda t, g=None: ti.sparse_(t, 0.25, 0.01, g),
+]
+
+
+@pytest.mark.parametrize("fill", SEEDLESS)
+def test_seedless_calls_differ_and_replay_under_manual_seed_and_generators(fill) -> None:
+    torch.manual_seed(0)
+    a, b = fill(torch.empty(8, 6)), fill(torch.empty(8, 6))
+    assert not torch.equal(a, b)  # a loop over layers gives each its own values
+    torch.manual_seed(0)
+    assert torch.equal(fill(torch.empty(8, 6)), a) and torch.equal(fill(torch.empty(8, 6)), b)
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    assert torch.equal(fill(torch.empty(8, 6), g1), fill(torch.empty(8, 6), g2))
+
+
+def test_seed_keyword_gives_the_library_bits_and_ignores_the_generator() -> None:
+    torch.manual_seed(0)
+    a = ti.orthogonal_(torch.empty(6, 4), seed=3)
+    torch.manual_seed(1)
+    assert torch.equal(a, ti.orthogonal_(torch.empty(6, 4), seed=3))
+    assert np.array_equal(a.numpy(), oi.orthogonal(6, 4, seed=3))
+
+
+def test_positional_arguments_are_torch_s() -> None:
+    w = ti.orthogonal_(torch.empty(5, 5), 2.0)  # gain, positionally
+    assert torch.allclose(w @ w.T, 4.0 * torch.eye(5), atol=1e-5)
+    n = ti.normal_(torch.empty(4000), 3.0, 0.5)
+    assert float(n.mean()) == pytest.approx(3.0, abs=0.05) and float(n.std()) == pytest.approx(0.5, rel=0.05)
+    for name in (
+        "uniform_",
+        "normal_",
+        "trunc_normal_",
+        "xavier_uniform_",
+        "xavier_normal_",
+        "kaiming_uniform_",
+        "kaiming_normal_",
+        "orthogonal_",
+        "sparse_",
+    ):
+        ours = list(inspect.signature(getattr(ti, name)).parameters)
+        theirs = list(inspect.signature(getattr(torch.nn.init, name)).parameters)
+        assert ours[: len(theirs)] == theirs, name
+
+
+def ks_pvalue(samples: np.ndarray, cdf) -> float:
+    """Two-sided one-sample Kolmogorov-Smirnov p-value (asymptotic Kolmogorov law)."""
+    x = np.sort(samples)
+    n = len(x)
+    f = cdf(x)
+    d = max(np.max(np.arange(1, n + 1) / n - f), np.max(f - np.arange(n) / n))
+    lam = (math.sqrt(n) + 0.12 + 0.11 / math.sqrt(n)) * d
+    return float(
+        min(1.0, max(0.0, 2 * sum((-1) ** (j - 1) * math.exp(-2 * j * j * lam * lam) for j in range(1, 101))))
+    )
+
+
+def test_seedless_orthogonal_has_the_haar_law() -> None:
+    # A 3 x 3 Haar matrix's entries are uniform on [-1, 1] ((x + 1)/2 ~ Beta(1, 1)), and the
+    # determinant's sign is ±1 with equal odds.
+    torch.manual_seed(0)
+    mats = [ti.orthogonal_(torch.empty(3, 3, dtype=torch.float64)) for _ in range(1500)]
+    for i, j in ((0, 0), (1, 2), (2, 1)):
+        p = ks_pvalue(np.array([float(m[i, j]) for m in mats]), lambda x: (x + 1) / 2)
+        assert p > 1e-3, f"entry ({i},{j}): KS p = {p}"
+    pos = sum(float(torch.linalg.det(m)) > 0 for m in mats)
+    assert abs(pos - 750) < 4 * math.sqrt(1500 * 0.25)
+    # The check sees a wrong law: squared entries are not uniform.
+    assert ks_pvalue(np.array([float(m[0, 0]) ** 2 * 2 - 1 for m in mats]), lambda x: (x + 1) / 2) < 1e-6
+
+
+def test_seedless_normal_and_uniform_have_their_laws() -> None:
+    torch.manual_seed(1)
+    z = np.concatenate([ti.normal_(torch.empty(50), 0.0, 2.0).numpy() for _ in range(40)])
+    assert (
+        ks_pvalue(
+            z.astype(np.float64), lambda x: 0.5 * (1 + np.vectorize(math.erf)(x / (2.0 * math.sqrt(2))))
+        )
+        > 1e-3
+    )
+    u = np.concatenate([ti.uniform_(torch.empty(50), -1.0, 3.0).numpy() for _ in range(40)])
+    assert ks_pvalue(u.astype(np.float64), lambda x: (x + 1) / 4) > 1e-3

@@ -15,6 +15,12 @@
 //!   float rounding, as any reordered matrix product);
 //! - `gelu` tanh is `transformers`' `gelu_new`, exact is `gelu` (erf).
 //!
+//! A model whose `W_Q` or `W_K` is not trained (every exportable variant but softmax) also
+//! gets a marker in `config.json`, `"orthoformer": {"attention", "frozen_method",
+//! "frozen_seed"}`: `transformers` ignores it (the frozen values load as ordinary, trainable
+//! weights), and the Python package's `freeze_qk_` and `GPT.from_hf` read it to freeze them
+//! again.
+//!
 //! Tensor names are those `save_pretrained` writes for `GPT2LMHeadModel` (`transformer.` then
 //! `wte.weight`, `wpe.weight`, `h.{l}.ln_1.weight`, `h.{l}.attn.c_attn.weight`, ...); the tied
 //! `lm_head.weight` is not stored, as there.
@@ -71,7 +77,7 @@ pub fn gpt2_config(cfg: &GptConfig) -> Result<Json, ModelError> {
     };
     let eps = shortest(crate::nn::layernorm::EPS);
     let p = shortest(cfg.dropout);
-    Ok(json!({
+    let mut config = json!({
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",
         "vocab_size": cfg.vocab_size,
@@ -97,7 +103,16 @@ pub fn gpt2_config(cfg: &GptConfig) -> Result<Json, ModelError> {
         "bos_token_id": null,
         "eos_token_id": null,
         "torch_dtype": "float32",
-    }))
+    });
+    // Every exportable variant but softmax fixes W_Q or W_K (frozen, tied or the identity).
+    if cfg.attention != super::attention_kind::AttentionKind::Softmax {
+        config["orthoformer"] = json!({
+            "attention": cfg.attention.name(),
+            "frozen_method": cfg.frozen_method.name(),
+            "frozen_seed": cfg.frozen_seed,
+        });
+    }
+    Ok(config)
 }
 
 /// An f32 as the f64 of its shortest decimal (1e-5, not 9.99999974e-6): PyTorch parses it
@@ -229,4 +244,28 @@ pub fn gpt2_safetensors(model: &Gpt) -> crate::Result<Vec<u8>> {
         .collect();
     let meta = BTreeMap::from([("format".to_string(), "pt".to_string())]);
     to_bytes(&outs, &meta).map_err(|e| crate::Error::io("model.safetensors", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::AttentionKind;
+
+    #[test]
+    fn models_with_untrained_projections_are_marked_with_their_generator() {
+        let mut cfg = GptConfig::preset("tiny").unwrap();
+        assert!(gpt2_config(&cfg).unwrap().get("orthoformer").is_none());
+        cfg.attention = AttentionKind::Orthogonal;
+        cfg.frozen_seed = 7;
+        let marker = &gpt2_config(&cfg).unwrap()["orthoformer"];
+        assert_eq!(marker["attention"], "orthogonal");
+        assert_eq!(marker["frozen_method"], cfg.frozen_method.name());
+        assert_eq!(marker["frozen_seed"], 7);
+        // Identity queries are not trained either: marked too.
+        cfg.attention = AttentionKind::IdentityQ;
+        assert_eq!(
+            gpt2_config(&cfg).unwrap()["orthoformer"]["attention"],
+            "identity-q"
+        );
+    }
 }

@@ -7,11 +7,10 @@ use super::ModelError;
 use super::attention_kind::AttnWeight;
 use super::config::GptConfig;
 use super::gpt_acts::Acts;
-use super::layout::{self, InitRule};
+use super::init_draws::InitDraws;
+use super::layout;
 use super::store::{FrozenStore, ParamStore};
-use crate::init::rng::seeded;
 use crate::io::memory;
-use rand::Rng as _;
 
 /// Where a LayerNorm's gain `γ` and bias `β` sit in the parameter store.
 #[derive(Clone, Copy, Debug)]
@@ -136,33 +135,12 @@ impl Gpt {
     /// what makes a comparison across variants paired.
     pub fn new(cfg: GptConfig, seed: u64) -> crate::Result<Self> {
         let mut model = Self::zeroed(cfg)?;
-        let mut rng = seeded(seed);
-        let draw_order = layout::trainable(&GptConfig {
-            attention: super::config::AttentionKind::Softmax,
-            ..model.cfg.clone()
-        });
-        for spec in &draw_order {
-            let dst = model
-                .params
-                .info(&spec.name)
-                .map(|info| info.range())
-                .map(|r| &mut model.params.data[r]);
-            match (spec.init, dst) {
-                (InitRule::Zeros, Some(dst)) => dst.fill(0.0),
-                (InitRule::Ones, Some(dst)) => dst.fill(1.0),
-                (InitRule::Normal(std), dst) => {
-                    let values = (0..spec.numel()).map(|_| {
-                        let z: f64 = rng.sample(rand_distr::StandardNormal);
-                        (z * std as f64) as f32
-                    });
-                    match dst {
-                        Some(dst) => dst.iter_mut().zip(values).for_each(|(d, v)| *d = v),
-                        // Not in this variant: draw and drop, to keep the stream aligned.
-                        None => values.for_each(drop),
-                    }
-                }
-                (_, None) => {}
-            }
+        for (spec, values) in InitDraws::new(&model.cfg, seed) {
+            let info = model.params.info(&spec.name).ok_or_else(|| {
+                ModelError::Config(format!("internal: tensor {} missing", spec.name))
+            })?;
+            let r = info.range();
+            model.params.data[r].copy_from_slice(&values);
         }
         Ok(model)
     }

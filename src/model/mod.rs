@@ -14,6 +14,7 @@ mod gpt_acts;
 mod gpt_backward;
 mod gpt_forward;
 mod gpt_masked;
+pub mod init_draws;
 pub mod layout;
 pub mod llama;
 pub mod params_report;
@@ -28,6 +29,7 @@ pub use eval::{EvalOptions, EvalReport, evaluate};
 pub use gpt::Gpt;
 pub use gpt_activations::Activations;
 pub use gpt_masked::IGNORE;
+pub use init_draws::InitDraws;
 pub use store::{FrozenStore, ParamStore, TensorInfo};
 
 /// A model configuration or checkpoint that does not make sense.

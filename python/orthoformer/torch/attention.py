@@ -1,5 +1,6 @@
-"""Causal self-attention of the Orthoformer GPT in PyTorch, every variant of the library's
-``model::config::AttentionKind``, built from how each makes its queries and keys:
+"""Orthogonal attention as a drop-in ``nn.Module``: :class:`OrthogonalAttention`, every
+variant of the library's ``model::config::AttentionKind``, built from how each makes its
+queries and keys:
 
 | variant | ``W_Q`` | ``W_K`` |
 |---|---|---|
@@ -9,130 +10,192 @@
 | ``identity-q`` | the input itself | trainable |
 | ``orthogonal-hadamard`` | frozen SRHT (fast) | frozen SRHT (fast) |
 
-Frozen projections are buffers (never trained, never in an optimizer) holding the library's
-values; their biases, when the config has attention biases, train. Softmax attention is
-``softmax(QKᵀ/√D + causal mask)V`` with dropout on the probabilities; linear attention is the
-causal ``elu(x)+1`` kernel form of ``nn::linear_attention`` (no dropout inside), computed in
-chunks: ``O(T·c·D + T·D²)`` for chunk length ``c``.
+Frozen projections (:class:`~orthoformer.torch.frozen.FrozenOrthogonalLinear`,
+:class:`~orthoformer.torch.hadamard.FrozenHadamardLinear`) hold non-persistent buffers
+regenerated from the seed, never parameters; their biases train. Softmax attention is
+``F.scaled_dot_product_attention`` (``1/√D``, dropout on the probabilities); linear attention
+is the causal ``elu(x)+1`` kernel form in chunks (no dropout inside). The library's GPT is
+built from this module (:meth:`OrthogonalAttention.from_config`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import GPTConfig
-from ..model import FrozenTensor
-from .hadamard import HadamardProjection
+from .. import _native
+from ..config import ATTENTIONS, GPTConfig
+from .frozen import FrozenOrthogonalLinear, draw_seed
+from .functional import Device, causal_linear_attention, feature_map, linear_attention  # noqa: F401
+from .hadamard import FrozenHadamardLinear
 
-#: Guard added to every linear-attention denominator (``nn::linear_attention::EPS``).
-LINEAR_EPS = 1e-6
-#: Rows per chunk of the chunked causal linear attention.
-LINEAR_CHUNK = 64
+LINEAR_VARIANTS = ("linear", "orthogonal-linear")
 
 
-class FrozenLinear(nn.Module):
-    """``y = x Wᵀ + b`` with ``W`` a frozen buffer (``out x in``) and ``b`` trainable."""
+class KVCache:
+    """The keys and values ``(B, H, T, D)`` one softmax attention layer has seen so far, for
+    incremental decoding (:meth:`orthoformer.torch.GPT.generate`)."""
 
-    def __init__(self, weight: torch.Tensor, bias: bool) -> None:
+    def __init__(self) -> None:
+        self.k: Optional[torch.Tensor] = None
+        self.v: Optional[torch.Tensor] = None
+
+    @property
+    def length(self) -> int:
+        """Positions cached."""
+        return 0 if self.k is None else int(self.k.shape[2])
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Appends new positions; returns all keys and values."""
+        self.k = k if self.k is None else torch.cat((self.k, k), dim=2)
+        self.v = v if self.v is None else torch.cat((self.v, v), dim=2)
+        return self.k, self.v
+
+
+class OrthogonalAttention(nn.Module):
+    """Multi-head self-attention ``(B, T, C) -> (B, T, C)`` with queries and keys as
+    ``variant`` says (one of the seven above; default frozen dense orthogonal), ``n_head``
+    heads of width ``C / n_head``.
+
+    Frozen matrices are drawn by ``method`` (``qr``, ``svd``, ``householder``, ``cayley``)
+    from ``seed`` (``None``: one drawn from torch's generator) as layer ``layer`` of a library
+    GPT whose ``frozen_seed`` is ``seed``. ``bias`` gives every projection a bias (trainable,
+    also for frozen ones); ``dropout`` applies to the softmax probabilities while training;
+    ``causal=False`` attends to the whole sequence; ``seed_in_state_dict=False`` leaves the
+    seed out of ``state_dict`` (where something else records it). Trainable projections are
+    ``nn.Linear`` with torch's default initialisation; ``device``/``dtype`` as for any torch
+    module (on ``meta`` nothing is generated until :meth:`reset_frozen`)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_head: int,
+        *,
+        variant: str = "orthogonal",
+        method: str = "qr",
+        seed: Optional[int] = None,
+        bias: bool = False,
+        dropout: float = 0.0,
+        causal: bool = True,
+        layer: int = 0,
+        seed_in_state_dict: bool = True,
+        device: Device = None,
+        dtype: Optional[torch.dtype] = None,
+    ) -> None:
         super().__init__()
-        self.register_buffer("weight", weight)
-        self.bias = nn.Parameter(torch.zeros(weight.shape[0])) if bias else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
-
-
-def feature_map(x: torch.Tensor) -> torch.Tensor:
-    """``φ(x) = elu(x) + 1``: ``x + 1`` for ``x > 0``, ``exp(x)`` otherwise (the exponential
-    of a clamped input, so the unused branch cannot overflow into the gradient)."""
-    return torch.where(x > 0, x + 1, torch.exp(torch.clamp(x, max=0)))
-
-
-def _exclusive_cumsum(x: torch.Tensor) -> torch.Tensor:
-    """Prefix sums over dim 2 excluding each element itself."""
-    return torch.cat((torch.zeros_like(x[:, :, :1]), torch.cumsum(x, dim=2)[:, :, :-1]), dim=2)
-
-
-def causal_linear_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = LINEAR_CHUNK
-) -> torch.Tensor:
-    """``o_t = φq_tᵀ S_t / (φq_t·z_t + ε)`` with ``S_t = Σ_{s≤t} φk_s v_sᵀ``, ``z_t = Σ_{s≤t}
-    φk_s``, for feature-mapped ``q, k`` and ``v`` ``(B, H, T, D)``. Within a chunk the
-    masked quadratic form, across chunks the running state (exclusive prefix sums)."""
-    b, h, t, d = q.shape
-    c = min(chunk, t)
-    pad = (-t) % c
-    if pad:
-        # Zero keys and values add nothing to the state; padded query rows are dropped.
-        q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
-    n = (t + pad) // c
-    qc, kc, vc = (x.reshape(b, h, n, c, d) for x in (q, k, v))
-    kv = kc.transpose(-1, -2) @ vc  # (B, H, N, D, D): each chunk's Σ k vᵀ
-    ks = kc.sum(3)  # (B, H, N, D): each chunk's Σ k
-    state = _exclusive_cumsum(kv)  # the state before each chunk
-    zstate = _exclusive_cumsum(ks)
-    mask = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
-    a = (qc @ kc.transpose(-1, -2)).masked_fill(~mask, 0.0)  # (B, H, N, c, c)
-    num = a @ vc + qc @ state
-    den = a.sum(-1) + (qc * zstate.unsqueeze(3)).sum(-1) + LINEAR_EPS
-    o = num / den.unsqueeze(-1)
-    return o.reshape(b, h, n * c, d)[:, :, :t]
-
-
-def _projection(
-    kind: str, name: str, cfg: GPTConfig, frozen: dict[str, FrozenTensor], layer: int
-) -> Optional[nn.Module]:
-    """The module making queries (``name`` ``q``) or keys (``k``): ``None`` for identity
-    queries and tied keys, which have no tensor of their own."""
-    c = cfg.d_model
-    if kind == "trainable":
-        return nn.Linear(c, c, bias=cfg.attn_bias)
-    if kind in ("identity", "tied-to-q"):
-        return None
-    ft = frozen[f"h.{layer}.attn.{name}.weight"]
-    weight = torch.from_numpy(ft.value.copy())
-    if kind == "hadamard" and ft.signs is not None and ft.perm is not None:
-        return HadamardProjection(
-            weight, torch.from_numpy(ft.signs.copy()), torch.from_numpy(ft.perm), cfg.attn_bias
-        )
-    # Frozen dense, or Hadamard values imported without their transform: a dense product.
-    return FrozenLinear(weight, cfg.attn_bias)
-
-
-class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention ``(B, T, C) -> (B, T, C)`` of layer ``layer``."""
-
-    def __init__(self, cfg: GPTConfig, layer: int, frozen: dict[str, FrozenTensor]) -> None:
-        super().__init__()
-        self.n_head, self.d_head = cfg.n_head, cfg.d_head
-        self.linear = cfg.is_linear
-        self.dropout = cfg.dropout
-        self.q_kind, self.k_kind = cfg.projections()
+        if variant not in ATTENTIONS:
+            raise ValueError(f"unknown attention variant {variant!r}: use one of {', '.join(ATTENTIONS)}")
+        if n_head < 1 or d_model % n_head:
+            raise ValueError(f"d_model {d_model} is not divisible by n_head {n_head}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.d_model, self.n_head, self.d_head = d_model, n_head, d_model // n_head
+        self.variant, self.causal, self.dropout = variant, causal, dropout
+        self.linear = variant in LINEAR_VARIANTS
+        self.q_kind, self.k_kind = _native.attention_projections(variant)
+        frozen = "frozen-dense" in (self.q_kind, self.k_kind) or "hadamard" in (self.q_kind, self.k_kind)
+        # Drawn only when something is frozen, so softmax modules leave torch's generator alone.
+        self.seed = draw_seed(seed) if frozen else seed
+        self.method = method
+        self._seed_in_state_dict = seed_in_state_dict
+        kw: dict[str, Any] = {"device": device, "dtype": dtype}
         # Attribute order is the library's store order (q, k, v, o), so parameters list alike.
-        self.q = _projection(self.q_kind, "q", cfg, frozen, layer)
-        self.k = _projection(self.k_kind, "k", cfg, frozen, layer)
-        self.v = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.attn_bias)
-        self.o = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.attn_bias)
+        self.q = self._projection(self.q_kind, 2 * layer, bias, kw)
+        self.k = self._projection(self.k_kind, 2 * layer + 1, bias, kw)
+        self.v = nn.Linear(d_model, d_model, bias=bias, **kw)
+        self.o = nn.Linear(d_model, d_model, bias=bias, **kw)
+
+    def _projection(self, kind: str, tensor: int, bias: bool, kw: dict[str, Any]) -> Optional[nn.Module]:
+        """The module making queries or keys (frozen tensor number ``tensor``): ``None`` for
+        identity queries and tied keys, which have no tensor of their own."""
+        c = self.d_model
+        if kind == "trainable":
+            return nn.Linear(c, c, bias=bias, **kw)
+        if kind in ("identity", "tied-to-q"):
+            return None
+        if kind == "hadamard":
+            return FrozenHadamardLinear(
+                c, bias=bias, seed=self.seed, tensor=tensor, seed_in_state_dict=self._seed_in_state_dict, **kw
+            )
+        return FrozenOrthogonalLinear(
+            c,
+            self.n_head,
+            bias=bias,
+            method=self.method,
+            seed=self.seed,
+            tensor=tensor,
+            seed_in_state_dict=self._seed_in_state_dict,
+            **kw,
+        )
+
+    @classmethod
+    def from_config(
+        cls, cfg: GPTConfig, layer: int, *, device: Device = None, dtype: Optional[torch.dtype] = None
+    ) -> OrthogonalAttention:
+        """Layer ``layer``'s attention of the library's GPT ``cfg`` (its variant, biases,
+        dropout, frozen method and seed; the config records the seed, so ``state_dict``
+        holds trained tensors only)."""
+        return cls(
+            cfg.d_model,
+            cfg.n_head,
+            variant=cfg.attention,
+            method=cfg.frozen_method,
+            seed=cfg.frozen_seed,
+            bias=cfg.attn_bias,
+            dropout=cfg.dropout,
+            layer=layer,
+            seed_in_state_dict=False,
+            device=device,
+            dtype=dtype,
+        )
+
+    def frozen_modules(self) -> dict[str, nn.Module]:
+        """The frozen projections by attribute name (``q``, ``k``)."""
+        return {n: m for n, m in (("q", self.q), ("k", self.k)) if hasattr(m, "reset_frozen")}
+
+    def reset_frozen(self) -> None:
+        """Regenerates every frozen matrix from the seed (after ``to_empty``)."""
+        for m in self.frozen_modules().values():
+            m.reset_frozen()  # type: ignore[operator]
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         return x.view(b, t, self.n_head, self.d_head).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: Optional[KVCache] = None) -> torch.Tensor:
+        """Attention of ``x`` ``(B, T, C)``; with ``cache`` (softmax kernels only), ``x`` holds
+        the positions after the cached ones, whose keys and values are reused and extended."""
         b, t, c = x.shape
         q = x if self.q is None else self.q(x)
         k = q if self.k is None else self.k(x)
         q, k, v = self._heads(q), self._heads(k), self._heads(self.v(x))
         if self.linear:
-            y = causal_linear_attention(feature_map(q), feature_map(k), v)
+            if cache is not None:
+                raise ValueError("linear attention keeps no key/value cache: run it over the whole window")
+            y = linear_attention(q, k, v, causal=self.causal)
         else:
             p = self.dropout if self.training else 0.0
+            mask, causal = None, self.causal
+            if cache is not None:
+                past = cache.length
+                k, v = cache.extend(k, v)
+                if past and self.causal:
+                    # Query i sits at position past + i: it sees keys 0..past + i.
+                    causal = False
+                    if t > 1:
+                        pos = torch.arange(past + t, device=x.device)
+                        mask = pos[None, :] <= (past + torch.arange(t, device=x.device))[:, None]
             y = F.scaled_dot_product_attention(
-                q, k, v, dropout_p=p, is_causal=True, scale=1.0 / math.sqrt(self.d_head)
+                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=1.0 / math.sqrt(self.d_head)
             )
         return self.o(y.transpose(1, 2).reshape(b, t, c))
+
+    def extra_repr(self) -> str:
+        return f"variant={self.variant}, n_head={self.n_head}, causal={self.causal}, dropout={self.dropout}"
+
+
+__all__ = ["KVCache", "LINEAR_VARIANTS", "OrthogonalAttention"]

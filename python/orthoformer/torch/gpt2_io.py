@@ -1,0 +1,251 @@
+"""The library's GPT to and from a Hugging Face GPT-2 folder (``config.json`` and
+``model.safetensors`` under ``transformers``' names), without ``transformers``:
+:func:`from_hf` loads GPT-2 weights into :class:`~orthoformer.torch.GPT` (softmax, or with
+Q/K frozen), :func:`to_hf` writes one, frozen matrices included, with the marker
+``"orthoformer": {attention, frozen_method, frozen_seed}`` in ``config.json`` that
+:func:`~orthoformer.torch.freeze_qk_` and :func:`from_hf` read to freeze them again.
+
+The mapping is that of ``orthoformer export`` (``src/model/export_gpt2.rs``): ``Conv1D``
+weights are ``in x out`` (the transpose of ``nn.Linear``'s), ``c_attn`` fuses ``[W_Q | W_K |
+W_V]``, the LM head is tied to ``wte``; tied keys are written as a copy of the queries,
+identity queries as the identity, missing biases as zeros.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from os import PathLike
+from typing import Any, Optional, Union
+
+import numpy as np
+import torch
+
+from ..config import GPTConfig
+from ..model import FrozenTensor
+from .functional import Device
+
+PathArg = Union[str, "PathLike[str]"]
+MARKER = "orthoformer"
+GELU = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh", "gelu": "erf"}
+
+
+def _read(folder: pathlib.Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``config.json`` and every tensor (``transformer.`` prefix removed) of a folder."""
+    cfg_path = folder / "config.json"
+    if not cfg_path.is_file():
+        raise ValueError(f"{folder} has no config.json: pass a Hugging Face model folder")
+    hf = json.loads(cfg_path.read_text())
+    st, bin_ = folder / "model.safetensors", folder / "pytorch_model.bin"
+    if st.is_file():
+        from safetensors.numpy import load_file
+
+        raw = load_file(str(st))
+    elif bin_.is_file():
+        raw = {
+            k: v.float().numpy() for k, v in torch.load(bin_, map_location="cpu", weights_only=True).items()
+        }
+    else:
+        raise ValueError(f"{folder} has neither model.safetensors nor pytorch_model.bin")
+    return hf, {k.removeprefix("transformer."): np.asarray(v, dtype=np.float32) for k, v in raw.items()}
+
+
+def gpt2_config(hf: dict[str, Any], attention: str, seed: int, method: str) -> GPTConfig:
+    """The library's configuration of a GPT-2 ``config.json``; ``ValueError`` for a GPT-2
+    this model cannot compute exactly."""
+    if hf.get("model_type") != "gpt2":
+        raise ValueError(f"from_hf reads GPT-2 models, not model_type {hf.get('model_type')!r}")
+    act = hf.get("activation_function", "gelu_new")
+    eps = hf.get("layer_norm_epsilon", 1e-5)
+    if act not in GELU:
+        raise ValueError(f"GPT-2 activation {act!r} is not one of {', '.join(GELU)}")
+    if (
+        abs(eps - 1e-5) > 1e-12
+        or not hf.get("scale_attn_weights", True)
+        or hf.get("scale_attn_by_inverse_layer_idx")
+    ):
+        raise ValueError("only GPT-2s with LayerNorm ε 1e-5 and 1/√D attention scores load exactly")
+    c = hf["n_embd"]
+    return GPTConfig(
+        vocab_size=hf["vocab_size"],
+        context=hf["n_positions"],
+        n_layer=hf["n_layer"],
+        n_head=hf["n_head"],
+        d_model=c,
+        d_ff=hf.get("n_inner") or 4 * c,
+        attention=attention,
+        norm="pre",
+        attn_bias=True,
+        ffn_bias=True,
+        norm_bias=True,
+        gelu=GELU[act],
+        dropout=float(hf.get("resid_pdrop", 0.0)),
+        frozen_method=method,
+        frozen_seed=seed,
+    ).validate()
+
+
+def library_tensors(
+    w: dict[str, np.ndarray], cfg: GPTConfig
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """GPT-2 tensors as the library's ``(trainable by name, Q/K weights by name)``."""
+    c = cfg.d_model
+    out: dict[str, np.ndarray] = {"wte": w["wte.weight"], "wpe": w["wpe.weight"]}
+    qk: dict[str, np.ndarray] = {}
+    for layer in range(cfg.n_layer):
+        h = f"h.{layer}."
+
+        def g(name: str, h: str = h) -> np.ndarray:
+            return w[h + name]
+
+        for ours, theirs in (("ln1", "ln_1"), ("ln2", "ln_2")):
+            out[h + ours + ".weight"], out[h + ours + ".bias"] = g(theirs + ".weight"), g(theirs + ".bias")
+        wa, ba = g("attn.c_attn.weight"), g("attn.c_attn.bias")
+        for i, name in enumerate("qkv"):
+            (qk if name != "v" else out)[h + f"attn.{name}.weight"] = np.ascontiguousarray(
+                wa[:, i * c : (i + 1) * c].T
+            )
+            out[h + f"attn.{name}.bias"] = ba[i * c : (i + 1) * c]
+        out[h + "attn.o.weight"] = np.ascontiguousarray(g("attn.c_proj.weight").T)
+        out[h + "attn.o.bias"] = g("attn.c_proj.bias")
+        out[h + "mlp.fc.weight"] = np.ascontiguousarray(g("mlp.c_fc.weight").T)
+        out[h + "mlp.fc.bias"] = g("mlp.c_fc.bias")
+        out[h + "mlp.proj.weight"] = np.ascontiguousarray(g("mlp.c_proj.weight").T)
+        out[h + "mlp.proj.bias"] = g("mlp.c_proj.bias")
+    out["ln_f.weight"], out["ln_f.bias"] = w["ln_f.weight"], w["ln_f.bias"]
+    return out, qk
+
+
+def from_hf(
+    cls: Any,
+    folder: PathArg,
+    *,
+    attention: Optional[str] = None,
+    frozen_seed: Optional[int] = None,
+    frozen_method: Optional[str] = None,
+    device: Device = None,
+    dtype: Optional[torch.dtype] = None,
+) -> Any:
+    """A GPT-2 folder as the library's GPT. ``attention`` ``None``: the marker's variant when
+    the folder has one (its Q/K frozen again, stored values kept), else ``softmax`` (Q/K
+    trainable, loaded); a frozen variant replaces Q/K by frozen matrices from
+    ``frozen_seed``/``frozen_method`` (their biases start at zero)."""
+    hf, w = _read(pathlib.Path(os.fspath(folder)))
+    marker = hf.get(MARKER) if attention is None and frozen_seed is None and frozen_method is None else None
+    if isinstance(marker, dict):
+        attention, frozen_seed, frozen_method = (
+            marker["attention"],
+            marker["frozen_seed"],
+            marker["frozen_method"],
+        )
+    cfg = gpt2_config(hf, attention or "softmax", int(frozen_seed or 0), frozen_method or "qr")
+    tensors, qk = library_tensors(w, cfg)
+    model = cls(cfg, device="meta")
+    model.to_empty(device=torch.device("cpu") if device is None else device)
+    if dtype is not None:
+        model.to(dtype)
+    for block in model.h:
+        block.attn.reset_frozen()
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    keep = {n: v for n, v in {**tensors, **qk}.items() if n in shapes}
+    fresh = cfg.attention != "softmax" and not isinstance(marker, dict)
+    for n in shapes:
+        if n not in keep or (fresh and n.endswith(("attn.q.bias", "attn.k.bias"))):
+            # Q/K biases of a freshly frozen variant start at zero, as the library starts them.
+            keep[n] = np.zeros(shapes[n], np.float32)
+    model.load_named(keep)
+    if isinstance(marker, dict):
+        frozen = {n: v for n, v in qk.items() if n in model.frozen_buffers()}
+        model.adopt_frozen({n: _dense(n, v) for n, v in frozen.items()})
+    return model
+
+
+def _dense(name: str, value: np.ndarray) -> FrozenTensor:
+    return FrozenTensor((name, list(value.shape), np.ascontiguousarray(value, "<f4").tobytes(), None))
+
+
+def to_hf(model: Any, folder: PathArg) -> None:
+    """Writes ``model`` as a GPT-2 folder (``config.json``, ``model.safetensors``); frozen
+    matrices are written as weights and marked in ``config.json``."""
+    from safetensors.numpy import save_file
+
+    cfg: GPTConfig = model.config
+    if cfg.is_linear or cfg.norm != "pre":
+        raise ValueError(
+            f"GPT-2 has no form of {cfg.attention} attention with {cfg.norm}-LN blocks: "
+            "only pre-LN softmax-kernel models export"
+        )
+    c = cfg.d_model
+    p = model.state_numpy()
+    frozen = {n: b.detach().to("cpu", torch.float32).numpy() for n, b in model.frozen_buffers().items()}
+
+    def get(name: str, shape: tuple[int, ...]) -> np.ndarray:
+        return p.get(name, frozen.get(name, np.zeros(shape, np.float32)))
+
+    out: dict[str, np.ndarray] = {"transformer.wte.weight": p["wte"], "transformer.wpe.weight": p["wpe"]}
+    for layer in range(cfg.n_layer):
+        h, t = f"h.{layer}.", f"transformer.h.{layer}."
+        ws, bs = [], []
+        for i, name in enumerate("qkv"):
+            kind = cfg.projections()[i] if name != "v" else "trainable"
+            if kind == "identity":
+                w, b = np.eye(c, dtype=np.float32), np.zeros(c, np.float32)
+            elif kind == "tied-to-q":
+                w, b = ws[0], bs[0]
+            else:
+                w, b = get(h + f"attn.{name}.weight", (c, c)), get(h + f"attn.{name}.bias", (c,))
+            ws.append(w)
+            bs.append(b)
+        out[t + "attn.c_attn.weight"] = np.concatenate([x.T for x in ws], axis=1)
+        out[t + "attn.c_attn.bias"] = np.concatenate(bs)
+        out[t + "attn.c_proj.weight"] = p[h + "attn.o.weight"].T
+        out[t + "attn.c_proj.bias"] = get(h + "attn.o.bias", (c,))
+        for ours, theirs in (("ln1", "ln_1"), ("ln2", "ln_2")):
+            out[t + theirs + ".weight"] = p[h + ours + ".weight"]
+            out[t + theirs + ".bias"] = get(h + ours + ".bias", (c,))
+        out[t + "mlp.c_fc.weight"] = p[h + "mlp.fc.weight"].T
+        out[t + "mlp.c_fc.bias"] = get(h + "mlp.fc.bias", (cfg.d_ff,))
+        out[t + "mlp.c_proj.weight"] = p[h + "mlp.proj.weight"].T
+        out[t + "mlp.c_proj.bias"] = get(h + "mlp.proj.bias", (c,))
+    out["transformer.ln_f.weight"], out["transformer.ln_f.bias"] = p["ln_f.weight"], get("ln_f.bias", (c,))
+    hf = {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "vocab_size": cfg.vocab_size,
+        "n_positions": cfg.context,
+        "n_ctx": cfg.context,
+        "n_embd": c,
+        "n_layer": cfg.n_layer,
+        "n_head": cfg.n_head,
+        "n_inner": cfg.d_ff,
+        "activation_function": "gelu_new" if cfg.gelu == "tanh" else "gelu",
+        "resid_pdrop": cfg.dropout,
+        "embd_pdrop": cfg.dropout,
+        "attn_pdrop": cfg.dropout,
+        "layer_norm_epsilon": 1e-5,
+        "scale_attn_weights": True,
+        "scale_attn_by_inverse_layer_idx": False,
+        "reorder_and_upcast_attn": False,
+        "tie_word_embeddings": True,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "torch_dtype": "float32",
+    }
+    if cfg.attention != "softmax":  # W_Q or W_K is not trained: frozen, tied or the identity
+        hf[MARKER] = {
+            "attention": cfg.attention,
+            "frozen_method": cfg.frozen_method,
+            "frozen_seed": cfg.frozen_seed,
+        }
+    path = pathlib.Path(os.fspath(folder))
+    path.mkdir(parents=True, exist_ok=True)
+    save_file(
+        {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()},
+        str(path / "model.safetensors"),
+        {"format": "pt"},
+    )
+    (path / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
+
+
+__all__ = ["from_hf", "gpt2_config", "library_tensors", "to_hf"]

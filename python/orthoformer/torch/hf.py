@@ -1,0 +1,236 @@
+"""Frozen orthogonal attention in a Hugging Face ``transformers`` model, in place:
+:func:`freeze_qk_` turns the query and key projections of a GPT-2 or Llama-family model
+(Llama, Mistral, Qwen2, SmolLM: ``q_proj``/``k_proj``) into frozen random orthogonal ones.
+Tested with ``transformers`` 5.24.
+
+Layer ``l``'s ``W_Q`` and ``W_K`` are the library's frozen tensors ``2l`` and ``2l + 1``:
+per head a ``C x D`` matrix with orthonormal columns drawn from ``(seed, method)``, as
+``orthoformer train --attention orthogonal --frozen-seed SEED`` draws them, so a GPT-2 whose
+Q/K are frozen here equals the library's GPT with the same seed. Grouped-query attention
+keeps its shapes (``K`` has ``num_key_value_heads`` heads). The frozen matrices become
+buffers: out of ``parameters()``, the optimizer and autograd. Their biases (GPT-2's fused
+``c_attn``, Qwen2's ``q_proj``/``k_proj``) stay trainable and start at zero, as the variant
+starts them in the library.
+
+``save_pretrained`` still writes a standard checkpoint (GPT-2's fused ``c_attn`` holding the
+frozen values), and ``config.json`` gains a marker ``"orthoformer": {attention, frozen_method,
+frozen_seed}``. ``transformers`` alone ignores the marker and loads the frozen matrices as
+ordinary trainable weights; ``freeze_qk_(model)`` without arguments reads the marker and
+freezes them again, keeping the stored values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .frozen import FrozenOrthogonalLinear, draw_seed
+from .functional import frozen_orthogonal_weight
+from .hadamard import FrozenHadamardLinear
+
+#: The key of the marker in a model's ``config.json``.
+MARKER = "orthoformer"
+#: The variants :func:`freeze_qk_` makes (the frozen softmax ones).
+FREEZE_VARIANTS = ("orthogonal", "orthogonal-tied", "orthogonal-hadamard")
+
+
+def frozen_matrix(
+    variant: str, c: int, n_head: int, d_head: int, method: str, seed: int, tensor: int
+) -> torch.Tensor:
+    """The frozen ``n_head·d_head x c`` matrix of frozen tensor ``tensor`` (float32)."""
+    if variant == "orthogonal-hadamard":
+        if n_head * d_head != c:
+            raise ValueError(
+                f"orthogonal-hadamard needs square projections, not {n_head * d_head} x {c}: use orthogonal"
+            )
+        return FrozenHadamardLinear(c, seed=seed, tensor=tensor).weight
+    return frozen_orthogonal_weight(c, n_head, d_head, method=method, seed=seed, tensor=tensor)
+
+
+class FrozenQKVConv1D(nn.Module):
+    """GPT-2's fused ``c_attn`` (``y = x·W + b``, ``W`` ``C x 3C`` = ``[W_Qᵀ | W_Kᵀ | W_Vᵀ]``)
+    with ``W_Q, W_K`` frozen buffers and ``W_V`` and the biases trainable. Its ``state_dict``
+    is GPT-2's (``weight``, ``bias``, fused, frozen values included), so ``save_pretrained``
+    writes a checkpoint plain ``transformers`` loads. ``keep_bias`` keeps the Q/K biases of
+    ``c_attn`` (restoring a frozen model) instead of starting them at zero."""
+
+    def __init__(
+        self, c_attn: nn.Module, wq: torch.Tensor, wk: Optional[torch.Tensor], keep_bias: bool = False
+    ) -> None:
+        super().__init__()
+        w, b = c_attn.weight.detach(), c_attn.bias.detach()
+        c = w.shape[0]
+        self.c, self.tied = c, wk is None
+        kw: dict[str, Any] = {"device": w.device, "dtype": w.dtype}
+        self.register_buffer("q_weight", wq.to(**kw), persistent=False)
+        self.register_buffer("k_weight", (wq if wk is None else wk).to(**kw), persistent=False)
+        # Q/K biases start at zero, as the variant starts them, unless restoring trained ones.
+        bq, bk = (b[:c], b[c : 2 * c]) if keep_bias else (torch.zeros(c, **kw), torch.zeros(c, **kw))
+        self.q_bias = nn.Parameter(bq.clone())
+        self.k_bias = None if self.tied else nn.Parameter(bk.clone())
+        self.v_weight = nn.Parameter(w[:, 2 * c :].clone())  # Conv1D layout, in x out
+        self.v_bias = nn.Parameter(b[2 * c :].clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = F.linear(x, self.q_weight, self.q_bias)
+        k = q if self.tied else F.linear(x, self.k_weight, self.k_bias)
+        v = x @ self.v_weight + self.v_bias
+        return torch.cat((q, k, v), dim=-1)
+
+    def fused(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """GPT-2's ``(weight, bias)`` of this layer."""
+        kb = self.q_bias if self.k_bias is None else self.k_bias
+        w = torch.cat((self.q_weight.T, self.k_weight.T, self.v_weight), dim=1)
+        return w, torch.cat((self.q_bias, kb, self.v_bias))
+
+    def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
+        w, b = self.fused()
+        destination[prefix + "weight"] = w if keep_vars else w.detach()
+        destination[prefix + "bias"] = b if keep_vars else b.detach()
+
+    def _load_from_state_dict(
+        self,
+        state_dict: Any,
+        prefix: str,
+        meta: Any,
+        strict: bool,
+        missing: list,
+        unexpected: list,
+        errors: list,
+    ) -> None:
+        wkey, bkey = prefix + "weight", prefix + "bias"
+        if wkey not in state_dict or bkey not in state_dict:
+            missing.extend(k for k in (wkey, bkey) if k not in state_dict)
+            return
+        c = self.c
+        w, b = state_dict[wkey], state_dict[bkey]
+        with torch.no_grad():
+            self.q_weight.copy_(w[:, :c].T)
+            self.k_weight.copy_(w[:, c : 2 * c].T)
+            self.v_weight.copy_(w[:, 2 * c :])
+            self.q_bias.copy_(b[:c])
+            if self.k_bias is not None:
+                self.k_bias.copy_(b[c : 2 * c])
+            self.v_bias.copy_(b[2 * c :])
+
+
+def _llama_frozen(
+    proj: nn.Linear,
+    mat: torch.Tensor,
+    n_head: int,
+    d_head: int,
+    method: str,
+    seed: int,
+    tensor: int,
+    keep_bias: bool,
+) -> FrozenOrthogonalLinear:
+    """A frozen replacement of a ``q_proj``/``k_proj`` holding ``mat``; its weight persists in
+    ``state_dict`` (so ``save_pretrained`` writes it under the same name)."""
+    c = proj.in_features
+    w = proj.weight
+    f = FrozenOrthogonalLinear(
+        c,
+        n_head,
+        d_head,
+        bias=proj.bias is not None,
+        method=method,
+        seed=seed,
+        tensor=tensor,
+        seed_in_state_dict=False,
+        device="meta",
+    )
+    f.to_empty(device=w.device)
+    f = f.to(w.dtype)
+    f.set_weight_(mat)
+    if f.bias is not None:
+        with torch.no_grad():
+            if keep_bias:
+                f.bias.copy_(proj.bias)
+            else:
+                f.bias.zero_()
+    return f
+
+
+def _same_or_stored(current: torch.Tensor, generated: torch.Tensor, keep: bool) -> torch.Tensor:
+    """When restoring from a marker (``keep``), the stored values win; else the generated."""
+    return current.detach().clone() if keep else generated
+
+
+def freeze_qk_(
+    model: nn.Module,
+    variant: Optional[str] = None,
+    *,
+    seed: Optional[int] = None,
+    method: Optional[str] = None,
+) -> nn.Module:
+    """Freezes the Q/K projections of a ``transformers`` GPT-2 or Llama-family model in place
+    (``variant``: ``orthogonal``, ``orthogonal-tied`` or ``orthogonal-hadamard``; ``seed``
+    ``None`` draws one from torch's generator; ``method`` ``qr``, ``svd``, ``householder`` or
+    ``cayley``) and records them in ``model.config.orthoformer``. With no arguments on a model
+    whose config has that marker (one exported by ``orthoformer export`` or saved after a
+    ``freeze_qk_``), the stored Q/K values are frozen as they are. Returns ``model``."""
+    cfg = model.config
+    marker = getattr(cfg, MARKER, None)
+    restore = variant is None and seed is None and method is None and isinstance(marker, dict)
+    if restore:
+        variant, seed, method = marker["attention"], marker["frozen_seed"], marker["frozen_method"]
+    variant = variant or "orthogonal"
+    method = method or "qr"
+    if variant not in FREEZE_VARIANTS:
+        raise ValueError(f"freeze_qk_ makes {', '.join(FREEZE_VARIANTS)}, not {variant!r}")
+    seed = draw_seed(seed)
+    kind = getattr(cfg, "model_type", "")
+    if kind == "gpt2":
+        base = getattr(model, "transformer", model)
+        for layer, block in enumerate(base.h):
+            attn = block.attn
+            if isinstance(attn.c_attn, FrozenQKVConv1D):
+                raise ValueError(f"layer {layer}'s Q/K are frozen already")
+            c, h = attn.embed_dim, attn.num_heads
+            w = attn.c_attn.weight
+            wq = _same_or_stored(
+                w[:, :c].T, frozen_matrix(variant, c, h, c // h, method, seed, 2 * layer), restore
+            )
+            wk = None
+            if variant != "orthogonal-tied":
+                gen = frozen_matrix(variant, c, h, c // h, method, seed, 2 * layer + 1)
+                wk = _same_or_stored(w[:, c : 2 * c].T, gen, restore)
+            attn.c_attn = FrozenQKVConv1D(attn.c_attn, wq, wk, keep_bias=restore)
+    elif hasattr(getattr(model, "model", model), "layers"):
+        base = getattr(model, "model", model)
+        h = cfg.num_attention_heads
+        kv = getattr(cfg, "num_key_value_heads", None) or h
+        d = getattr(cfg, "head_dim", None) or cfg.hidden_size // h
+        for layer, block in enumerate(base.layers):
+            attn = block.self_attn
+            if isinstance(attn.q_proj, FrozenOrthogonalLinear):
+                raise ValueError(f"layer {layer}'s Q/K are frozen already")
+            c = attn.q_proj.in_features
+            wq = _same_or_stored(
+                attn.q_proj.weight, frozen_matrix(variant, c, h, d, method, seed, 2 * layer), restore
+            )
+            q = _llama_frozen(attn.q_proj, wq, h, d, method, seed, 2 * layer, restore)
+            if variant == "orthogonal-tied":
+                if kv != h:
+                    raise ValueError(
+                        f"orthogonal-tied needs as many key heads as query heads, not {kv} of {h}"
+                    )
+                k = q
+            else:
+                gen = frozen_matrix(variant, c, kv, d, method, seed, 2 * layer + 1)
+                wk = _same_or_stored(attn.k_proj.weight, gen, restore)
+                k = _llama_frozen(attn.k_proj, wk, kv, d, method, seed, 2 * layer + 1, restore)
+            attn.q_proj, attn.k_proj = q, k
+    else:
+        raise ValueError(
+            f"freeze_qk_ converts GPT-2 and Llama-family models (Llama, Mistral, Qwen2, SmolLM), "
+            f"not model_type {kind!r}"
+        )
+    setattr(cfg, MARKER, {"attention": variant, "frozen_method": method, "frozen_seed": seed})
+    return model
+
+
+__all__ = ["FREEZE_VARIANTS", "FrozenQKVConv1D", "MARKER", "freeze_qk_", "frozen_matrix"]

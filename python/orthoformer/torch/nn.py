@@ -1,0 +1,51 @@
+"""Drop-in PyTorch modules for orthogonal attention in any model:
+:class:`OrthogonalAttention` (all seven variants of the library), the frozen projections
+:class:`FrozenOrthogonalLinear` and :class:`FrozenHadamardLinear`, and
+:func:`ignore_frozen_in_ddp` for a model one wraps in DistributedDataParallel oneself.
+
+    from orthoformer.torch.nn import OrthogonalAttention
+    attn = OrthogonalAttention(768, 12, variant="orthogonal", seed=0)   # (B, T, 768) -> (B, T, 768)
+
+Frozen matrices are non-persistent buffers regenerated from ``(seed, method, layer)``: never
+parameters, never in an optimizer, absent from ``state_dict`` (which records the seed as the
+modules' extra state, so loading it restores the same matrices).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from ..config import ATTENTIONS
+from .attention import KVCache, OrthogonalAttention
+from .frozen import FrozenOrthogonalLinear, FrozenProjection
+from .hadamard import FrozenHadamardLinear
+
+#: The seven attention variants, as ``orthoformer train --attention`` names them.
+VARIANTS: tuple[str, ...] = tuple(ATTENTIONS)
+
+
+def ignore_frozen_in_ddp(model: nn.Module) -> nn.Module:
+    """Marks the frozen buffers of every :class:`FrozenProjection` inside ``model`` so that a
+    ``DistributedDataParallel(model)`` made afterwards neither broadcasts them when wrapping
+    nor with every forward (every rank regenerates the same values from the seed). Returns
+    ``model``."""
+    names = [
+        f"{prefix}.{b}" if prefix else b
+        for prefix, m in model.named_modules()
+        if isinstance(m, FrozenProjection)
+        for b, _ in m.named_buffers(recurse=False)
+    ]
+    old = list(getattr(model, "_ddp_params_and_buffers_to_ignore", []))
+    model._ddp_params_and_buffers_to_ignore = sorted(set(old) | set(names))
+    return model
+
+
+__all__ = [
+    "FrozenHadamardLinear",
+    "FrozenOrthogonalLinear",
+    "FrozenProjection",
+    "KVCache",
+    "OrthogonalAttention",
+    "VARIANTS",
+    "ignore_frozen_in_ddp",
+]

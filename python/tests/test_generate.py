@@ -1,0 +1,81 @@
+"""``GPT.generate``: greedy output equals ``orthoformer generate --temperature 0`` on the same
+checkpoint; the key/value cache gives the logits a full recomputation gives; sampling
+options behave (top-k 1 is greedy, a generator replays, bad settings are errors)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from orthoformer import Data
+from orthoformer.torch import GPT
+from orthoformer.torch.attention import KVCache
+from orthoformer.torch.generate import cached_logits
+from helpers import cli_train, small_config
+
+PROMPT = "ROMEO:\nWhat"
+
+
+@pytest.mark.parametrize("attention", ["softmax", "orthogonal", "orthogonal-hadamard", "orthogonal-linear"])
+def test_greedy_generation_equals_the_cli(cli, tmp_path, attention) -> None:
+    cfg = small_config(attention, context=32)
+    run = cli_train(cli, tmp_path, cfg, steps=20)
+    new = 32 - len(PROMPT)  # prompt and continuation fill the context exactly
+    out = cli(
+        "generate",
+        "--checkpoint",
+        run,
+        "--prompt",
+        PROMPT,
+        "--max-new-tokens",
+        new,
+        "--temperature",
+        0,
+        "--json",
+    )
+    want = json.loads(out.stdout)["text"]
+    data = Data(context=32)
+    model = GPT.from_checkpoint(run)
+    idx = torch.from_numpy(data.encode(PROMPT).astype(np.int64))[None]
+    got = model.generate(idx, new, temperature=0)
+    assert got.shape == (1, len(PROMPT) + new)
+    text = data.decode(got[0, len(PROMPT) :].numpy())
+    assert want.endswith(text) and len(text) == new, (want, text)
+
+
+@pytest.mark.parametrize("attention", ["softmax", "identity-q", "orthogonal-tied"])
+def test_cached_decoding_equals_recomputation(attention) -> None:
+    model = GPT(small_config(attention, context=24), seed=1).eval()
+    x = torch.from_numpy(np.random.default_rng(0).integers(0, 65, (2, 24)))
+    caches = [KVCache() for _ in model.h]
+    with torch.no_grad():
+        full = model(x)[0]
+        first = cached_logits(model, x[:, :10], caches, 0)
+        assert torch.allclose(first, full[:, 9], atol=1e-5)
+        chunk = cached_logits(model, x[:, 10:13], caches, 10)  # several positions at once
+        assert torch.allclose(chunk, full[:, 12], atol=1e-5)
+        for t in range(13, 24):
+            step = cached_logits(model, x[:, t : t + 1], caches, t)
+            assert torch.allclose(step, full[:, t], atol=1e-5)
+
+
+def test_sampling_options() -> None:
+    model = GPT(small_config("orthogonal"), seed=2)
+    idx = torch.zeros(3, 2, dtype=torch.long)
+    greedy = model.generate(idx, 20, temperature=0)  # past the context (16): the window slides
+    assert greedy.shape == (3, 22)
+    assert torch.equal(model.generate(idx, 20, temperature=1.0, top_k=1), greedy)
+    assert torch.equal(model.generate(idx, 20, temperature=0.7, top_p=1e-9), greedy)
+    g = lambda: torch.Generator().manual_seed(5)  # noqa: E731
+    a = model.generate(idx, 12, temperature=1.0, top_k=10, top_p=0.9, generator=g())
+    assert torch.equal(a, model.generate(idx, 12, temperature=1.0, top_k=10, top_p=0.9, generator=g()))
+    assert model.training  # generate restores the mode it found
+    with pytest.raises(ValueError, match="temperature"):
+        model.generate(idx, 2, temperature=-1.0)
+    with pytest.raises(ValueError, match="top_p"):
+        model.generate(idx, 2, top_p=0.0)
+    with pytest.raises(ValueError, match="non-empty"):
+        model.generate(torch.zeros(1, 0, dtype=torch.long), 2)
