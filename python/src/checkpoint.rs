@@ -10,7 +10,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
 use orthoformer::train::adamw::AdamW;
-use orthoformer::train::checkpoint::{MODEL_FILE, load};
 use orthoformer::train::session::{RunRecord, create_out, write_checkpoint};
 use orthoformer::train::{MetricRecord, RunState, TrainOptions};
 

@@ -146,7 +146,7 @@ fn save_token_checkpoint(
     let gpt = &model.inner;
     py.detach(|| {
         guard(|| {
-            create_out(&dir).or_py()?;
+            create_out(&dir, orthoformer::io::folder_kind::FolderKind::Checkpoint).or_py()?;
             write_checkpoint(&dir, &record, gpt, &state).or_py()
         })
     })

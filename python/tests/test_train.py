@@ -174,3 +174,30 @@ def test_ctrl_c_checkpoints_and_resumes(tmp_path, tiny) -> None:
     assert orthoformer.load_checkpoint(run).step == step
     train("--out", run, "--resume", "--steps", step + 3)
     assert orthoformer.load_checkpoint(run).step == step + 3
+
+
+def test_non_finite_evaluation_keeps_the_last_good_checkpoint(tmp_path, tiny, monkeypatch, capsys):
+    """Issue 25: an evaluation that is not finite (the update after a finite step loss blew the
+    weights up) stops the run with one line and is never committed: the folder keeps the last
+    good checkpoint, which the library loads."""
+    import math
+
+    from orthoformer import train as train_module
+    from orthoformer.torch import trainer as trainer_module
+
+    real = trainer_module.Trainer.estimate_loss
+
+    def blown_after_step_4(self, split):
+        return float("nan") if self.state["step"] >= 4 else real(self, split)
+
+    monkeypatch.setattr(trainer_module.Trainer, "estimate_loss", blown_after_step_4)
+    out = tmp_path / "run"
+    argv = [str(a) for a in [*COMMON, *tiny, "--eval-every", 2, "--device", "cpu", "--out", out]]
+    assert train_module.main(argv) == 2
+    # The banner goes to stderr too; the error is its own, single, last line.
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: "), err
+    assert "became nan at step 4" in err and "last good checkpoint (step 2)" in err, err
+    ckpt = orthoformer.load_checkpoint(out)
+    assert ckpt.state["step"] == 2
+    assert all(math.isfinite(r["val_loss"]) for r in read_metrics(out))

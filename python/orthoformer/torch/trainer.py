@@ -157,6 +157,20 @@ class Trainer:
             "tokens_per_s": tokens_per_s,
             "ms_per_step": ms_per_step,
         }
+        # A non-finite evaluation is never recorded: its checkpoint would be refused by every
+        # reader (and by the library's writer). Stop, keeping the last good checkpoint.
+        for what, key in (("evaluation loss on the training split", "train_loss"), ("validation loss", "val_loss")):
+            if not math.isfinite(rec[key]):
+                last = self.state.get("last_checkpoint")
+                kept = (
+                    f"the last good checkpoint (step {last}) is kept"
+                    if last is not None
+                    else "no checkpoint had been written yet"
+                )
+                raise TrainingStopped(
+                    f"the {what} became {rec[key]} at step {step}, so training stopped; {kept}; lower --lr, "
+                    "raise --warmup or set --grad-clip"
+                )
         rss = _native.peak_rss_bytes()
         if rss is not None:
             rec["peak_rss_bytes"] = rss
