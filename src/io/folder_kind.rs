@@ -139,10 +139,13 @@ pub fn check(dir: &Path, kind: FolderKind) -> Result<()> {
             ),
         ));
     }
+    // Orthoformer's own working files do not make a folder foreign: another process of the
+    // same run (a second rank of a data-parallel trainer) may be claiming it right now.
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !is_working_file(n))
         .collect();
     names.sort();
     if names.is_empty()
@@ -163,6 +166,21 @@ pub fn check(dir: &Path, kind: FolderKind) -> Result<()> {
             shown.join(", ")
         ),
     ))
+}
+
+/// Files Orthoformer makes while it claims a folder or writes a set into it: the marker and
+/// its temporary copies, the write probe, a set's lock, staged files and commit record.
+fn is_working_file(name: &str) -> bool {
+    // `write_atomic`'s temporary copy of the marker is `..orthoformer.PID.tmp`.
+    (name.starts_with('.') && name.trim_start_matches('.').starts_with("orthoformer"))
+        || name.starts_with(".write-test")
+        || name
+            .strip_prefix('.')
+            .and_then(|r| r.split_once('.'))
+            .is_some_and(|(tag, kind)| {
+                !tag.is_empty()
+                    && (kind == "lock" || kind.starts_with("new.") || kind.starts_with("commit"))
+            })
 }
 
 /// Writes `dir`'s marker (atomically; `dir` exists).
@@ -216,6 +234,14 @@ mod tests {
             err.contains("not made by Orthoformer") && err.contains("config.json"),
             "{err}"
         );
+        // A folder another process of the same run is claiming holds only working files.
+        let racing = scratch("racing");
+        std::fs::create_dir_all(&racing).unwrap();
+        for n in [".write-test", "..orthoformer.42.tmp", ".checkpoint.lock"] {
+            std::fs::write(racing.join(n), b"").unwrap();
+        }
+        check(&racing, FolderKind::Checkpoint).unwrap();
+        std::fs::remove_dir_all(&racing).unwrap();
         std::fs::write(foreign.join("state.json"), b"{}").unwrap();
         check(&foreign, FolderKind::Checkpoint).unwrap();
         std::fs::write(foreign.join(MARKER), b"junk").unwrap();
