@@ -126,6 +126,21 @@ fn exercise_checkpoint(dir: &Path, corpus: &Corpus) -> Vec<String> {
     errors
 }
 
+/// Runs [`exercise_checkpoint`] on `dir` as one case: a panic or a multi-line error is a
+/// failure; returns whether the folder was refused.
+fn checkpoint_case(dir: &Path, corpus: &Corpus, what: &str, failures: &mut Vec<String>) -> bool {
+    match catch_unwind(AssertUnwindSafe(|| exercise_checkpoint(dir, corpus))) {
+        Err(_) => {
+            failures.push(format!("{what}: panicked"));
+            false
+        }
+        Ok(errors) => {
+            one_line(&errors, what, failures);
+            !errors.is_empty()
+        }
+    }
+}
+
 /// A hostile value for a `state.json` field.
 fn hostile(rng: &mut Rng) -> Value {
     [
@@ -252,13 +267,7 @@ fn hostile_folders_never_panic_hang_escape_or_print_several_lines() {
         }
         begin();
         let what = format!("planted {planted:?}");
-        match catch_unwind(AssertUnwindSafe(|| exercise_checkpoint(&dir, &corpus))) {
-            Err(_) => failures.push(format!("{what}: panicked")),
-            Ok(errors) => {
-                refused += usize::from(!errors.is_empty());
-                one_line(&errors, &what, &mut failures);
-            }
-        }
+        refused += usize::from(checkpoint_case(&dir, &corpus, &what, &mut failures));
         cases += 1;
         let escaped: Vec<_> = std::fs::read_dir(&outside)
             .unwrap()
@@ -304,13 +313,7 @@ fn hostile_folders_never_panic_hang_escape_or_print_several_lines() {
         std::fs::write(dir.join("SHA256SUMS"), manifest_text(&files)).unwrap();
         begin();
         let what = format!("state.json {edits:?}");
-        match catch_unwind(AssertUnwindSafe(|| exercise_checkpoint(&dir, &corpus))) {
-            Err(_) => failures.push(format!("{what}: panicked")),
-            Ok(errors) => {
-                refused += usize::from(!errors.is_empty());
-                one_line(&errors, &what, &mut failures);
-            }
-        }
+        refused += usize::from(checkpoint_case(&dir, &corpus, &what, &mut failures));
         cases += 1;
     }
 
