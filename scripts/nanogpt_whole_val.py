@@ -1,6 +1,6 @@
 """nanoGPT's checkpoint scored the way `orthoformer compare` scores its final loss: the mean
 cross-entropy over every non-overlapping window of `block_size` tokens of the validation split
-and the shorter last one, so every token after the first (`model::eval`), next to nanoGPT's own estimate (the mean over `eval_iters` random batches,
+and the shorter last one, so every token after the first (`infer::eval`), next to nanoGPT's own estimate (the mean over `eval_iters` random batches,
 as `train.py`'s `estimate_loss`), for docs/RESULTS.md (issue 19).
 
 Usage (from a nanoGPT checkout whose `data/shakespeare_char` is prepared):

@@ -17,7 +17,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import gguf_numpy  # noqa: E402
 
-# Token ids from the Rust tokenizer (tests/llama_tokenizer.rs checks the first two encodings):
+# Token ids from the Rust tokenizer (tests/integration/llama_tokenizer.rs checks the first two encodings):
 # "The capital of France is", "To be, or not to be, that is the question:", and raw ids.
 PROMPTS = [
     [504, 3575, 282, 4649, 314],

@@ -1,6 +1,6 @@
 """Writes tests/fixtures/train/adamw.safetensors: ten torch.optim.AdamW steps (CPU,
 single-tensor path) with decoupled weight decay on a 2-D weight only, a changing learning rate
-and global-norm gradient clipping, for tests/train_adamw.rs.
+and global-norm gradient clipping, for tests/integration/train_adamw.rs.
 
 Usage: python3 scripts/torch_adamw_fixture.py
 """

@@ -1,5 +1,5 @@
 """Writes tests/fixtures/init/*.safetensors: PyTorch's results for the deterministic inits and
-fan computations, which tests/init_toolkit.rs compares with Orthoformer's.
+fan computations, which tests/integration/init_toolkit.rs compares with Orthoformer's.
 
 - deterministic.safetensors: eye_RxC, dirac_SHAPE_gG, constant_SHAPE, zero_PxQ (ZerO per the
   paper's Algorithm 1 written with torch and scipy.linalg.hadamard), all float64.

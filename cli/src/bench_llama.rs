@@ -1,6 +1,6 @@
 //! `orthoformer bench --model M[,M2]`: a pretrained Llama model's inference beside its peers,
 //! in one run on one machine. Ours: load (weights mapped), prefill of a prompt, greedy decode,
-//! eval windows (`train::llama_bench`). llama.cpp: `scripts/bench_llamacpp.py` on the same
+//! eval windows (`bench::llama`). llama.cpp: `scripts/bench_llamacpp.py` on the same
 //! file and the same prompt ids. PyTorch: `scripts/bench_llama_torch.py`, the eval windows in
 //! float32. Each peer that cannot run is reported with the reason, never silently skipped.
 

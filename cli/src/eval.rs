@@ -1,7 +1,7 @@
 //! `orthoformer eval`: loss and perplexity of a trained checkpoint (`--checkpoint DIR`, on
 //! the validation split of its training text or `--data`) or of a pretrained Llama-style model
 //! (`--model FILE`, on `--data` or the embedded TinyShakespeare), both through the library's
-//! one evaluation (`model::eval`); the flags become its `EvalOptions`.
+//! one evaluation (`infer::eval`); the flags become its `EvalOptions`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -1,5 +1,5 @@
 //! The reports of `orthoformer eval`: a trained checkpoint or a pretrained model, the text,
-//! and the one evaluation's figures ([`EvalReport`], from `model::eval`), both rendered by
+//! and the one evaluation's figures ([`EvalReport`], from `infer::eval`), both rendered by
 //! the one table writer (`io::table`) with the same rows for the figures.
 
 use std::path::PathBuf;

@@ -1,5 +1,8 @@
-//! Models: the GPT language model with selectable attention, its configuration and presets,
-//! and exact parameter/memory/FLOP accounting.
+//! Models, the math only: the GPT language model with selectable attention (`gpt/`: forward,
+//! backward, activations, tensor layout, parameter stores, its weights file), its
+//! configuration and presets, exact parameter/memory/FLOP accounting, and pretrained
+//! Llama-family models (`llama/`). Running them is `infer`; writing them for other tools is
+//! `export`.
 
 pub mod accounting;
 pub mod attention_kind;

@@ -1,6 +1,7 @@
 //! Training: AdamW, the learning-rate schedule, gradient clipping, the training loop (with
-//! its batch sources and evaluations), checkpoints and resume, metrics, loss plots and the
-//! equal-budget comparison.
+//! its batch sources and evaluations), sessions (fresh or resumed), crash-safe checkpoints,
+//! metrics and recipes. What runs a model once it is trained is in `infer`; the comparison of
+//! variants built from training runs is in `experiments`.
 
 pub mod adamw;
 pub mod batches;

@@ -43,6 +43,17 @@ impl Drop for Scratch {
     }
 }
 
+/// The binary as a command to add arguments to.
+pub fn bin() -> Command {
+    Command::new(BIN)
+}
+
+/// Runs the binary with `args` in the temporary folder (commands whose paths are absolute or
+/// that write nothing) and waits for it.
+pub fn run_args(args: &[&str]) -> Output {
+    run(&std::env::temp_dir(), args)
+}
+
 /// Runs the binary with `args` in `dir` and waits for it.
 pub fn run(dir: &Path, args: &[&str]) -> Output {
     Command::new(BIN)

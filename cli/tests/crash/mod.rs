@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use orthoformer::model::{AttentionKind, GptConfig};
 
 /// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_orthoformer");
+pub use crate::common::BIN;
 
 /// Files of a whole checkpoint (char tokenizer), and the lock file that stays beside them.
 pub const CHECKPOINT_FILES: [&str; 7] = [

@@ -31,7 +31,7 @@ Device = Union[str, torch.device, None]
 
 def head_seed(seed: int, tensor: int, head: int) -> int:
     """The seed of head ``head`` of frozen tensor ``tensor`` under base seed ``seed`` (the
-    library's ``model::store::head_seed``)."""
+    library's ``model::gpt::store::head_seed``)."""
     return int(_native.frozen_head_seed(int(seed), int(tensor), int(head)))
 
 

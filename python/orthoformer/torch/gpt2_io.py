@@ -5,7 +5,7 @@ Q/K frozen), :func:`to_hf` writes one, frozen matrices included, with the marker
 ``"orthoformer": {attention, frozen_method, frozen_seed}`` in ``config.json`` that
 :func:`~orthoformer.torch.freeze_qk_` and :func:`from_hf` read to freeze them again.
 
-The mapping is that of ``orthoformer export`` (``src/model/export_gpt2.rs``): ``Conv1D``
+The mapping is that of ``orthoformer export`` (``src/export/gpt2.rs``): ``Conv1D``
 weights are ``in x out`` (the transpose of ``nn.Linear``'s), ``c_attn`` fuses ``[W_Q | W_K |
 W_V]``, the LM head is tied to ``wte``; tied keys are written as a copy of the queries,
 identity queries as the identity, missing biases as zeros.

@@ -5,7 +5,7 @@
 //! (`options.seed = s`), the initialisation (`model_seed = s`, and `Gpt::new` gives every
 //! variant the same values in the tensors they share) and the frozen draws
 //! (`frozen_seed = s`; each head's own seed is a SplitMix64 mix of it, see
-//! `model::store::head_seed`): so seed `s` of two variants is a pair, and differences are
+//! `model::gpt::store::head_seed`): so seed `s` of two variants is a pair, and differences are
 //! taken per seed ([`summary`]).
 //!
 //! Folder layout (`out`): `plan.json` (what the comparison is; written first, read by
@@ -159,7 +159,7 @@ fn interrupted_hint(e: crate::Error, out: &Path) -> crate::Error {
 }
 
 /// The mean loss of the finished model on the whole validation split: non-overlapping
-/// windows of the context, the shorter last one included (`model::eval`, as `orthoformer
+/// windows of the context, the shorter last one included (`infer::eval`, as `orthoformer
 /// eval`), `batch` windows per forward.
 fn final_eval(session: &mut Session) -> Result<FinalEval> {
     let started = Instant::now();

@@ -2,7 +2,7 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `model.safetensors` | the model, frozen weights included (`model::checkpoint`) |
+//! | `model.safetensors` | the model, frozen weights included (`model::gpt::file`) |
 //! | `optimizer.safetensors` | AdamW moments `m`, `v` (f32, one per trainable parameter) |
 //! | `tokenizer.json` | the BPE, Hugging Face or (converted) tiktoken tokenizer, when there is one |
 //! | `metrics.jsonl` | the evaluation records so far |

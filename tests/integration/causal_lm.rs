@@ -5,7 +5,7 @@
 //! through the trait continues "The capital of France is" with " Paris" and stops on the
 //! tokenizer's end-of-text ids.
 
-mod common;
+use crate::common;
 
 use orthoformer::infer::CausalLm;
 use orthoformer::infer::eval::{EvalOptions, evaluate};

@@ -5,9 +5,8 @@
 //! equal to `max_length` (an assertion), a `FixedLength` pre-tokenizer of length 0
 //! (`chunks(0)`), and a `Strip` decoder with `stop` 5 (an index out of bounds).
 
-mod common;
-#[path = "../../tests/common/mod.rs"]
-mod models;
+use crate::common;
+use crate::models;
 
 use serde_json::{Value, json};
 

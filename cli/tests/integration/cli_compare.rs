@@ -10,7 +10,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{Scratch, run, stderr};
 
 fn temp_dir(name: &str) -> Scratch {

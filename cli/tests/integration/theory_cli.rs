@@ -2,11 +2,7 @@
 //! predicted ratio `sqrt(d_k/d_model)`, the plot files; and frozen projections measured as
 //! orthonormal (norm ratio never above 1).
 
-use std::process::Command;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_orthoformer"))
-}
+use crate::common::bin;
 
 #[test]
 fn theory_measures_a_trained_checkpoint() {

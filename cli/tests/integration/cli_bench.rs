@@ -3,13 +3,7 @@
 //! and FLOP rate from the step's own count), every round kept, and clear errors for bad flags.
 //! No timing is asserted.
 
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_orthoformer");
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
+use crate::common::run_args as run;
 
 /// A JSON array of numbers.
 fn numbers(v: &serde_json::Value) -> Vec<f64> {

@@ -4,11 +4,10 @@
 //! wrong answers (NaN losses, wrapped totals, an infinite learning rate) are errors; the
 //! embedded TinyShakespeare is the default wherever help says so, from any working folder.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::models as common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::tiny_llama::{write_tiny, write_tiny_bytes};
 
@@ -20,18 +19,7 @@ fn tmp(name: &str) -> PathBuf {
     d.join(name)
 }
 
-/// Runs the binary with `args` in the folder `cwd`.
-fn run_in(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_orthoformer"))
-        .current_dir(cwd)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn run(args: &[&str]) -> Output {
-    run_in(&std::env::temp_dir(), args)
-}
+use crate::common::{run as run_in, run_args as run};
 
 /// Asserts exit status 2 and exactly one stderr line `error: ...` containing `needle`.
 #[track_caller]

@@ -5,7 +5,7 @@
 //! step, with no temporary file left once opened; resumed, it ends bit-identical to a run that
 //! was never interrupted. The harness is in `tests/crash/`.
 
-mod crash;
+use crate::crash;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! rotating without folding is refused; tying survives as `lm_head' = E·diag(γ_f)·Q`; the
 //! rotated model survives a round trip through a Hugging Face folder and an F32 GGUF.
 
-mod common;
+use crate::common;
 
 use orthoformer::export::llama::{save_gguf, save_hf_folder};
 use orthoformer::model::llama::{Llama, LlamaWeights, load_model};

@@ -4,9 +4,8 @@
 //! and so does `generate` (it sampled the lowest id);
 //! `bench --threads` is bounded by the machine's cores.
 
-mod common;
-#[path = "../../tests/common/mod.rs"]
-mod models;
+use crate::common;
+use crate::models;
 
 use std::path::Path;
 use std::process::Output;

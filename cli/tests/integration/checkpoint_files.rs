@@ -3,7 +3,7 @@
 //! every value of state.json is checked on load like the command line checks it (a one-line
 //! error, never a panic: `"batch": 0` used to panic in `eval`).
 
-mod crash;
+use crate::crash;
 
 use std::path::Path;
 

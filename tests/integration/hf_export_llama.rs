@@ -3,7 +3,7 @@
 //! `model_max_length`), `generation_config.json` (the ids `generate()` stops on) and the ids in
 //! `config.json`, all taken from the source GGUF; reading the folder back gives them again.
 
-mod common;
+use crate::common;
 
 use common::tiny_llama;
 use orthoformer::export::llama::save_hf_folder;

@@ -5,19 +5,14 @@
 //! (exit status 1 when it fails) and is not asserted here: memory depends on the allocator.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_orthoformer");
+use crate::common::run_args as run;
 
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("of-cli-memory-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The tokenizer built from GGUF metadata: known encodings, round trips, special tokens.
 
-mod common;
+use crate::common;
 
 use orthoformer::io::gguf::GgufFile;
 use orthoformer::model::llama::tokenizer::{decode, encode, tokenizer_from_gguf};

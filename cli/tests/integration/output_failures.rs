@@ -4,9 +4,8 @@
 //! into a pipe whose reader has already gone (exit 0: `| head` has what it wanted). clap's
 //! parse errors are one line; `--help` and `--version` still print, and survive both.
 
-mod common;
-#[path = "../../tests/common/mod.rs"]
-mod models;
+use crate::common;
+use crate::models;
 
 use std::fs::File;
 use std::path::Path;
@@ -14,7 +13,7 @@ use std::process::{Command, Output, Stdio};
 
 use models::tiny_llama::write_tiny_bytes;
 
-const BIN: &str = env!("CARGO_BIN_EXE_orthoformer");
+use crate::common::BIN;
 
 /// Where the standard output goes.
 #[derive(Clone, Copy, Debug)]

@@ -5,10 +5,8 @@
 //! the crate's own writer, then damaged.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::models as common;
 
 use common::tiny_llama::{meta, write_tiny, write_tiny_with};
 use orthoformer::io::gguf::{GgmlType, GgufFile, TensorOut, Value, write_gguf};
@@ -21,7 +19,7 @@ fn tmp(name: &str) -> PathBuf {
 
 /// Runs `generate --model path` and returns (exit code, stderr).
 fn generate(path: &Path) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_orthoformer"))
+    let out = crate::common::bin()
         .args(["generate", "--model"])
         .arg(path)
         .args([

@@ -3,7 +3,7 @@
 
 use std::process::Output;
 
-mod common;
+use crate::common;
 use common::{Scratch, run};
 
 fn tmpdir(name: &str) -> Scratch {

@@ -2,7 +2,7 @@
 //! stay F32, as llama.cpp's converters store them, and every metadata key of the source file
 //! is kept (`general.quantization_version`, the chat template, keys this crate does not read).
 
-mod common;
+use crate::common;
 
 use common::tiny_llama;
 use orthoformer::export::llama::save_gguf;

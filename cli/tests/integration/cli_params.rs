@@ -1,12 +1,7 @@
 //! `orthoformer params` run as a binary: tables, JSON, seed claims, and bad input (exit 2).
 
-use std::process::Command;
-
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_orthoformer"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = crate::common::run_args(args);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

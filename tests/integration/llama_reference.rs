@@ -4,7 +4,7 @@
 //! f32 weights (Hugging Face order, half-split RoPE) and the GGUF's weights read in place
 //! (Q4_1/Q8_0 blocks, interleaved RoPE).
 
-mod common;
+use crate::common;
 
 use orthoformer::infer::sample::sample_next;
 use orthoformer::model::llama::tokenizer::{decode, encode};

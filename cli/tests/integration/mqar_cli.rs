@@ -3,8 +3,6 @@
 //! training step only learns from the scored positions; a diverging learning rate stops its
 //! run (reported, accuracy 0) and the sweep goes on.
 
-use std::process::Command;
-
 use orthoformer::analysis::mqar::feed::MqarBatches;
 use orthoformer::analysis::mqar::run::{MqarPlan, Silent};
 use orthoformer::analysis::mqar::{IGNORE, MqarTask};
@@ -12,9 +10,7 @@ use orthoformer::model::{AttentionKind, Gpt};
 use orthoformer::train::schedule::Schedule;
 use orthoformer::train::{Batches, RunState};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_orthoformer"))
-}
+use crate::common::bin;
 
 fn temp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("mqar-cli-{name}-{}", std::process::id()));

@@ -5,7 +5,7 @@
 //! loop derives from the model (`Trainable::param_parts`). Tolerance as the model's test:
 //! `max|rust - torch| / max|torch|` ≤ 1e-4 per tensor (torch ran in f64, we run in f32).
 
-mod common;
+use crate::common;
 
 use common::gpt_fixture::{GptFixture, f32s, ids};
 use orthoformer::train::adamw::groups_from;

@@ -1,18 +1,13 @@
 //! The real binary on SmolLM2-135M: generate, eval, rotate --check, quantize, align; numbers
 //! come back as JSON and bad flags are exit-2 errors.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::models as common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_orthoformer"))
-        .current_dir(common::repo_root())
-        .args(args)
-        .output()
-        .unwrap()
+    crate::common::run(&common::repo_root(), args)
 }
 
 fn json(o: &Output) -> serde_json::Value {

@@ -7,12 +7,10 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::Output;
 
-mod common;
+use crate::common;
 use common::{Scratch, run, stderr};
 
-#[path = "../../tests/common/tiny_llama.rs"]
-#[allow(dead_code)]
-mod tiny_llama;
+use crate::models::tiny_llama;
 
 fn tiny_train<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut a = vec![

@@ -8,7 +8,7 @@
 //! (a local AdamW written after `torch.optim.AdamW`; the training crate's AdamW must match the
 //! same fixture).
 
-mod common;
+use crate::common;
 
 use common::gpt_fixture::{GptFixture, f32s, ids};
 use orthoformer::model::{Gpt, GptConfig};

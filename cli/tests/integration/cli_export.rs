@@ -9,7 +9,7 @@ use std::process::Output;
 
 use safetensors::SafeTensors;
 
-mod common;
+use crate::common;
 use common::{Scratch, run};
 
 fn temp_dir(name: &str) -> Scratch {

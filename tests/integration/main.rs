@@ -1,0 +1,39 @@
+//! The library's integration tests, one binary (as ripgrep has): each file a module, the
+//! helpers shared through `common`. Four suites stay binaries of their own because they
+//! measure the whole process: `fuzz_inputs`, `fuzz_hostile_metadata` and `llama_decode_alloc`
+//! install a counting global allocator, and `model_flops` reads the process-wide FLOP counter.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod align_procrustes;
+mod causal_lm;
+mod data_tokenizers;
+mod fuzz_folders;
+mod gguf_write;
+mod hf_export_llama;
+mod init_orthogonal;
+mod init_toolkit;
+mod llama_reference;
+mod llama_tokenizer;
+mod model_config;
+mod model_eval;
+mod model_frozen;
+mod model_smoke;
+mod model_thread_invariance;
+mod model_torch_reference;
+mod model_variants;
+mod mqar_generator;
+mod nn_attention;
+mod nn_linear_attention;
+mod nn_llama_kernels;
+mod nn_qmatvec;
+mod params_accounting;
+mod quantize_rtn;
+mod rotate_hadamard;
+mod rotate_invariance;
+mod theory_measures;
+mod train_adamw;
+mod train_frozen;
+mod train_gpt_adamw;
+mod train_loop;
