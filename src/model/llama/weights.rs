@@ -2,9 +2,34 @@
 //! `out x in`, row-major, so `y = W·x`. Loaded from GGUF (dequantised, Q/K rows un-permuted
 //! from llama.cpp's adjacent-pair RoPE order) or from `model.safetensors`; saved as either.
 
-use super::config::LlamaConfig;
+use super::config::{Family, LlamaConfig};
 use crate::io::gguf::{GgufFile, keys};
 use crate::model::ModelError;
+
+/// The biases of the query, key and value projections (Qwen2), added after the products and
+/// before RoPE; in Hugging Face row order like the weights.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QkvBias {
+    /// `H·D`.
+    pub q: Vec<f32>,
+    /// `K·D`.
+    pub k: Vec<f32>,
+    /// `K·D`.
+    pub v: Vec<f32>,
+}
+
+impl QkvBias {
+    /// Adds the biases to every row of `q`, `k` and `v` (`T x H·D`, `T x K·D`, `T x K·D`).
+    pub fn add(&self, q: &mut [f32], k: &mut [f32], v: &mut [f32]) {
+        for (x, b) in [(q, &self.q), (k, &self.k), (v, &self.v)] {
+            for row in x.chunks_exact_mut(b.len()) {
+                for (a, &c) in row.iter_mut().zip(b) {
+                    *a += c;
+                }
+            }
+        }
+    }
+}
 
 /// One decoder layer. Shapes: `C` width, `H·D` query width, `K·D` key/value width, `F` FFN.
 #[derive(Debug, Clone)]
@@ -27,6 +52,8 @@ pub struct LayerWeights {
     pub w_up: Vec<f32>,
     /// SwiGLU down (`C x F`).
     pub w_down: Vec<f32>,
+    /// q/k/v biases (Qwen2), `None` for Llama.
+    pub qkv_bias: Option<QkvBias>,
 }
 
 /// All weights of a model.
@@ -83,14 +110,36 @@ impl LlamaWeights {
         let kv = (cfg.n_kv_head * dh) as u64;
         let embed = g.tensor_f32(keys::TOKEN_EMBD, &[c, v])?;
         let mut layers = Vec::with_capacity(cfg.n_layer);
+        // llama.cpp permutes Llama's Q/K rows for its adjacent-pair RoPE; Qwen2 files keep
+        // Hugging Face's order (NEOX RoPE).
+        let interleaved = cfg.family == Family::Llama;
         for l in 0..cfg.n_layer {
             let t = |what: &str, dims: &[u64]| g.tensor_f32(&keys::block(l, what), dims);
             let wq = t("attn_q", &[c, c])?;
             let wk = t("attn_k", &[c, kv])?;
+            let (wq, wk) = if interleaved {
+                (
+                    permute_rope_rows(&wq, cfg.n_head, dh, c as usize, true),
+                    permute_rope_rows(&wk, cfg.n_kv_head, dh, c as usize, true),
+                )
+            } else {
+                (wq, wk)
+            };
+            let qkv_bias = if cfg.family.qkv_bias() {
+                let b = |what: &str, n: u64| g.tensor_f32(&keys::block_bias(l, what), &[n]);
+                Some(QkvBias {
+                    q: b("attn_q", c)?,
+                    k: b("attn_k", kv)?,
+                    v: b("attn_v", kv)?,
+                })
+            } else {
+                None
+            };
             layers.push(LayerWeights {
                 attn_norm: t("attn_norm", &[c])?,
-                wq: permute_rope_rows(&wq, cfg.n_head, dh, c as usize, true),
-                wk: permute_rope_rows(&wk, cfg.n_kv_head, dh, c as usize, true),
+                wq,
+                wk,
+                qkv_bias,
                 wv: t("attn_v", &[c, kv])?,
                 wo: t("attn_output", &[c, c])?,
                 ffn_norm: t("ffn_norm", &[c])?,
@@ -128,6 +177,12 @@ impl LlamaWeights {
             out.push((p("self_attn.q_proj"), vec![d, d], &l.wq));
             out.push((p("self_attn.k_proj"), vec![kv, d], &l.wk));
             out.push((p("self_attn.v_proj"), vec![kv, d], &l.wv));
+            if let Some(b) = &l.qkv_bias {
+                let p = |s: &str| format!("model.layers.{i}.self_attn.{s}.bias");
+                out.push((p("q_proj"), vec![d], &b.q));
+                out.push((p("k_proj"), vec![kv], &b.k));
+                out.push((p("v_proj"), vec![kv], &b.v));
+            }
             out.push((p("self_attn.o_proj"), vec![d, d], &l.wo));
             out.push((p("post_attention_layernorm"), vec![d], &l.ffn_norm));
             out.push((p("mlp.gate_proj"), vec![f, d], &l.w_gate));
@@ -154,7 +209,7 @@ impl LlamaWeights {
                 what: format!("not a valid safetensors file: {e}"),
             }
         })?;
-        super::supported::check_hf_tensors(st.names(), path)?;
+        super::supported::check_hf_tensors(st.names(), path, cfg.family.qkv_bias())?;
         let get = |name: &str, shape: &[usize]| -> crate::Result<Vec<f32>> {
             let t = st
                 .tensor(name)
@@ -198,7 +253,18 @@ impl LlamaWeights {
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for i in 0..cfg.n_layer {
             let p = |s: &str| format!("model.layers.{i}.{s}.weight");
+            let qkv_bias = if cfg.family.qkv_bias() {
+                let b = |s: &str, n: usize| get(&format!("model.layers.{i}.self_attn.{s}.bias"), &[n]);
+                Some(QkvBias {
+                    q: b("q_proj", d)?,
+                    k: b("k_proj", kv)?,
+                    v: b("v_proj", kv)?,
+                })
+            } else {
+                None
+            };
             layers.push(LayerWeights {
+                qkv_bias,
                 attn_norm: get(&p("input_layernorm"), &[d])?,
                 wq: get(&p("self_attn.q_proj"), &[d, d])?,
                 wk: get(&p("self_attn.k_proj"), &[kv, d])?,
