@@ -7,7 +7,10 @@ use orthoformer::io::gguf::{GgmlType, GgufFile};
 use orthoformer::nn::qmatvec::{QMatrix, dequantize_rows, matvec_rows};
 use orthoformer::nn::simd::{available, with_isa};
 
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gguf/kquants.gguf");
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/gguf/kquants.gguf"
+);
 
 #[test]
 fn super_block_types_match_the_gguf_package() {
@@ -43,10 +46,13 @@ fn super_block_types_match_the_gguf_package() {
             with_isa(isa, || matvec_rows(&mut y, w, &x));
             for (r, &g) in y.iter().enumerate() {
                 let row = &want[r * cols..(r + 1) * cols];
-                let (s, a) = row.iter().zip(&x).fold((0.0f64, 0.0f64), |(s, a), (&w, &x)| {
-                    let p = f64::from(w) * f64::from(x);
-                    (s + p, a + p.abs())
-                });
+                let (s, a) = row
+                    .iter()
+                    .zip(&x)
+                    .fold((0.0f64, 0.0f64), |(s, a), (&w, &x)| {
+                        let p = f64::from(w) * f64::from(x);
+                        (s + p, a + p.abs())
+                    });
                 assert!(
                     (f64::from(g) - s).abs() <= 1e-6 * a,
                     "{name} {isa:?} row {r}: {g} vs {s}"

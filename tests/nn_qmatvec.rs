@@ -56,7 +56,11 @@ fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
                 let (per, bytes) = ty.block();
                 for _ in 0..cols / per {
                     let mut b: Vec<u8> = (0..bytes).map(|_| r.next() as u8).collect();
-                    let halves: &[usize] = if ty == GgmlType::Q6_K { &[208] } else { &[0, 2] };
+                    let halves: &[usize] = if ty == GgmlType::Q6_K {
+                        &[208]
+                    } else {
+                        &[0, 2]
+                    };
                     for &at in halves {
                         b[at..at + 2].copy_from_slice(&half(r.uniform(-0.05, 0.05)));
                     }

@@ -12,6 +12,7 @@ pub mod matrix_file;
 pub mod memory;
 pub mod npy;
 pub mod safe_file;
+pub mod safetensors_shards;
 pub mod safetensors_writer;
 pub mod table;
 pub mod tokenizer_json;

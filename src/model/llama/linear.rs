@@ -192,7 +192,8 @@ impl ModelWeights {
             let b = |what: &str| keys::block(l, what);
             let lin = |what: &str, r: usize, k: usize| Linear::from_gguf(g, &b(what), r, k);
             let qkv_bias = if c.family.qkv_bias() {
-                let bias = |what: &str, n: usize| g.tensor_f32(&keys::block_bias(l, what), &[n as u64]);
+                let bias =
+                    |what: &str, n: usize| g.tensor_f32(&keys::block_bias(l, what), &[n as u64]);
                 Some(QkvBias {
                     q: bias("attn_q", qd)?,
                     k: bias("attn_k", kvd)?,

@@ -195,7 +195,8 @@ pub fn check_gguf(g: &GgufFile, cfg: &LlamaConfig) -> Result<(), ModelError> {
                 .and_then(|r| r.split_once('.'))
                 .is_some_and(|(i, rest)| {
                     i.bytes().all(|b| b.is_ascii_digit())
-                        && (LAYER.contains(&rest) || (cfg.family.qkv_bias() && GGUF_BIAS.contains(&rest)))
+                        && (LAYER.contains(&rest)
+                            || (cfg.family.qkv_bias() && GGUF_BIAS.contains(&rest)))
                 });
         if !known {
             return Err(refuse(&path, format!("tensor {n}")));
@@ -234,8 +235,13 @@ mod tests {
         check_hf_config(&ok, &cfg(), "c").unwrap();
         let mistral = json!({"model_type": "mistral", "sliding_window": 4096});
         check_hf_config(&mistral, &cfg(), "c").unwrap();
-        check_hf_config(&json!({"model_type": "qwen2", "use_sliding_window": false,
-            "sliding_window": 4096}), &cfg(), "c").unwrap();
+        check_hf_config(
+            &json!({"model_type": "qwen2", "use_sliding_window": false,
+            "sliding_window": 4096}),
+            &cfg(),
+            "c",
+        )
+        .unwrap();
         for (bad, word) in [
             (
                 json!({"model_type": "qwen2", "use_sliding_window": true, "sliding_window": 1024}),

@@ -1,6 +1,7 @@
 //! The weights of a Llama-style model in f32, Hugging Face orientation: every linear is stored
 //! `out x in`, row-major, so `y = W·x`. Loaded from GGUF (dequantised, Q/K rows un-permuted
-//! from llama.cpp's adjacent-pair RoPE order) or from `model.safetensors`; saved as either.
+//! from llama.cpp's adjacent-pair RoPE order) or from `model.safetensors` (or its shards);
+//! saved as either.
 
 use super::config::{Family, LlamaConfig};
 use crate::io::gguf::{GgufFile, keys};
@@ -203,17 +204,37 @@ impl LlamaWeights {
         bytes: &[u8],
         path: &str,
     ) -> crate::Result<Self> {
-        let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| {
-            crate::io::FormatError::Malformed {
-                path: path.to_string(),
-                what: format!("not a valid safetensors file: {e}"),
-            }
-        })?;
-        super::supported::check_hf_tensors(st.names(), path, cfg.family.qkv_bias())?;
+        Self::from_safetensors_files(cfg, tied, &[(path.to_string(), bytes)], path)
+    }
+
+    /// Loads the tensors of several safetensors files (the shards of a folder, each tensor in
+    /// exactly one: `io::safetensors_shards` checks that); `path` names the set in messages.
+    pub fn from_safetensors_files(
+        cfg: LlamaConfig,
+        tied: bool,
+        files: &[(String, &[u8])],
+        path: &str,
+    ) -> crate::Result<Self> {
+        let sts = files
+            .iter()
+            .map(|(p, b)| {
+                safetensors::SafeTensors::deserialize(b).map_err(|e| {
+                    crate::io::FormatError::Malformed {
+                        path: p.clone(),
+                        what: format!("not a valid safetensors file: {e}"),
+                    }
+                    .into()
+                })
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
+        for (st, (p, _)) in sts.iter().zip(files) {
+            super::supported::check_hf_tensors(st.names(), p, cfg.family.qkv_bias())?;
+        }
+        let find = |name: &str| sts.iter().find_map(|st| st.tensor(name).ok());
+        let has = |name: &str| find(name).is_some();
         let get = |name: &str, shape: &[usize]| -> crate::Result<Vec<f32>> {
-            let t = st
-                .tensor(name)
-                .map_err(|_| ModelError::Config(format!("{path}: tensor {name} is missing")))?;
+            let t = find(name)
+                .ok_or_else(|| ModelError::Config(format!("{path}: tensor {name} is missing")))?;
             if t.shape() != shape {
                 return Err(ModelError::Config(format!(
                     "{path}: tensor {name} has shape {:?}, config.json implies {shape:?}",
@@ -254,7 +275,8 @@ impl LlamaWeights {
         for i in 0..cfg.n_layer {
             let p = |s: &str| format!("model.layers.{i}.{s}.weight");
             let qkv_bias = if cfg.family.qkv_bias() {
-                let b = |s: &str, n: usize| get(&format!("model.layers.{i}.self_attn.{s}.bias"), &[n]);
+                let b =
+                    |s: &str, n: usize| get(&format!("model.layers.{i}.self_attn.{s}.bias"), &[n]);
                 Some(QkvBias {
                     q: b("q_proj", d)?,
                     k: b("k_proj", kv)?,
@@ -277,7 +299,7 @@ impl LlamaWeights {
             });
         }
         let final_norm = get("model.norm.weight", &[d])?;
-        let lm_head = if tied && st.tensor("lm_head.weight").is_err() {
+        let lm_head = if tied && !has("lm_head.weight") {
             None
         } else {
             Some(get("lm_head.weight", &[v, d])?)
