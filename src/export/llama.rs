@@ -89,7 +89,7 @@ pub fn save_gguf(
         .into());
     }
     let c = &w.cfg;
-    if c.family != super::config::Family::Llama {
+    if c.family != crate::model::llama::config::Family::Llama {
         return Err(ModelError::Config(format!(
             "GGUF output of a {:?} model (q/k/v biases) is not implemented; write a Hugging Face \
              folder instead",
