@@ -2,7 +2,8 @@
 (made here, no hub) with large random q/k/v biases is saved as a Hugging Face folder (and as
 two safetensors shards with ``model.safetensors.index.json``), and ``orthoformer eval``'s
 perplexity over one window equals the one ``transformers`` computes; with the biases zeroed
-both move the same way. Needs ``transformers`` and ``tokenizers`` (CI installs them)."""
+both move the same way. A Llama-2-style (SentencePiece, byte-fallback) ``tokenizer.json`` scores
+as ``transformers`` scores it. Needs ``transformers`` and ``tokenizers`` (CI installs them)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ try:
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
 except ImportError as e:  # pragma: no cover - a clear failure, never a skip
-    raise ImportError("these tests need transformers and tokenizers: pip install transformers tokenizers") from e
+    raise ImportError(
+        "these tests need transformers and tokenizers: pip install transformers tokenizers"
+    ) from e
 
 WORDS = [f"w{i}" for i in range(95)]
 
@@ -81,7 +84,9 @@ def test_qwen2_biases_run_as_transformers_runs_them(cli_json, tmp_path) -> None:
         save_folder(model, folder)
         want = reference_ppl(model, folder, data)
         got[std] = engine_ppl(cli_json, folder, data_file)
-        assert abs(got[std] - want) <= 1e-4 * want, f"bias std {std}: engine {got[std]} vs transformers {want}"
+        assert abs(got[std] - want) <= 1e-4 * want, (
+            f"bias std {std}: engine {got[std]} vs transformers {want}"
+        )
     # The biases matter: a loader that dropped them would give the second number for both.
     assert abs(got[2.0] - got[0.0]) > 1e-2 * got[0.0], got
 
@@ -97,3 +102,93 @@ def test_sharded_qwen2_folder_equals_the_single_file(cli_json, tmp_path) -> None
     assert len(set(index["weight_map"].values())) >= 2, "the model was not split into shards"
     assert not (shards / "model.safetensors").exists()
     assert engine_ppl(cli_json, shards, data_file) == engine_ppl(cli_json, one, data_file)
+
+
+def sentencepiece_tokenizer_json() -> tuple[str, int]:
+    """A Llama-2-style ``tokenizer.json`` (SentencePiece converted by ``transformers``): BPE
+    with byte fallback to ``<0xXX>``, spaces as ``▁`` with one prepended, no pre-tokenizer."""
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for piece in ["▁", *letters, *("▁" + c for c in letters), "th", "▁th", "▁the", "he"]:
+        vocab.setdefault(piece, len(vocab))
+    merges = [["▁", c] for c in letters] + [["t", "h"], ["▁", "th"], ["▁th", "e"], ["h", "e"]]
+    doc = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": i,
+                "content": t,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for t, i in (("<unk>", 0), ("<s>", 1), ("</s>", 2))
+        ],
+        "normalizer": {
+            "type": "Sequence",
+            "normalizers": [
+                {"type": "Prepend", "prepend": "▁"},
+                {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+            ],
+        },
+        "pre_tokenizer": None,
+        "post_processor": None,
+        "decoder": {
+            "type": "Sequence",
+            "decoders": [
+                {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+                {"type": "ByteFallback"},
+                {"type": "Fuse"},
+                {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+            ],
+        },
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": "<unk>",
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": True,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,
+        },
+    }
+    return json.dumps(doc), len(vocab)
+
+
+def test_sentencepiece_style_tokenizer_json_scores_as_transformers(cli_json, tmp_path) -> None:
+    text_json, vocab = sentencepiece_tokenizer_json()
+    torch.manual_seed(0)
+    cfg = transformers.Qwen2Config(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+        use_sliding_window=False,
+    )
+    model = transformers.Qwen2ForCausalLM(cfg).eval()
+    folder = tmp_path / "spm"
+    model.save_pretrained(folder, safe_serialization=True)
+    (folder / "tokenizer.json").write_text(text_json)
+    # Bytes outside the vocabulary (é, !, digits) go through <0xXX> byte fallback.
+    data = "the theme is thé end! then 42 heh"
+    ids = Tokenizer.from_file(str(folder / "tokenizer.json")).encode(data).ids
+    assert any(3 <= i < 259 for i in ids), ids
+    data_file = tmp_path / "text.txt"
+    data_file.write_text(data)
+    with torch.no_grad():
+        want = math.exp(model(input_ids=torch.tensor([ids]), labels=torch.tensor([ids])).loss.item())
+    got = engine_ppl(cli_json, folder, data_file)
+    assert abs(got - want) <= 1e-4 * want, f"engine {got} vs transformers {want} ({len(ids)} tokens)"
