@@ -11,6 +11,7 @@ import json
 import math
 import pathlib
 
+import gguf
 import numpy as np
 import torch
 
@@ -25,10 +26,10 @@ except ImportError as e:  # pragma: no cover - a clear failure, never a skip
 WORDS = [f"w{i}" for i in range(95)]
 
 
-def tiny_qwen2(bias_std: float) -> transformers.Qwen2ForCausalLM:
+def tiny_qwen2(bias_std: float, vocab: int = len(WORDS) + 1) -> transformers.Qwen2ForCausalLM:
     torch.manual_seed(0)
     cfg = transformers.Qwen2Config(
-        vocab_size=len(WORDS) + 1,
+        vocab_size=vocab,
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
@@ -191,4 +192,85 @@ def test_sentencepiece_style_tokenizer_json_scores_as_transformers(cli_json, tmp
     with torch.no_grad():
         want = math.exp(model(input_ids=torch.tensor([ids]), labels=torch.tensor([ids])).loss.item())
     got = engine_ppl(cli_json, folder, data_file)
+    assert abs(got - want) <= 1e-4 * want, f"engine {got} vs transformers {want} ({len(ids)} tokens)"
+
+
+def spm_vocab() -> tuple[list[str], list[float], list[int]]:
+    """A small SentencePiece vocabulary: unknown, control, 256 byte tokens, then scored pieces
+    whose merges conflict (``▁the`` is both ``▁t``+``he`` and ``▁th``+``e``)."""
+    toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    scores = [0.0] * len(toks)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    pieces = ["▁", *letters, *("▁" + c for c in letters), "th", "▁th", "▁the", "he", "en", "▁en"]
+    for i, p in enumerate(dict.fromkeys(pieces)):
+        toks.append(p)
+        types.append(1)
+        scores.append(-float(i))
+    return toks, scores, types
+
+
+def write_qwen2_gguf(model: transformers.Qwen2ForCausalLM, path: pathlib.Path) -> None:
+    """The model as a ``qwen2`` GGUF (F32, Hugging Face Q/K order) with the SentencePiece vocabulary."""
+    toks, scores, types = spm_vocab()
+    c = model.config
+    w = gguf.GGUFWriter(str(path), "qwen2")
+    w.add_tokenizer_model("llama")
+    w.add_token_list(toks)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_block_count(c.num_hidden_layers)
+    w.add_embedding_length(c.hidden_size)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_context_length(c.max_position_embeddings)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    w.add_rope_freq_base(10000.0)  # tiny_qwen2 sets rope_theta=10000
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    names = {
+        "input_layernorm.weight": "attn_norm.weight",
+        "self_attn.q_proj.weight": "attn_q.weight",
+        "self_attn.q_proj.bias": "attn_q.bias",
+        "self_attn.k_proj.weight": "attn_k.weight",
+        "self_attn.k_proj.bias": "attn_k.bias",
+        "self_attn.v_proj.weight": "attn_v.weight",
+        "self_attn.v_proj.bias": "attn_v.bias",
+        "self_attn.o_proj.weight": "attn_output.weight",
+        "post_attention_layernorm.weight": "ffn_norm.weight",
+        "mlp.gate_proj.weight": "ffn_gate.weight",
+        "mlp.up_proj.weight": "ffn_up.weight",
+        "mlp.down_proj.weight": "ffn_down.weight",
+    }
+    for i in range(c.num_hidden_layers):
+        for hf, gg in names.items():
+            w.add_tensor(f"blk.{i}.{gg}", sd[f"model.layers.{i}.{hf}"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_sentencepiece_gguf_tokenizes_as_transformers_reads_it(cli_json, tmp_path) -> None:
+    """The engine's tokenizer built from a GGUF SentencePiece vocabulary (scores, byte
+    fallback, ▁) against ``transformers``' own GGUF tokenizer conversion, through a qwen2 GGUF
+    with biases: equal perplexity needs equal token ids and the same forward."""
+    toks, _, _ = spm_vocab()
+    model = tiny_qwen2(1.0, vocab=len(toks))
+    write_qwen2_gguf(model, tmp_path / "m.gguf")
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file="m.gguf")
+    data = "the theme is thé end! then 42 heh\\nen  the"
+    ids = tok(data, add_special_tokens=False).input_ids
+    assert any(3 <= i < 259 for i in ids) and toks.index("▁the") in ids, ids
+    data_file = tmp_path / "text.txt"
+    data_file.write_text(data)
+    with torch.no_grad():
+        want = math.exp(model(input_ids=torch.tensor([ids]), labels=torch.tensor([ids])).loss.item())
+    got = engine_ppl(cli_json, tmp_path / "m.gguf", data_file)
     assert abs(got - want) <= 1e-4 * want, f"engine {got} vs transformers {want} ({len(ids)} tokens)"
