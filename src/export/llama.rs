@@ -89,6 +89,14 @@ pub fn save_gguf(
         .into());
     }
     let c = &w.cfg;
+    if c.family != crate::model::llama::config::Family::Llama {
+        return Err(ModelError::Config(format!(
+            "GGUF output of a {:?} model (q/k/v biases) is not implemented; write a Hugging Face \
+             folder instead",
+            c.family
+        ))
+        .into());
+    }
     let own = |k: &str| format!("llama.{k}");
     // The keys the rotated weights decide; every other key of the source is kept as it is.
     let rewritten: Vec<(String, Value)> = vec![

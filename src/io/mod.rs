@@ -13,6 +13,7 @@ pub mod memory;
 pub mod npy;
 pub mod rss;
 pub mod safe_file;
+pub mod safetensors_shards;
 pub mod safetensors_writer;
 pub mod table;
 pub mod tokenizer_json;

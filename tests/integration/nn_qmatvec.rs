@@ -45,6 +45,28 @@ fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
                     out.extend_from_slice(&half(r.uniform(-2.0, 2.0)));
                 }
             }
+            GgmlType::BF16 => {
+                for _ in 0..cols {
+                    let b = r.uniform(-2.0, 2.0).to_bits();
+                    out.extend_from_slice(&((b >> 16) as u16).to_le_bytes());
+                }
+            }
+            GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+                // Any bytes are a valid super-block once its f16 scales are finite.
+                let (per, bytes) = ty.block();
+                for _ in 0..cols / per {
+                    let mut b: Vec<u8> = (0..bytes).map(|_| r.next() as u8).collect();
+                    let halves: &[usize] = if ty == GgmlType::Q6_K {
+                        &[208]
+                    } else {
+                        &[0, 2]
+                    };
+                    for &at in halves {
+                        b[at..at + 2].copy_from_slice(&half(r.uniform(-0.05, 0.05)));
+                    }
+                    out.extend_from_slice(&b);
+                }
+            }
             _ => {
                 for _ in 0..cols / 32 {
                     out.extend_from_slice(&half(r.uniform(0.001, 0.1)));
@@ -66,18 +88,23 @@ fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
     out
 }
 
-const TYPES: [GgmlType; 5] = [
+const TYPES: [GgmlType; 9] = [
     GgmlType::F32,
     GgmlType::F16,
+    GgmlType::BF16,
     GgmlType::Q8_0,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
 ];
 
 /// Column counts: odd and even block counts, and (for F32/F16) tails of every length.
 fn widths(ty: GgmlType) -> Vec<usize> {
     match ty {
-        GgmlType::F32 | GgmlType::F16 => vec![1, 7, 45, 64, 96, 577],
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => vec![1, 7, 45, 64, 96, 577],
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => vec![256, 768, 1536],
         _ => vec![32, 96, 576, 1536],
     }
 }
@@ -152,8 +179,9 @@ fn matvec_many_equals_separate_products() {
 #[test]
 fn matmul_xwt_matches_dequantised_product() {
     // 150 weight rows: two full panels and a partial one.
-    let (rows, cols) = (150, 96);
     for ty in TYPES {
+        let cols = if ty.block().0 == 256 { 256 } else { 96 };
+        let rows = 150;
         let data = random_matrix(ty, rows, cols, 7 + ty.id() as u64);
         let w = QMatrix::new(ty, rows, cols, &data).unwrap();
         let mut deq = vec![0.0f32; rows * cols];

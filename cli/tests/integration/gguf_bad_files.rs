@@ -110,9 +110,17 @@ fn damaged_files_are_clear_errors() {
     expect_error(
         &patched("qtype.gguf", |b| {
             let o = first_tensor_type_offset(b);
+            b[o..o + 4].copy_from_slice(&11u32.to_le_bytes());
+        }),
+        "Q3_K (id 11) is not supported",
+    );
+    // A supported super-block type on a row of 8 weights (blocks are 256).
+    expect_error(
+        &patched("kblock.gguf", |b| {
+            let o = first_tensor_type_offset(b);
             b[o..o + 4].copy_from_slice(&12u32.to_le_bytes());
         }),
-        "Q4_K (id 12) is not supported",
+        "not a whole number of Q4_K blocks",
     );
     expect_error(
         &patched("offset.gguf", |b| {

@@ -4,10 +4,15 @@
 //! - `Q8_0`: `d`, then 32 × i8 `q`; `x = d·q`.
 //! - `Q4_0`: `d`, then 16 bytes; low nibbles are weights 0..16, high nibbles 16..32; `x = d·(q − 8)`.
 //! - `Q4_1`: `d`, `m`, then 16 bytes as in `Q4_0`; `x = d·q + m`.
+//!
+//! The 256-weight super-block types (`Q4_K`, `Q5_K`, `Q6_K`) and BF16 are in [`super::kquants`].
 
 use half::f16;
 
-/// The tensor types this crate reads.
+use super::kquants as kq;
+
+/// The tensor types this crate reads (named as ggml names them).
+#[allow(non_camel_case_types)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GgmlType {
     /// 32-bit float.
@@ -20,6 +25,14 @@ pub enum GgmlType {
     Q4_1,
     /// 8-bit, scale only.
     Q8_0,
+    /// bfloat16 (the high half of an f32).
+    BF16,
+    /// 4-bit super-blocks of 256 with 6-bit sub-block scales and minima.
+    Q4_K,
+    /// 5-bit super-blocks of 256 with 6-bit sub-block scales and minima.
+    Q5_K,
+    /// 6-bit super-blocks of 256 with 8-bit sub-block scales.
+    Q6_K,
 }
 
 /// The names of ggml type ids, for error messages about types we do not read.
@@ -30,9 +43,6 @@ fn type_name(id: u32) -> &'static str {
         9 => "Q8_1",
         10 => "Q2_K",
         11 => "Q3_K",
-        12 => "Q4_K",
-        13 => "Q5_K",
-        14 => "Q6_K",
         15 => "Q8_K",
         16..=23 => "IQ*",
         24 => "I8",
@@ -41,7 +51,6 @@ fn type_name(id: u32) -> &'static str {
         27 => "I64",
         28 => "F64",
         29 => "IQ1_M",
-        30 => "BF16",
         _ => "unknown",
     }
 }
@@ -55,9 +64,14 @@ impl GgmlType {
             2 => GgmlType::Q4_0,
             3 => GgmlType::Q4_1,
             8 => GgmlType::Q8_0,
+            12 => GgmlType::Q4_K,
+            13 => GgmlType::Q5_K,
+            14 => GgmlType::Q6_K,
+            30 => GgmlType::BF16,
             _ => {
                 return Err(format!(
-                    "tensor type {} (id {id}) is not supported; supported: F32, F16, Q8_0, Q4_0, Q4_1",
+                    "tensor type {} (id {id}) is not supported; supported: F32, F16, BF16, Q8_0, \
+                     Q4_0, Q4_1, Q4_K, Q5_K, Q6_K",
                     type_name(id)
                 ));
             }
@@ -72,6 +86,10 @@ impl GgmlType {
             GgmlType::Q4_0 => 2,
             GgmlType::Q4_1 => 3,
             GgmlType::Q8_0 => 8,
+            GgmlType::Q4_K => 12,
+            GgmlType::Q5_K => 13,
+            GgmlType::Q6_K => 14,
+            GgmlType::BF16 => 30,
         }
     }
 
@@ -83,6 +101,10 @@ impl GgmlType {
             GgmlType::Q4_0 => (32, 18),
             GgmlType::Q4_1 => (32, 20),
             GgmlType::Q8_0 => (32, 34),
+            GgmlType::BF16 => (1, 2),
+            GgmlType::Q4_K => (kq::QK_K, kq::Q4_K_BYTES),
+            GgmlType::Q5_K => (kq::QK_K, kq::Q5_K_BYTES),
+            GgmlType::Q6_K => (kq::QK_K, kq::Q6_K_BYTES),
         }
     }
 
@@ -124,6 +146,10 @@ pub fn dequantize(ty: GgmlType, raw: &[u8], out: &mut [f32]) {
                 }
             }
         }
+        GgmlType::BF16 => kq::dequantize_bf16(raw, out),
+        GgmlType::Q4_K => kq::dequantize_q4_k(raw, out),
+        GgmlType::Q5_K => kq::dequantize_q5_k(raw, out),
+        GgmlType::Q6_K => kq::dequantize_q6_k(raw, out),
         GgmlType::Q4_0 | GgmlType::Q4_1 => {
             let (head, min) = if ty == GgmlType::Q4_0 {
                 (2, None)

@@ -70,3 +70,8 @@ pub const OUTPUT: &str = "output.weight";
 pub fn block(layer: usize, what: &str) -> String {
     format!("blk.{layer}.{what}.weight")
 }
+
+/// Name of bias tensor `what` of block `layer`, e.g. `blk.0.attn_q.bias` (Qwen2's q/k/v).
+pub fn block_bias(layer: usize, what: &str) -> String {
+    format!("blk.{layer}.{what}.bias")
+}

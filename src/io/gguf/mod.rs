@@ -1,9 +1,10 @@
-//! GGUF files: header and metadata parsing, tensor dequantisation (F32, F16, Q8_0, Q4_0,
-//! Q4_1), and writing (F32, F16).
+//! GGUF files: header and metadata parsing, tensor dequantisation (F32, F16, BF16, Q8_0,
+//! Q4_0, Q4_1, Q4_K, Q5_K, Q6_K), and writing (F32, F16).
 
 pub mod budget;
 pub mod dtype;
 pub mod keys;
+pub mod kquants;
 pub mod read;
 pub mod validate;
 pub mod value;

@@ -5,6 +5,33 @@ use serde::{Deserialize, Serialize};
 use crate::io::gguf::{GgufFile, keys};
 use crate::model::ModelError;
 
+/// The model families the engine runs: both are the Llama decoder; Qwen2 adds biases to the
+/// query, key and value projections (not to the output projection), and its GGUF files keep
+/// Hugging Face's half-split RoPE order (llama.cpp's NEOX RoPE) instead of permuting Q/K rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Family {
+    /// Llama (and Mistral without a sliding window): no biases.
+    #[default]
+    Llama,
+    /// Qwen2 / Qwen2.5: q/k/v biases.
+    Qwen2,
+}
+
+impl Family {
+    /// The GGUF `general.architecture` (and metadata key prefix).
+    pub fn gguf_arch(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Qwen2 => "qwen2",
+        }
+    }
+
+    /// Whether q/k/v carry biases.
+    pub fn qkv_bias(self) -> bool {
+        self == Family::Qwen2
+    }
+}
+
 /// Hyperparameters of a Llama-style decoder (pre-norm RMSNorm, RoPE, GQA, SwiGLU).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlamaConfig {
@@ -26,6 +53,9 @@ pub struct LlamaConfig {
     pub rms_eps: f64,
     /// Longest context the model was trained for.
     pub max_context: usize,
+    /// Llama or Qwen2 (q/k/v biases).
+    #[serde(default)]
+    pub family: Family,
 }
 
 impl LlamaConfig {
@@ -76,17 +106,21 @@ impl LlamaConfig {
         Ok(())
     }
 
-    /// Reads the configuration from a GGUF file's `llama.*` metadata.
+    /// Reads the configuration from a GGUF file's `llama.*` (or `qwen2.*`) metadata.
     pub fn from_gguf(g: &GgufFile) -> crate::Result<Self> {
         let arch = g.get_str(keys::ARCHITECTURE)?;
-        if arch != "llama" {
-            return Err(ModelError::Config(format!(
-                "{}: architecture {arch:?} is not supported (only llama)",
-                g.path.display()
-            ))
-            .into());
-        }
-        let k = |s: &str| format!("llama.{s}");
+        let family = match arch {
+            "llama" => Family::Llama,
+            "qwen2" => Family::Qwen2,
+            _ => {
+                return Err(ModelError::Config(format!(
+                    "{}: architecture {arch:?} is not supported (only llama and qwen2)",
+                    g.path.display()
+                ))
+                .into());
+            }
+        };
+        let k = |s: &str| format!("{arch}.{s}");
         let u = |s: &str| -> crate::Result<usize> { Ok(g.get_u64(&k(s))? as usize) };
         let f = |s: &str, default: f64| g.get(&k(s)).and_then(|v| v.as_f64()).unwrap_or(default);
         let vocab_size = match g.get(&k(keys::VOCAB_SIZE)).and_then(|v| v.as_u64()) {
@@ -114,14 +148,15 @@ impl LlamaConfig {
                 .get(&k(keys::CONTEXT_LENGTH))
                 .and_then(|v| v.as_u64())
                 .map_or(2048, |v| v as usize),
+            family,
         };
         cfg.validate()?;
         super::supported::check_gguf(g, &cfg)?;
         Ok(cfg)
     }
 
-    /// Reads a Hugging Face `config.json` (`LlamaForCausalLM`). Returns the configuration and
-    /// whether the word embeddings are tied.
+    /// Reads a Hugging Face `config.json` (`LlamaForCausalLM`, `MistralForCausalLM`,
+    /// `Qwen2ForCausalLM`). Returns the configuration and whether the word embeddings are tied.
     pub fn from_hf_json(text: &str) -> Result<(Self, bool), ModelError> {
         let raw: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| ModelError::Config(format!("config.json: {e}")))?;
@@ -137,6 +172,10 @@ impl LlamaConfig {
             rope_theta: h.rope_theta.unwrap_or(10000.0),
             rms_eps: h.rms_norm_eps.unwrap_or(1e-6),
             max_context: h.max_position_embeddings.unwrap_or(2048),
+            family: match raw.get("model_type").and_then(|v| v.as_str()) {
+                Some("qwen2") => Family::Qwen2,
+                _ => Family::Llama,
+            },
         };
         cfg.validate()?;
         super::supported::check_hf_config(&raw, &cfg, "config.json")?;
@@ -145,9 +184,13 @@ impl LlamaConfig {
 
     /// A Hugging Face `config.json` for this model.
     pub fn to_hf_json(&self, tied: bool) -> serde_json::Value {
-        serde_json::json!({
-            "architectures": ["LlamaForCausalLM"],
-            "model_type": "llama",
+        let (arch, model_type) = match self.family {
+            Family::Llama => ("LlamaForCausalLM", "llama"),
+            Family::Qwen2 => ("Qwen2ForCausalLM", "qwen2"),
+        };
+        let mut v = serde_json::json!({
+            "architectures": [arch],
+            "model_type": model_type,
             "vocab_size": self.vocab_size,
             "hidden_size": self.d_model,
             "num_hidden_layers": self.n_layer,
@@ -160,7 +203,11 @@ impl LlamaConfig {
             "hidden_act": "silu",
             "tie_word_embeddings": tied,
             "torch_dtype": "float32",
-        })
+        });
+        if self.family == Family::Qwen2 {
+            v["use_sliding_window"] = false.into();
+        }
+        v
     }
 }
 

@@ -2,7 +2,7 @@
 //! `nn` kernels, reading each weight in its stored type ([`ModelWeights`]).
 //!
 //! Per layer, with `x` the residual stream (`T x C`):
-//! `h = rmsnorm(x)·γ₁; q,k,v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ; q,k ← RoPE; x += attn(q, k, v)·Woᵀ;
+//! `h = rmsnorm(x)·γ₁; q,k,v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ (+ biases in Qwen2); q,k ← RoPE; x += attn(q, k, v)·Woᵀ;
 //! h = rmsnorm(x)·γ₂; x += (silu(h·Wgᵀ) ⊙ h·Wuᵀ)·Wdᵀ`, then `logits = rmsnorm(x)·γ_f · Wheadᵀ`.
 //! Attention is causal and grouped: query head `h` reads key/value head `h / (H/K)`.
 //!
@@ -238,7 +238,10 @@ impl Llama {
                 (vl, layer.v.view()),
             ];
             hooks.linear(LinearSite::AttnIn, &mut qkv, h, t);
-            let [(ql, _), (kl, _), _] = qkv;
+            let [(ql, _), (kl, _), (vl, _)] = qkv;
+            if let Some(b) = &layer.qkv_bias {
+                b.add(ql, kl, vl);
+            }
             rope::apply(ql, qd, nh, dh, cos, sin, w.rope);
             rope::apply(kl, kvd, nkv, dh, cos, sin, w.rope);
             let (ql, cl) = (HeadLayout::rows(n, qd, dh), HeadLayout::rows(*cap, kvd, dh));

@@ -2,12 +2,12 @@
 //! f32 (a Hugging Face folder, or a model being rotated or quantised in memory), or the bytes
 //! of a memory-mapped GGUF file (F32, F16, Q8_0, Q4_0, Q4_1), never expanded to f32.
 //!
-//! A GGUF keeps its Q/K rows in llama.cpp's order for interleaved RoPE and runs with
-//! [`RopeLayout::Interleaved`]; owned weights are in Hugging Face order (half-split). The two
+//! A Llama GGUF keeps its Q/K rows in llama.cpp's order for interleaved RoPE and runs with
+//! [`RopeLayout::Interleaved`] (a Qwen2 GGUF keeps Hugging Face's order); owned weights are in Hugging Face order (half-split). The two
 //! compute the same attention (`nn::rope`).
 
-use super::config::LlamaConfig;
-use super::weights::LlamaWeights;
+use super::config::{Family, LlamaConfig};
+use super::weights::{LlamaWeights, QkvBias};
 use crate::io::gguf::{GgmlType, GgufFile, TensorBytes, keys};
 use crate::nn::qmatvec::QMatrix;
 use crate::nn::rope::RopeLayout;
@@ -109,6 +109,8 @@ pub struct Layer {
     pub up: Linear,
     /// `C x F`.
     pub down: Linear,
+    /// q/k/v biases (Qwen2), in the same row order as `q`, `k`, `v`.
+    pub qkv_bias: Option<QkvBias>,
 }
 
 /// Every weight of a model, with the RoPE layout its Q/K rows are stored for.
@@ -168,6 +170,7 @@ impl ModelWeights {
                 gate: lin(l.w_gate, f, d),
                 up: lin(l.w_up, f, d),
                 down: lin(l.w_down, d, f),
+                qkv_bias: l.qkv_bias,
             })
             .collect();
         ModelWeights {
@@ -188,7 +191,19 @@ impl ModelWeights {
         for l in 0..c.n_layer {
             let b = |what: &str| keys::block(l, what);
             let lin = |what: &str, r: usize, k: usize| Linear::from_gguf(g, &b(what), r, k);
+            let qkv_bias = if c.family.qkv_bias() {
+                let bias =
+                    |what: &str, n: usize| g.tensor_f32(&keys::block_bias(l, what), &[n as u64]);
+                Some(QkvBias {
+                    q: bias("attn_q", qd)?,
+                    k: bias("attn_k", kvd)?,
+                    v: bias("attn_v", kvd)?,
+                })
+            } else {
+                None
+            };
             layers.push(Layer {
+                qkv_bias,
                 attn_norm: norm(&b("attn_norm"))?,
                 q: lin("attn_q", qd, d)?,
                 k: lin("attn_k", kvd, d)?,
@@ -209,7 +224,12 @@ impl ModelWeights {
             layers,
             final_norm: norm(keys::OUTPUT_NORM)?,
             head,
-            rope: RopeLayout::Interleaved,
+            // llama.cpp permutes Llama's Q/K rows for adjacent-pair RoPE; Qwen2 files keep
+            // Hugging Face's order (NEOX RoPE).
+            rope: match c.family {
+                Family::Llama => RopeLayout::Interleaved,
+                Family::Qwen2 => RopeLayout::HalfSplit,
+            },
         })
     }
 }

@@ -1,5 +1,6 @@
 //! One entry point for pretrained models: a `.gguf` file, or a folder holding
-//! `model.safetensors`, `config.json` and `tokenizer.json` (Hugging Face layout).
+//! `model.safetensors` (or shards listed in `model.safetensors.index.json`), `config.json` and
+//! `tokenizer.json` (Hugging Face layout).
 //!
 //! [`load_model`] gives owned f32 weights (what rotation, quantisation and alignment edit);
 //! [`load_engine`] gives a model ready to run, whose GGUF weights stay in the file's mapping in
@@ -15,6 +16,7 @@ use super::special_tokens::SpecialTokens;
 use super::tokenizer::{tokenizer_from_gguf, tokenizer_from_json};
 use super::weights::LlamaWeights;
 use crate::io::gguf::{GgufFile, Value};
+use crate::io::safetensors_shards;
 use crate::model::ModelError;
 
 /// A loaded model: weights, tokenizer, and the GGUF metadata it came with (if any), which a
@@ -83,16 +85,32 @@ pub fn load_engine(path: &Path) -> crate::Result<LoadedEngine> {
     })
 }
 
-/// `model.safetensors`, `config.json` and `tokenizer.json` of a folder.
+/// The weights of a folder: `model.safetensors` when present (as `transformers` prefers it),
+/// else the shards `model.safetensors.index.json` names.
+fn load_safetensors(dir: &Path, cfg: LlamaConfig, tied: bool) -> crate::Result<LlamaWeights> {
+    let single = dir.join("model.safetensors");
+    let index = dir.join(safetensors_shards::INDEX);
+    if std::fs::symlink_metadata(&single).is_err() && std::fs::symlink_metadata(&index).is_ok() {
+        let shards = safetensors_shards::read(dir)?;
+        let files: Vec<(String, &[u8])> = shards
+            .files
+            .iter()
+            .map(|(p, b)| (p.clone(), b.as_slice()))
+            .collect();
+        return LlamaWeights::from_safetensors_files(cfg, tied, &files, &shards.index_path);
+    }
+    let bytes = crate::io::safe_file::read_in(dir, "model.safetensors")?;
+    LlamaWeights::from_safetensors(cfg, tied, &bytes, &single.display().to_string())
+}
+
+/// `model.safetensors` (or its shards), `config.json` and `tokenizer.json` of a folder.
 fn load_hf_folder(path: &Path) -> crate::Result<(LlamaWeights, Tokenizer)> {
     let read = |name: &str| -> crate::Result<Vec<u8>> { crate::io::safe_file::read_in(path, name) };
     let cfg_text = String::from_utf8(read("config.json")?)
         .map_err(|_| ModelError::Config(format!("{}/config.json is not UTF-8", path.display())))?;
     let (cfg, tied) = LlamaConfig::from_hf_json(&cfg_text)
         .map_err(|e| ModelError::Config(format!("{}: {e}", path.display())))?;
-    let bytes = read("model.safetensors")?;
-    let st_path = path.join("model.safetensors").display().to_string();
-    let weights = LlamaWeights::from_safetensors(cfg, tied, &bytes, &st_path)?;
+    let weights = load_safetensors(path, cfg, tied)?;
     let tok_text = String::from_utf8(read("tokenizer.json")?).map_err(|_| {
         ModelError::Config(format!("{}/tokenizer.json is not UTF-8", path.display()))
     })?;

@@ -11,6 +11,7 @@ pub mod quant;
 pub mod special_tokens;
 pub mod supported;
 pub mod tokenizer;
+pub mod tokenizer_spm;
 pub mod weights;
 
 pub use cache::KvCache;

@@ -17,10 +17,11 @@ fn refuse(where_: &str, what: String) -> ModelError {
     ))
 }
 
-/// `model_type`s run exactly as Llama (Mistral only without an active sliding window).
-const MODEL_TYPES: [&str; 2] = ["llama", "mistral"];
-/// `architectures` run exactly as Llama.
-const ARCHITECTURES: [&str; 2] = ["LlamaForCausalLM", "MistralForCausalLM"];
+/// `model_type`s the engine runs exactly (Mistral only without an active sliding window; Qwen2
+/// with its q/k/v biases).
+const MODEL_TYPES: [&str; 3] = ["llama", "mistral", "qwen2"];
+/// `architectures` the engine runs exactly.
+const ARCHITECTURES: [&str; 3] = ["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"];
 
 /// Checks a Hugging Face `config.json` (already parsed) against what the engine implements.
 pub fn check_hf_config(v: &Value, cfg: &LlamaConfig, path: &str) -> Result<(), ModelError> {
@@ -30,7 +31,7 @@ pub fn check_hf_config(v: &Value, cfg: &LlamaConfig, path: &str) -> Result<(), M
         if !MODEL_TYPES.contains(&t) {
             return Err(refuse(
                 path,
-                format!("model_type {t:?} (only llama and mistral)"),
+                format!("model_type {t:?} (only llama, mistral and qwen2)"),
             ));
         }
     }
@@ -91,8 +92,16 @@ pub fn check_hf_config(v: &Value, cfg: &LlamaConfig, path: &str) -> Result<(), M
     Ok(())
 }
 
-/// Whether a Hugging Face tensor name is one the engine reads (or a harmless buffer).
-pub fn hf_tensor_known(name: &str) -> bool {
+/// q/k/v biases, read for the Qwen2 family only.
+const QKV_BIAS: [&str; 3] = [
+    "self_attn.q_proj.bias",
+    "self_attn.k_proj.bias",
+    "self_attn.v_proj.bias",
+];
+
+/// Whether a Hugging Face tensor name is one the engine reads (or a harmless buffer); q/k/v
+/// biases only when `qkv_bias`.
+pub fn hf_tensor_known(name: &str, qkv_bias: bool) -> bool {
     const TOP: [&str; 3] = [
         "model.embed_tokens.weight",
         "model.norm.weight",
@@ -116,16 +125,20 @@ pub fn hf_tensor_known(name: &str) -> bool {
     }
     name.strip_prefix("model.layers.")
         .and_then(|r| r.split_once('.'))
-        .is_some_and(|(i, rest)| i.bytes().all(|b| b.is_ascii_digit()) && LAYER.contains(&rest))
+        .is_some_and(|(i, rest)| {
+            i.bytes().all(|b| b.is_ascii_digit())
+                && (LAYER.contains(&rest) || (qkv_bias && QKV_BIAS.contains(&rest)))
+        })
 }
 
 /// Checks every tensor of a Hugging Face model is one the engine reads.
 pub fn check_hf_tensors<'a>(
     names: impl IntoIterator<Item = &'a str>,
     path: &str,
+    qkv_bias: bool,
 ) -> Result<(), ModelError> {
     for n in names {
-        if !hf_tensor_known(n) {
+        if !hf_tensor_known(n, qkv_bias) {
             return Err(refuse(path, format!("tensor {n}")));
         }
     }
@@ -135,26 +148,28 @@ pub fn check_hf_tensors<'a>(
 /// Checks GGUF metadata and tensor names against what the engine implements.
 pub fn check_gguf(g: &GgufFile, cfg: &LlamaConfig) -> Result<(), ModelError> {
     let path = g.path.display().to_string();
-    if let Some(t) = g.get("llama.rope.scaling.type").and_then(|v| v.as_str())
+    let arch = cfg.family.gguf_arch();
+    let key = |s: &str| format!("{arch}.{s}");
+    if let Some(t) = g.get(&key("rope.scaling.type")).and_then(|v| v.as_str())
         && t != "none"
     {
         return Err(refuse(&path, format!("RoPE scaling of type {t:?}")));
     }
-    if let Some(f) = g.get("llama.rope.scaling.factor").and_then(|v| v.as_f64())
+    if let Some(f) = g.get(&key("rope.scaling.factor")).and_then(|v| v.as_f64())
         && f != 1.0
         && f != 0.0
     {
         return Err(refuse(&path, format!("RoPE scaling by {f}")));
     }
     if let Some(w) = g
-        .get("llama.attention.sliding_window")
+        .get(&key("attention.sliding_window"))
         .and_then(|v| v.as_u64())
         && (w as usize) < cfg.max_context
     {
         return Err(refuse(&path, format!("a sliding window of {w} tokens")));
     }
     let head = cfg.d_model / cfg.n_head.max(1);
-    if let Some(d) = g.get("llama.rope.dimension_count").and_then(|v| v.as_u64())
+    if let Some(d) = g.get(&key("rope.dimension_count")).and_then(|v| v.as_u64())
         && d as usize != head
     {
         return Err(refuse(
@@ -179,7 +194,9 @@ pub fn check_gguf(g: &GgufFile, cfg: &LlamaConfig) -> Result<(), ModelError> {
             || n.strip_prefix("blk.")
                 .and_then(|r| r.split_once('.'))
                 .is_some_and(|(i, rest)| {
-                    i.bytes().all(|b| b.is_ascii_digit()) && LAYER.contains(&rest)
+                    i.bytes().all(|b| b.is_ascii_digit())
+                        && (LAYER.contains(&rest)
+                            || (cfg.family.qkv_bias() && GGUF_BIAS.contains(&rest)))
                 });
         if !known {
             return Err(refuse(&path, format!("tensor {n}")));
@@ -187,6 +204,9 @@ pub fn check_gguf(g: &GgufFile, cfg: &LlamaConfig) -> Result<(), ModelError> {
     }
     Ok(())
 }
+
+/// GGUF names of the q/k/v biases (Qwen2 only).
+const GGUF_BIAS: [&str; 3] = ["attn_q.bias", "attn_k.bias", "attn_v.bias"];
 
 #[cfg(test)]
 mod tests {
@@ -204,6 +224,7 @@ mod tests {
             rope_theta: 1e4,
             rms_eps: 1e-5,
             max_context: 4096,
+            family: Default::default(),
         }
     }
 
@@ -214,8 +235,19 @@ mod tests {
         check_hf_config(&ok, &cfg(), "c").unwrap();
         let mistral = json!({"model_type": "mistral", "sliding_window": 4096});
         check_hf_config(&mistral, &cfg(), "c").unwrap();
+        check_hf_config(
+            &json!({"model_type": "qwen2", "use_sliding_window": false,
+            "sliding_window": 4096}),
+            &cfg(),
+            "c",
+        )
+        .unwrap();
         for (bad, word) in [
-            (json!({"model_type": "qwen2"}), "qwen2"),
+            (
+                json!({"model_type": "qwen2", "use_sliding_window": true, "sliding_window": 1024}),
+                "sliding window",
+            ),
+            (json!({"model_type": "qwen3"}), "qwen3"),
             (json!({"model_type": "gemma"}), "gemma"),
             (
                 json!({"model_type": "mistral", "sliding_window": 1024}),
@@ -243,11 +275,17 @@ mod tests {
                 "model.layers.0.self_attn.q_proj.weight",
             ],
             "m",
+            false,
         )
         .unwrap();
-        let e = check_hf_tensors(["model.layers.3.self_attn.q_proj.bias"], "m")
+        let e = check_hf_tensors(["model.layers.3.self_attn.q_proj.bias"], "m", false)
             .unwrap_err()
             .to_string();
         assert!(e.contains("q_proj.bias"), "{e}");
+        check_hf_tensors(["model.layers.3.self_attn.q_proj.bias"], "m", true).unwrap();
+        let e = check_hf_tensors(["model.layers.3.self_attn.o_proj.bias"], "m", true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("o_proj.bias"), "{e}");
     }
 }

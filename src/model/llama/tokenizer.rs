@@ -1,5 +1,6 @@
 //! The tokenizer of a pretrained model: a GPT-2-style byte-level BPE built from GGUF metadata
-//! (`tokenizer.ggml.tokens` / `merges`), or read from a Hugging Face `tokenizer.json`.
+//! (`tokenizer.ggml.tokens` / `merges`), a SentencePiece vocabulary (`tokenizer_spm`), or read
+//! from a Hugging Face `tokenizer.json`.
 //!
 //! The GGUF path assembles a `tokenizer.json` document and hands it to the `tokenizers` crate,
 //! so both paths share one implementation. Pre-tokenisation follows llama.cpp's flavours:
@@ -23,9 +24,10 @@ fn err(m: String) -> crate::Error {
 /// Builds the tokenizer stored in a GGUF file.
 pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
     let model = g.get_str(keys::TOKENIZER_MODEL)?;
-    if model != "gpt2" {
+    if model != "gpt2" && model != "llama" {
         return Err(err(format!(
-            "{}: tokenizer model {model:?} is not supported (only gpt2-style byte-level BPE)",
+            "{}: tokenizer model {model:?} is not supported (gpt2-style byte-level BPE or llama \
+             SentencePiece only)",
             g.path.display()
         )));
     }
@@ -45,12 +47,27 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
             .collect()
     };
     let tokens = list(keys::TOKENIZER_TOKENS)?;
-    let merges = list(keys::TOKENIZER_MERGES)?;
     let types: Vec<u64> = g
         .get(keys::TOKENIZER_TOKEN_TYPE)
         .and_then(|v| v.as_array())
         .map(|a| a.iter().map(|v| v.as_u64().unwrap_or(1)).collect())
         .unwrap_or_default();
+    if model == "llama" {
+        let scores: Vec<f32> = g
+            .get("tokenizer.ggml.scores")
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().map(|v| v.as_f64().unwrap_or(0.0) as f32).collect())
+            .unwrap_or_default();
+        let unk = g
+            .get(keys::TOKENIZER_UNK)
+            .and_then(|v| v.as_u64())
+            .and_then(|i| tokens.get(i as usize))
+            .map(String::as_str);
+        let add_prefix = super::tokenizer_spm::add_space_prefix(g);
+        let doc = super::tokenizer_spm::spm_document(&tokens, &scores, &types, add_prefix, unk);
+        return tokenizer_from_json(&doc.to_string(), &g.path.display().to_string());
+    }
+    let merges = list(keys::TOKENIZER_MERGES)?;
     let pre = g
         .get(keys::TOKENIZER_PRE)
         .and_then(|v| v.as_str())

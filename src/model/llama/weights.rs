@@ -1,10 +1,36 @@
 //! The weights of a Llama-style model in f32, Hugging Face orientation: every linear is stored
 //! `out x in`, row-major, so `y = W·x`. Loaded from GGUF (dequantised, Q/K rows un-permuted
-//! from llama.cpp's adjacent-pair RoPE order) or from `model.safetensors`; saved as either.
+//! from llama.cpp's adjacent-pair RoPE order) or from `model.safetensors` (or its shards);
+//! saved as either.
 
-use super::config::LlamaConfig;
+use super::config::{Family, LlamaConfig};
 use crate::io::gguf::{GgufFile, keys};
 use crate::model::ModelError;
+
+/// The biases of the query, key and value projections (Qwen2), added after the products and
+/// before RoPE; in Hugging Face row order like the weights.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QkvBias {
+    /// `H·D`.
+    pub q: Vec<f32>,
+    /// `K·D`.
+    pub k: Vec<f32>,
+    /// `K·D`.
+    pub v: Vec<f32>,
+}
+
+impl QkvBias {
+    /// Adds the biases to every row of `q`, `k` and `v` (`T x H·D`, `T x K·D`, `T x K·D`).
+    pub fn add(&self, q: &mut [f32], k: &mut [f32], v: &mut [f32]) {
+        for (x, b) in [(q, &self.q), (k, &self.k), (v, &self.v)] {
+            for row in x.chunks_exact_mut(b.len()) {
+                for (a, &c) in row.iter_mut().zip(b) {
+                    *a += c;
+                }
+            }
+        }
+    }
+}
 
 /// One decoder layer. Shapes: `C` width, `H·D` query width, `K·D` key/value width, `F` FFN.
 #[derive(Debug, Clone)]
@@ -27,6 +53,8 @@ pub struct LayerWeights {
     pub w_up: Vec<f32>,
     /// SwiGLU down (`C x F`).
     pub w_down: Vec<f32>,
+    /// q/k/v biases (Qwen2), `None` for Llama.
+    pub qkv_bias: Option<QkvBias>,
 }
 
 /// All weights of a model.
@@ -83,14 +111,36 @@ impl LlamaWeights {
         let kv = (cfg.n_kv_head * dh) as u64;
         let embed = g.tensor_f32(keys::TOKEN_EMBD, &[c, v])?;
         let mut layers = Vec::with_capacity(cfg.n_layer);
+        // llama.cpp permutes Llama's Q/K rows for its adjacent-pair RoPE; Qwen2 files keep
+        // Hugging Face's order (NEOX RoPE).
+        let interleaved = cfg.family == Family::Llama;
         for l in 0..cfg.n_layer {
             let t = |what: &str, dims: &[u64]| g.tensor_f32(&keys::block(l, what), dims);
             let wq = t("attn_q", &[c, c])?;
             let wk = t("attn_k", &[c, kv])?;
+            let (wq, wk) = if interleaved {
+                (
+                    permute_rope_rows(&wq, cfg.n_head, dh, c as usize, true),
+                    permute_rope_rows(&wk, cfg.n_kv_head, dh, c as usize, true),
+                )
+            } else {
+                (wq, wk)
+            };
+            let qkv_bias = if cfg.family.qkv_bias() {
+                let b = |what: &str, n: u64| g.tensor_f32(&keys::block_bias(l, what), &[n]);
+                Some(QkvBias {
+                    q: b("attn_q", c)?,
+                    k: b("attn_k", kv)?,
+                    v: b("attn_v", kv)?,
+                })
+            } else {
+                None
+            };
             layers.push(LayerWeights {
                 attn_norm: t("attn_norm", &[c])?,
-                wq: permute_rope_rows(&wq, cfg.n_head, dh, c as usize, true),
-                wk: permute_rope_rows(&wk, cfg.n_kv_head, dh, c as usize, true),
+                wq,
+                wk,
+                qkv_bias,
                 wv: t("attn_v", &[c, kv])?,
                 wo: t("attn_output", &[c, c])?,
                 ffn_norm: t("ffn_norm", &[c])?,
@@ -128,6 +178,12 @@ impl LlamaWeights {
             out.push((p("self_attn.q_proj"), vec![d, d], &l.wq));
             out.push((p("self_attn.k_proj"), vec![kv, d], &l.wk));
             out.push((p("self_attn.v_proj"), vec![kv, d], &l.wv));
+            if let Some(b) = &l.qkv_bias {
+                let p = |s: &str| format!("model.layers.{i}.self_attn.{s}.bias");
+                out.push((p("q_proj"), vec![d], &b.q));
+                out.push((p("k_proj"), vec![kv], &b.k));
+                out.push((p("v_proj"), vec![kv], &b.v));
+            }
             out.push((p("self_attn.o_proj"), vec![d, d], &l.wo));
             out.push((p("post_attention_layernorm"), vec![d], &l.ffn_norm));
             out.push((p("mlp.gate_proj"), vec![f, d], &l.w_gate));
@@ -148,17 +204,37 @@ impl LlamaWeights {
         bytes: &[u8],
         path: &str,
     ) -> crate::Result<Self> {
-        let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| {
-            crate::io::FormatError::Malformed {
-                path: path.to_string(),
-                what: format!("not a valid safetensors file: {e}"),
-            }
-        })?;
-        super::supported::check_hf_tensors(st.names(), path)?;
+        Self::from_safetensors_files(cfg, tied, &[(path.to_string(), bytes)], path)
+    }
+
+    /// Loads the tensors of several safetensors files (the shards of a folder, each tensor in
+    /// exactly one: `io::safetensors_shards` checks that); `path` names the set in messages.
+    pub fn from_safetensors_files(
+        cfg: LlamaConfig,
+        tied: bool,
+        files: &[(String, &[u8])],
+        path: &str,
+    ) -> crate::Result<Self> {
+        let sts = files
+            .iter()
+            .map(|(p, b)| {
+                safetensors::SafeTensors::deserialize(b).map_err(|e| {
+                    crate::io::FormatError::Malformed {
+                        path: p.clone(),
+                        what: format!("not a valid safetensors file: {e}"),
+                    }
+                    .into()
+                })
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
+        for (st, (p, _)) in sts.iter().zip(files) {
+            super::supported::check_hf_tensors(st.names(), p, cfg.family.qkv_bias())?;
+        }
+        let find = |name: &str| sts.iter().find_map(|st| st.tensor(name).ok());
+        let has = |name: &str| find(name).is_some();
         let get = |name: &str, shape: &[usize]| -> crate::Result<Vec<f32>> {
-            let t = st
-                .tensor(name)
-                .map_err(|_| ModelError::Config(format!("{path}: tensor {name} is missing")))?;
+            let t = find(name)
+                .ok_or_else(|| ModelError::Config(format!("{path}: tensor {name} is missing")))?;
             if t.shape() != shape {
                 return Err(ModelError::Config(format!(
                     "{path}: tensor {name} has shape {:?}, config.json implies {shape:?}",
@@ -198,7 +274,19 @@ impl LlamaWeights {
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for i in 0..cfg.n_layer {
             let p = |s: &str| format!("model.layers.{i}.{s}.weight");
+            let qkv_bias = if cfg.family.qkv_bias() {
+                let b =
+                    |s: &str, n: usize| get(&format!("model.layers.{i}.self_attn.{s}.bias"), &[n]);
+                Some(QkvBias {
+                    q: b("q_proj", d)?,
+                    k: b("k_proj", kv)?,
+                    v: b("v_proj", kv)?,
+                })
+            } else {
+                None
+            };
             layers.push(LayerWeights {
+                qkv_bias,
                 attn_norm: get(&p("input_layernorm"), &[d])?,
                 wq: get(&p("self_attn.q_proj"), &[d, d])?,
                 wk: get(&p("self_attn.k_proj"), &[kv, d])?,
@@ -211,7 +299,7 @@ impl LlamaWeights {
             });
         }
         let final_norm = get("model.norm.weight", &[d])?;
-        let lm_head = if tied && st.tensor("lm_head.weight").is_err() {
+        let lm_head = if tied && !has("lm_head.weight") {
             None
         } else {
             Some(get("lm_head.weight", &[v, d])?)

@@ -113,7 +113,7 @@ block_dot!(dot_q4_1, 20, q4_1);
 /// Sum of the eight lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn hsum(v: __m256) -> f32 {
+pub(super) fn hsum(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -186,12 +186,17 @@ pub(super) unsafe fn matvec(ty: GgmlType, data: &[u8], cols: usize, x: &[f32], y
         // SAFETY: row r of `data` and all of `x` are in bounds (the caller's contract).
         *o = unsafe {
             let row = p.add(r * rb);
-            match ty {
-                GgmlType::Q8_0 => dot_q8_0(row, xp, nb),
-                GgmlType::Q4_0 => dot_q4_0(row, xp, nb),
-                GgmlType::Q4_1 => dot_q4_1(row, xp, nb),
-                GgmlType::F16 => dot_f16(row, xp, cols),
-                GgmlType::F32 => dot_f32(row.cast(), xp, cols),
+            if let Some(v) = super::avx2_k::dot_row(ty, &data[r * rb..(r + 1) * rb], x, cols) {
+                v
+            } else {
+                match ty {
+                    GgmlType::Q8_0 => dot_q8_0(row, xp, nb),
+                    GgmlType::Q4_0 => dot_q4_0(row, xp, nb),
+                    GgmlType::Q4_1 => dot_q4_1(row, xp, nb),
+                    GgmlType::F16 => dot_f16(row, xp, cols),
+                    GgmlType::F32 => dot_f32(row.cast(), xp, cols),
+                    _ => unreachable!("super-block types and BF16 are handled above"),
+                }
             }
         };
     }
@@ -200,6 +205,10 @@ pub(super) unsafe fn matvec(ty: GgmlType, data: &[u8], cols: usize, x: &[f32], y
 /// Dequantises `data` (whole blocks of `ty`) into `out`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) {
+    // SAFETY: the caller's contract covers the super-block types and BF16.
+    if unsafe { super::avx2_k::dequantize(ty, data, out) } {
+        return;
+    }
     let p = data.as_ptr();
     let (_, bytes) = ty.block();
     macro_rules! blocks {
@@ -241,5 +250,6 @@ pub(super) unsafe fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) {
                 *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
             }
         }
+        _ => unreachable!("super-block types and BF16 are handled above"),
     }
 }

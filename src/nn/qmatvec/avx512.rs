@@ -166,12 +166,18 @@ pub(super) unsafe fn matvec(ty: GgmlType, data: &[u8], cols: usize, x: &[f32], y
         // SAFETY: row r of `data` and all of `x` are in bounds (the caller's contract).
         *o = unsafe {
             let row = p.add(r * rb);
-            match ty {
-                GgmlType::Q8_0 => dot_q8_0(row, xp, nb),
-                GgmlType::Q4_0 => dot_q4_0(row, xp, nb),
-                GgmlType::Q4_1 => dot_q4_1(row, xp, nb),
-                GgmlType::F16 => dot_f16(row, xp, cols),
-                GgmlType::F32 => dot_f32(row.cast(), xp, cols),
+            // The super-block types and BF16 run the AVX2 bodies (AVX-512 CPUs have AVX2).
+            if let Some(v) = super::avx2_k::dot_row(ty, &data[r * rb..(r + 1) * rb], x, cols) {
+                v
+            } else {
+                match ty {
+                    GgmlType::Q8_0 => dot_q8_0(row, xp, nb),
+                    GgmlType::Q4_0 => dot_q4_0(row, xp, nb),
+                    GgmlType::Q4_1 => dot_q4_1(row, xp, nb),
+                    GgmlType::F16 => dot_f16(row, xp, cols),
+                    GgmlType::F32 => dot_f32(row.cast(), xp, cols),
+                    _ => unreachable!("super-block types and BF16 are handled above"),
+                }
             }
         };
     }
@@ -180,6 +186,10 @@ pub(super) unsafe fn matvec(ty: GgmlType, data: &[u8], cols: usize, x: &[f32], y
 /// Dequantises `data` (whole blocks of `ty`) into `out`.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
 pub(super) unsafe fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) {
+    // SAFETY: the caller's contract covers the super-block types and BF16 (AVX2 bodies).
+    if unsafe { super::avx2_k::dequantize(ty, data, out) } {
+        return;
+    }
     let p = data.as_ptr();
     let (_, bytes) = ty.block();
     macro_rules! blocks {
@@ -220,5 +230,6 @@ pub(super) unsafe fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) {
                 *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
             }
         }
+        _ => unreachable!("super-block types and BF16 are handled above"),
     }
 }

@@ -1,5 +1,5 @@
 //! Matrix-vector products `y = W·x` that read a weight in its GGUF storage type (F32, F16,
-//! Q8_0, Q4_0, Q4_1) in place: each block is dequantised in registers and multiplied into
+//! BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) in place: each block is dequantised in registers and multiplied into
 //! f32 activations with fused multiply-adds, so decoding from a quantised model streams its
 //! bytes (4.5 to 8.5 bits a weight) instead of an f32 copy four to seven times larger.
 //!
@@ -9,12 +9,14 @@
 //! 8 bits for integer dot products, which changes the logits.
 //!
 //! Bodies: AVX-512 and AVX2 (`std::arch` intrinsics, F16C for the f16 scales) and a portable
-//! one, chosen per call by [`simd::isa`] (tests force each with [`simd::with_isa`]). Rows are
+//! one (the super-block types and BF16 have AVX2 bodies, which the AVX-512 level also runs), chosen per call by [`simd::isa`] (tests force each with [`simd::with_isa`]). Rows are
 //! split over rayon; each row is one task's work from start to end, so the result does not
 //! depend on the thread count.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_k;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod scalar;
