@@ -437,8 +437,18 @@ fn bad_input_is_a_clear_error_and_leaves_nothing() {
 #[test]
 fn lr_sweep_chooses_on_the_held_out_training_part_and_resumes() {
     let dir = temp_dir("lr-sweep");
-    let sweep = ["--seeds", "2", "--lr-sweep", "1e-3,3e-2", "--attention", "softmax,orthogonal"];
-    let o = compare(&dir, &[&["--out", "s", "--stop-at", "3"], &sweep[..]].concat());
+    let sweep = [
+        "--seeds",
+        "2",
+        "--lr-sweep",
+        "1e-3,3e-2",
+        "--attention",
+        "softmax,orthogonal",
+    ];
+    let o = compare(
+        &dir,
+        &[&["--out", "s", "--stop-at", "3"], &sweep[..]].concat(),
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(dir.join("s/seed-1/lr-0.03/orthogonal/state.json").exists());
     let plan = read_json(&dir.join("s/plan.json"));
@@ -478,7 +488,10 @@ fn lr_sweep_chooses_on_the_held_out_training_part_and_resumes() {
     // The printed table carries the sweep's rows; a straight run gives the same bits.
     let again = run(&dir, &["compare", "--resume", "--out", "s"]);
     let text = String::from_utf8(again.stdout).unwrap();
-    assert!(text.contains("Learning-rate sweep") && text.contains("yes"), "{text}");
+    assert!(
+        text.contains("Learning-rate sweep") && text.contains("yes"),
+        "{text}"
+    );
     let whole = compare(&dir, &[&["--out", "w", "--json"], &sweep[..]].concat());
     let w: Value = serde_json::from_slice(&whole.stdout).unwrap();
     assert_eq!(w["lr_sweep"], s["lr_sweep"]);
@@ -492,6 +505,9 @@ fn lr_sweep_chooses_on_the_held_out_training_part_and_resumes() {
         assert!(stderr(&o).contains(want), "{}", stderr(&o));
         assert!(!dir.join(args[1]).exists());
     }
-    let o = run(&dir, &["compare", "--resume", "--out", "s", "--lr-sweep", "1e-3"]);
+    let o = run(
+        &dir,
+        &["compare", "--resume", "--out", "s", "--lr-sweep", "1e-3"],
+    );
     assert_eq!(o.status.code(), Some(2));
 }
