@@ -127,7 +127,8 @@ fn bad_batches_are_errors_not_panics() {
 /// cannot apply, and a rope model's output depends on the order of its tokens.
 #[test]
 fn rope_and_temperature_options() {
-    use orthoformer::model::{Position, Temperature, layout};
+    use orthoformer::model::gpt::layout;
+    use orthoformer::model::{Position, Temperature};
     let base = GptConfig::preset("tiny").unwrap();
     assert!(!base.to_toml().contains("position") && !base.to_toml().contains("temperature"));
     let rope = GptConfig {
@@ -155,13 +156,23 @@ fn rope_and_temperature_options() {
         n_head: 2,
         ..base.clone()
     };
-    assert!(odd.validate().unwrap_err().to_string().contains("must be even"));
+    assert!(
+        odd.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("must be even")
+    );
     let lin = GptConfig {
         temperature: Temperature::Learned,
         attention: AttentionKind::Linear,
         ..base.clone()
     };
-    assert!(lin.validate().unwrap_err().to_string().contains("linear attention"));
+    assert!(
+        lin.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("linear attention")
+    );
     // Without a position embedding, rope is what makes position visible: the last token's
     // logits change when the tokens before it are permuted.
     let mut m = Gpt::new(rope, 3).unwrap();
