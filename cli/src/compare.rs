@@ -45,6 +45,13 @@ pub struct CompareArgs {
     pub recipe: Option<String>,
     #[command(flatten)]
     pub optim: OptimFlags,
+    /// Tuned comparison: train every variant at each of these peak learning rates
+    /// (comma-separated, e.g. 3e-4,1e-3,3e-3) on the same seeds, and report each variant at
+    /// its own best rate, chosen on the held-out last 10% of the training split (which no run
+    /// then trains on), never on the validation split reported. Each rate keeps the schedule's
+    /// ratio of --min-lr to --lr. The summary holds every rate's losses.
+    #[arg(long, value_delimiter = ',')]
+    pub lr_sweep: Option<Vec<f64>>,
     /// Output folder [default: runs/compare-DATE-TIME, UTC].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -199,7 +206,8 @@ fn new_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, PathBuf)
         bpe_vocab,
         data_record(&corpus),
         Some(name.to_string()),
-    )?;
+    )?
+    .with_lrs(args.lr_sweep.clone().unwrap_or_default())?;
     Ok((plan, corpus, args.out.clone().unwrap_or_else(default_out)))
 }
 
@@ -213,6 +221,7 @@ fn resumed_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, Path
         || args.optim.steps.is_some()
         || args.attention.is_some()
         || args.seeds.is_some()
+        || args.lr_sweep.is_some()
         || args.recipe.is_some()
         || args.data.tokenizer.is_some()
         || args.data.vocab_size.is_some()
@@ -243,8 +252,13 @@ fn print_table(s: &CompareSummary, out: &Path) -> anyhow::Result<()> {
     super::common::emit(s, false)?;
     outln!(
         "wrote {0}/loss.png, {0}/loss.svg, {0}/summary.json and one checkpoint folder per run \
-         (seed-S/ATTENTION)",
-        out.display()
+         ({1})",
+        out.display(),
+        if s.lr_sweep.is_empty() {
+            "seed-S/ATTENTION"
+        } else {
+            "seed-S/lr-LR/ATTENTION"
+        }
     )?;
     Ok(())
 }

@@ -63,6 +63,16 @@ pub struct ModelFlags {
     /// the config) [default: --seed; not with compare, where each seed sets it].
     #[arg(long)]
     pub model_seed: Option<u64>,
+    /// Positions: `learned` (an absolute position embedding, GPT-2's) or `rope` (rotary
+    /// positions on every head's queries and keys, no position embedding), overriding the
+    /// preset [default: learned].
+    #[arg(long, value_parser = ["learned", "rope"])]
+    pub position: Option<String>,
+    /// Attention-score temperature: `fixed` (q·k/√D) or `learned` (one trained scalar per
+    /// head multiplying the scores, starting at 1; with frozen Q/K the only trained part of
+    /// the score path; softmax variants only), overriding the preset [default: fixed].
+    #[arg(long, value_parser = ["fixed", "learned"])]
+    pub temperature: Option<String>,
 }
 
 /// Optimisation and evaluation.
@@ -230,6 +240,8 @@ impl ModelFlags {
             || self.context.is_some()
             || self.width.is_some()
             || self.model_seed.is_some()
+            || self.position.is_some()
+            || self.temperature.is_some()
     }
 
     /// The configuration these flags ask for (vocabulary set later from the tokenizer).
@@ -264,6 +276,16 @@ impl ModelFlags {
         }
         if let Some(a) = attention {
             cfg.attention = a;
+        }
+        match self.position.as_deref() {
+            Some("rope") => cfg.position = orthoformer::model::Position::Rope,
+            Some(_) => cfg.position = orthoformer::model::Position::Learned,
+            None => {}
+        }
+        match self.temperature.as_deref() {
+            Some("learned") => cfg.temperature = orthoformer::model::Temperature::Learned,
+            Some(_) => cfg.temperature = orthoformer::model::Temperature::Fixed,
+            None => {}
         }
         Ok(cfg)
     }

@@ -56,7 +56,16 @@ class GPTConfig:
     @classmethod
     def from_json(cls, text: str) -> GPTConfig:
         """Parses and validates the library's JSON form (unknown fields are an error)."""
-        return cls(**json.loads(_native.config_check(text)))
+        fields = json.loads(_native.config_check(text))
+        # The library's rotary positions and learned score temperature (issue 30) have no
+        # PyTorch form yet: say so in one line instead of failing on an unexpected field.
+        beyond = {k: fields[k] for k in ("position", "temperature") if k in fields}
+        if beyond:
+            raise ValueError(
+                f"this configuration has {beyond}, which only the Rust model implements so far: "
+                "train and evaluate it with the orthoformer command line"
+            )
+        return cls(**fields)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GPTConfig:

@@ -56,6 +56,13 @@ pub fn gpt2_incompatibility(cfg: &GptConfig) -> Option<String> {
             cfg.attention.name()
         ));
     }
+    if cfg.position == crate::model::config::Position::Rope {
+        return Some(
+            "the model has rotary positions and GPT-2 learned ones; only --position learned \
+             models export"
+                .to_string(),
+        );
+    }
     if cfg.norm == NormPlacement::Post {
         return Some(
             "the model has post-LN blocks and GPT-2's are pre-LN; only pre-LN models export"

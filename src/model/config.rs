@@ -18,6 +18,63 @@ pub enum NormPlacement {
     Pre,
 }
 
+/// How the model sees positions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Position {
+    /// A learned absolute position embedding `wpe` added to the token embedding (GPT-2).
+    #[default]
+    Learned,
+    /// Rotary position embeddings on every head's queries and keys after their projection
+    /// (`nn::rope`, Hugging Face's half-split pairs, θ = 10,000), no `wpe`: the scores of
+    /// frozen Q/K then depend on relative position.
+    Rope,
+}
+
+impl Position {
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Position::Learned => "learned",
+            Position::Rope => "rope",
+        }
+    }
+
+    fn is_learned(&self) -> bool {
+        *self == Position::Learned
+    }
+}
+
+/// Whether attention scores get a trained per-head temperature.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Temperature {
+    /// Scores `q·k/√D` as they are.
+    #[default]
+    Fixed,
+    /// Scores `τ_h·q·k/√D` with one trained scalar `τ_h` per head (starting at 1): with frozen
+    /// `W_Q, W_K` the only trained part of the score path, letting a head sharpen or flatten
+    /// its attention. Softmax-kernel variants only.
+    Learned,
+}
+
+impl Temperature {
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Temperature::Fixed => "fixed",
+            Temperature::Learned => "learned",
+        }
+    }
+
+    fn is_fixed(&self) -> bool {
+        *self == Temperature::Fixed
+    }
+}
+
+/// RoPE's base θ.
+pub const ROPE_THETA: f64 = 10_000.0;
+
 /// The shape and variant of a GPT language model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,6 +113,14 @@ pub struct GptConfig {
     pub frozen_method: OrthoMethod,
     /// Base seed of the frozen weights (each head's seed is derived from it).
     pub frozen_seed: u64,
+    /// Learned absolute positions (the default, and the form of configurations written
+    /// before this field existed; not written when learned) or rotary.
+    #[serde(default, skip_serializing_if = "Position::is_learned")]
+    pub position: Position,
+    /// A trained per-head temperature on the attention scores (default fixed, not written
+    /// when fixed).
+    #[serde(default, skip_serializing_if = "Temperature::is_fixed")]
+    pub temperature: Temperature,
 }
 
 fn norm_bias_default() -> bool {
@@ -96,6 +161,8 @@ impl GptConfig {
             dropout: 0.0,
             frozen_method: OrthoMethod::Qr,
             frozen_seed: 0,
+            position: Position::Learned,
+            temperature: Temperature::Fixed,
         }
     }
 
@@ -208,6 +275,20 @@ impl GptConfig {
                 "orthogonal-hadamard needs a Hadamard matrix of order d_model = {}: use a power \
                  of two, or 12, 20, 24, ... times one (e.g. 384 = 12·32)",
                 self.d_model
+            ));
+        }
+        if self.position == Position::Rope && !self.d_head().is_multiple_of(2) {
+            return bad(format!(
+                "rope rotates pairs of a head's dimensions: head width {} (d_model / n_head) \
+                 must be even",
+                self.d_head()
+            ));
+        }
+        if self.temperature == Temperature::Learned && self.attention.is_linear() {
+            return bad(format!(
+                "a learned temperature scales softmax scores, and {} is linear attention: use \
+                 a softmax variant or --temperature fixed",
+                self.attention.name()
             ));
         }
         if !(0.0..1.0).contains(&self.dropout) {

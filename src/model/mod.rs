@@ -11,7 +11,7 @@ pub mod gpt;
 pub mod llama;
 
 pub use attention_kind::{AttentionKind, AttentionSpec, AttnWeight, Kernel, Projection};
-pub use config::{GptConfig, NormPlacement};
+pub use config::{GptConfig, NormPlacement, Position, Temperature};
 pub use gpt::Gpt;
 pub use gpt::activations::Activations;
 pub use gpt::file::{load_model, save_model};

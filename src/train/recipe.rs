@@ -67,6 +67,8 @@ fn nanogpt_cpu() -> (GptConfig, TrainOptions) {
         dropout: 0.0,
         frozen_method: OrthoMethod::Qr,
         frozen_seed: 0,
+        position: Default::default(),
+        temperature: Default::default(),
     };
     let options = TrainOptions {
         steps: 2000,

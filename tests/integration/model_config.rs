@@ -120,3 +120,65 @@ fn bad_batches_are_errors_not_panics() {
     let mut fresh = Gpt::new(GptConfig::preset("tiny").unwrap(), 0).unwrap();
     assert_eq!(fresh.loss(&ok[..8], &ok[..8], 1, 8).unwrap(), l_small);
 }
+
+/// Rotary positions and the learned temperature (issue 30): written only when not the
+/// default (older configurations read unchanged), round-tripped, counted exactly (rope has no
+/// position embedding; the temperature is one value per head and layer), refused where they
+/// cannot apply, and a rope model's output depends on the order of its tokens.
+#[test]
+fn rope_and_temperature_options() {
+    use orthoformer::model::gpt::layout;
+    use orthoformer::model::{Position, Temperature};
+    let base = GptConfig::preset("tiny").unwrap();
+    assert!(!base.to_toml().contains("position") && !base.to_toml().contains("temperature"));
+    let rope = GptConfig {
+        position: Position::Rope,
+        temperature: Temperature::Learned,
+        attention: AttentionKind::Orthogonal,
+        ..base.clone()
+    };
+    let text = rope.to_toml();
+    assert!(text.contains("position = \"rope\"") && text.contains("temperature = \"learned\""));
+    assert_eq!(GptConfig::from_toml_str(&text).unwrap(), rope);
+    let plain = GptConfig {
+        attention: AttentionKind::Orthogonal,
+        ..base.clone()
+    };
+    let (c, t) = (base.d_model, base.context);
+    let extra = base.n_layer * base.n_head;
+    assert_eq!(
+        layout::trainable_count(&rope) + t * c,
+        layout::trainable_count(&plain) + extra
+    );
+    let odd = GptConfig {
+        position: Position::Rope,
+        d_model: 6,
+        n_head: 2,
+        ..base.clone()
+    };
+    assert!(
+        odd.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("must be even")
+    );
+    let lin = GptConfig {
+        temperature: Temperature::Learned,
+        attention: AttentionKind::Linear,
+        ..base.clone()
+    };
+    assert!(
+        lin.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("linear attention")
+    );
+    // Without a position embedding, rope is what makes position visible: the last token's
+    // logits change when the tokens before it are permuted.
+    let mut m = Gpt::new(rope, 3).unwrap();
+    let (a, b) = ([1u32, 2, 3, 4, 5, 6, 7, 8], [3u32, 1, 2, 5, 4, 7, 6, 8]);
+    let la = m.logits(&a, 1, 8).unwrap().to_vec();
+    let lb = m.logits(&b, 1, 8).unwrap().to_vec();
+    let v = base.vocab_size;
+    assert_ne!(la[7 * v..], lb[7 * v..]);
+}

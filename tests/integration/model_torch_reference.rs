@@ -1,5 +1,8 @@
 //! The GPT matched to PyTorch: fixtures from `scripts/torch_gpt_reference.py` (float64 torch,
-//! stored as f32) for the `tiny` preset, every attention variant and both norm placements.
+//! stored as f32) for the `tiny` preset, every attention variant and both norm placements,
+//! with rotary positions (`-rope`: every kernel pre-LN, orthogonal post-LN too), and with a
+//! learned per-head score temperature (`-temp`, alone and with rope): its gradient is checked
+//! against PyTorch's like every other parameter's.
 //! Checks, each with relative error `max|rust - torch| / max|torch|` below 1e-4:
 //! logits, loss, every parameter gradient, and the parameters after 10 AdamW steps. A gradient
 //! that is exactly zero in theory (the K bias under softmax, which is invariant to it) is
@@ -71,6 +74,8 @@ fn run(file: &str) {
         GptConfig {
             attention: cfg.attention,
             norm: cfg.norm,
+            position: cfg.position,
+            temperature: cfg.temperature,
             ..GptConfig::preset("tiny").unwrap()
         }
     );
@@ -194,4 +199,36 @@ fn orthogonal_linear_pre() {
 #[test]
 fn orthogonal_linear_post() {
     run("orthogonal-linear_post");
+}
+#[test]
+fn softmax_rope_pre() {
+    run("softmax-rope_pre");
+}
+#[test]
+fn orthogonal_rope_pre() {
+    run("orthogonal-rope_pre");
+}
+#[test]
+fn orthogonal_rope_post() {
+    run("orthogonal-rope_post");
+}
+#[test]
+fn linear_rope_pre() {
+    run("linear-rope_pre");
+}
+#[test]
+fn orthogonal_linear_rope_pre() {
+    run("orthogonal-linear-rope_pre");
+}
+#[test]
+fn orthogonal_temperature_pre() {
+    run("orthogonal-temp_pre");
+}
+#[test]
+fn softmax_temperature_post() {
+    run("softmax-temp_post");
+}
+#[test]
+fn orthogonal_rope_temperature_pre() {
+    run("orthogonal-rope-temp_pre");
 }

@@ -430,3 +430,84 @@ fn bad_input_is_a_clear_error_and_leaves_nothing() {
         assert!(!dir.join("cmp").exists(), "{extra:?} left output");
     }
 }
+
+/// `--lr-sweep`: every variant at every rate on the same seeds, each reported at the rate with
+/// the lowest held-out *training* loss (never chosen on validation), with the full table in the
+/// summary; stopped and resumed like any comparison, and the resumed sweep gives the same bits.
+#[test]
+fn lr_sweep_chooses_on_the_held_out_training_part_and_resumes() {
+    let dir = temp_dir("lr-sweep");
+    let sweep = [
+        "--seeds",
+        "2",
+        "--lr-sweep",
+        "1e-3,3e-2",
+        "--attention",
+        "softmax,orthogonal",
+    ];
+    let o = compare(
+        &dir,
+        &[&["--out", "s", "--stop-at", "3"], &sweep[..]].concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join("s/seed-1/lr-0.03/orthogonal/state.json").exists());
+    let plan = read_json(&dir.join("s/plan.json"));
+    assert_eq!(plan["lrs"], serde_json::json!([1e-3, 3e-2]));
+    let o = run(&dir, &["compare", "--resume", "--out", "s", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cells = s["lr_sweep"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    let finals = read_json(&dir.join("s/finals.json"));
+    for v in s["variants"].as_array().unwrap() {
+        let name = v["attention"].as_str().unwrap();
+        let mine: Vec<&Value> = cells.iter().filter(|c| c["attention"] == name).collect();
+        // The chosen rate has the lowest mean held-out loss, recomputed from finals.json.
+        let held = |c: &Value| -> f64 {
+            let lr = f(&c["lr"]);
+            (0..2)
+                .map(|seed| f(&finals[format!("seed-{seed}/lr-{lr}/{name}")]["held_out_loss"]))
+                .sum::<f64>()
+                / 2.0
+        };
+        let best = mine
+            .iter()
+            .min_by(|a, b| held(a).total_cmp(&held(b)))
+            .unwrap();
+        assert_eq!(best["chosen"], true, "{name}");
+        assert_eq!(v["lr"], best["lr"]);
+        assert!((f(&best["held_out_loss_mean"]) - held(best)).abs() < 1e-12);
+        // The variant's reported losses are the chosen rate's runs, on the validation split.
+        for (seed, r) in v["seeds"].as_array().unwrap().iter().enumerate() {
+            let key = format!("seed-{seed}/lr-{}/{name}", f(&best["lr"]));
+            assert_eq!(r["final_val_loss"], finals[&key]["val_loss"]);
+            // Held-out and validation are different texts: different losses.
+            assert_ne!(finals[&key]["val_loss"], finals[&key]["held_out_loss"]);
+        }
+    }
+    // The printed table carries the sweep's rows; a straight run gives the same bits.
+    let again = run(&dir, &["compare", "--resume", "--out", "s"]);
+    let text = String::from_utf8(again.stdout).unwrap();
+    assert!(
+        text.contains("Learning-rate sweep") && text.contains("yes"),
+        "{text}"
+    );
+    let whole = compare(&dir, &[&["--out", "w", "--json"], &sweep[..]].concat());
+    let w: Value = serde_json::from_slice(&whole.stdout).unwrap();
+    assert_eq!(w["lr_sweep"], s["lr_sweep"]);
+    // Bad rates and a sweep flag on resume are one-line errors.
+    for (args, want) in [
+        (vec!["--out", "b1", "--lr-sweep", "1e-3,1e-3"], "twice"),
+        (vec!["--out", "b2", "--lr-sweep", "0"], "not a positive"),
+    ] {
+        let o = compare(&dir, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(want), "{}", stderr(&o));
+        assert!(!dir.join(args[1]).exists());
+    }
+    let o = run(
+        &dir,
+        &["compare", "--resume", "--out", "s", "--lr-sweep", "1e-3"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -109,6 +109,8 @@ impl MqarPlan {
             dropout: 0.0,
             frozen_method: OrthoMethod::Qr,
             frozen_seed: self.seed,
+            position: Default::default(),
+            temperature: Default::default(),
         }
     }
 

@@ -20,6 +20,7 @@ pub mod plan;
 pub mod plot;
 pub mod report;
 pub mod summary;
+pub mod sweep;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -60,6 +61,12 @@ pub fn run_dir(out: &Path, seed: u64, attention: AttentionKind) -> std::path::Pa
     out.join(format!("seed-{seed}")).join(attention.name())
 }
 
+/// The checkpoint folder of run `id`: `seed-<s>/<attention>`, or `seed-<s>/lr-<lr>/<attention>`
+/// in a learning-rate sweep.
+pub fn run_dir_of(out: &Path, id: plan::RunId) -> std::path::PathBuf {
+    out.join(plan::run_key_of(id))
+}
+
 /// Runs (or continues) the comparison `plan` in `out` on `prepared` (the plan's text,
 /// tokenized; `corpus` is that text, for runs that resume), then summarises it.
 pub fn run(
@@ -72,29 +79,39 @@ pub fn run(
 ) -> Result<Outcome> {
     plan.check_data(prepared)?;
     let mut finals = read_finals(out, plan)?;
-    let total = plan.seeds.len() * plan.attentions.len();
-    let mut i = 0;
-    // Seed-major, so a comparison stopped half-way holds whole pairs.
-    for &seed in &plan.seeds {
-        for &kind in &plan.attentions {
-            let key = plan::run_key(seed, kind);
-            let dir = run_dir(out, seed, kind);
-            let mut session = open_run(plan, seed, kind, corpus, prepared, &dir)?;
-            let end = limits
-                .stop_at
-                .map_or(plan.options.steps, |s| s.min(plan.options.steps));
-            if session.state.step < end {
-                let label = format!("{} seed {seed} ({}/{total})", kind.name(), i + 1);
-                progress.start(&label, plan.options.steps, session.state.step);
-                session
-                    .run(limits.stop, limits.stop_at, progress)
-                    .map_err(|e| interrupted_hint(e, out))?;
-            }
-            i += 1;
-            if session.state.step == plan.options.steps && !finals.contains_key(&key) {
-                finals.insert(key, final_eval(&mut session)?);
-                write_finals(out, &finals)?;
-            }
+    // A sweep trains on the training split less its held-out tail, and scores that tail.
+    let swept = if plan.lrs.is_empty() {
+        None
+    } else {
+        Some(sweep::hold_out(prepared, plan.model.context)?)
+    };
+    let data = swept.as_ref().map_or(prepared, |(p, _)| p);
+    let held = swept.as_ref().map(|(_, h)| h.as_slice());
+    let runs = plan.runs();
+    let total = runs.len();
+    for (i, &id) in runs.iter().enumerate() {
+        let key = plan::run_key_of(id);
+        let dir = run_dir_of(out, id);
+        let mut session = open_run(plan, id, corpus, data, &dir)?;
+        let end = limits
+            .stop_at
+            .map_or(plan.options.steps, |s| s.min(plan.options.steps));
+        if session.state.step < end {
+            let lr = id.lr.map(|l| format!(" lr {l}")).unwrap_or_default();
+            let label = format!(
+                "{}{lr} seed {} ({}/{total})",
+                id.attention.name(),
+                id.seed,
+                i + 1
+            );
+            progress.start(&label, plan.options.steps, session.state.step);
+            session
+                .run(limits.stop, limits.stop_at, progress)
+                .map_err(|e| interrupted_hint(e, out))?;
+        }
+        if session.state.step == plan.options.steps && !finals.contains_key(&key) {
+            finals.insert(key, final_eval(&mut session, held)?);
+            write_finals(out, &finals)?;
         }
     }
     let finished = finals.len();
@@ -116,13 +133,13 @@ pub fn run(
 /// another run (other options, model or seed) is an error, never silently continued.
 fn open_run(
     plan: &ComparePlan,
-    seed: u64,
-    kind: AttentionKind,
+    id: plan::RunId,
     corpus: &Corpus,
     prepared: &Prepared,
     dir: &Path,
 ) -> Result<Session> {
-    let (model, options) = plan.run_spec(seed, kind, prepared.tokenizer.vocab_size());
+    let (seed, kind) = (id.seed, id.attention);
+    let (model, options) = plan.run_spec_of(id, prepared.tokenizer.vocab_size());
     if !crate::train::checkpoint::exists(dir)? {
         let spec = FreshSpec {
             model,
@@ -131,7 +148,10 @@ fn open_run(
         };
         return Session::fresh_prepared(spec, prepared.clone(), dir);
     }
-    let session = Session::resume(dir, Some(corpus.clone()), None, None)?;
+    let mut session = Session::resume(dir, Some(corpus.clone()), None, None)?;
+    // `resume` splits the whole text again; a sweep's run goes on with its own data (the
+    // training split less the held-out tail), as it started.
+    session.prepared = prepared.clone();
     if session.options != options || session.model.config() != &model || session.model_seed != seed
     {
         return Err(crate::train::invalid(format!(
@@ -161,7 +181,8 @@ fn interrupted_hint(e: crate::Error, out: &Path) -> crate::Error {
 /// The mean loss of the finished model on the whole validation split: non-overlapping
 /// windows of the context, the shorter last one included (`infer::eval`, as `orthoformer
 /// eval`), `batch` windows per forward.
-fn final_eval(session: &mut Session) -> Result<FinalEval> {
+/// `held`: a sweep's held-out part of the training split, scored the same way.
+fn final_eval(session: &mut Session, held: Option<&[u32]>) -> Result<FinalEval> {
     let started = Instant::now();
     let options = EvalOptions {
         batch: session.options.batch,
@@ -178,10 +199,23 @@ fn final_eval(session: &mut Session) -> Result<FinalEval> {
             report.loss
         )));
     }
+    let held_out_loss = match held {
+        Some(tokens) => Some(evaluate(&mut session.model, tokens, &options, &mut |_| {})?.loss)
+            .filter(|l| l.is_finite()),
+        None => None,
+    };
+    if held.is_some() && held_out_loss.is_none() {
+        return Err(crate::train::invalid(format!(
+            "the held-out loss of the run in {} is not finite: the model diverged at this \
+             learning rate; its checkpoint is kept; leave the rate out of --lr-sweep",
+            session.out.display()
+        )));
+    }
     Ok(FinalEval {
         val_loss: report.loss,
         val_tokens: report.tokens,
         seconds: started.elapsed().as_secs_f64(),
+        held_out_loss,
     })
 }
 
@@ -190,11 +224,7 @@ fn final_eval(session: &mut Session) -> Result<FinalEval> {
 /// the file to have the finished runs evaluated again).
 fn read_finals(out: &Path, plan: &ComparePlan) -> Result<BTreeMap<String, FinalEval>> {
     let finals = read_finals_file(out)?;
-    let keys: Vec<String> = plan
-        .seeds
-        .iter()
-        .flat_map(|&s| plan.attentions.iter().map(move |&a| plan::run_key(s, a)))
-        .collect();
+    let keys: Vec<String> = plan.runs().into_iter().map(plan::run_key_of).collect();
     for (key, f) in &finals {
         let why = if !keys.contains(key) {
             Some(format!("{key} is not a run of the plan"))

@@ -42,6 +42,23 @@ pub struct ComparePlan {
     pub data: DataRecord,
     /// The named recipe the model and options came from, if any (before the user's flags).
     pub recipe: Option<String>,
+    /// Peak learning rates swept (`--lr-sweep`); empty: one run per variant and seed at
+    /// `options.lr`. With a sweep every variant trains at every rate on the same seeds, on the
+    /// training split less its held-out tail (`compare::sweep`), and is reported at its own
+    /// best rate, chosen on that tail.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lrs: Vec<f64>,
+}
+
+/// One run of a plan: a variant at a seed (and a swept learning rate).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunId {
+    /// The seed.
+    pub seed: u64,
+    /// The swept peak learning rate (`None` without a sweep).
+    pub lr: Option<f64>,
+    /// The variant.
+    pub attention: AttentionKind,
 }
 
 impl ComparePlan {
@@ -85,6 +102,7 @@ impl ComparePlan {
             bpe_vocab,
             data,
             recipe,
+            lrs: Vec::new(),
         };
         for &a in &plan.attentions {
             let cfg = plan.run_spec(plan.seeds[0], a, plan.model.vocab_size).0;
@@ -92,6 +110,58 @@ impl ComparePlan {
             crate::train::session::check_training_fits(&cfg, plan.options.batch, 0)?;
         }
         Ok(plan)
+    }
+
+    /// The plan with the learning rates `lrs` swept: each finite, positive and listed once
+    /// (an empty list is no sweep).
+    pub fn with_lrs(mut self, lrs: Vec<f64>) -> Result<Self> {
+        for (i, &lr) in lrs.iter().enumerate() {
+            if !(lr.is_finite() && lr > 0.0) {
+                return Err(invalid(format!(
+                    "--lr-sweep: {lr} is not a positive learning rate"
+                )));
+            }
+            if lrs[..i].contains(&lr) {
+                return Err(invalid(format!("--lr-sweep lists {lr} twice")));
+            }
+        }
+        self.lrs = lrs;
+        Ok(self)
+    }
+
+    /// Every run, seed-major (a comparison stopped half-way holds whole pairs), then by
+    /// learning rate, then variant.
+    pub fn runs(&self) -> Vec<RunId> {
+        let lrs: Vec<Option<f64>> = if self.lrs.is_empty() {
+            vec![None]
+        } else {
+            self.lrs.iter().map(|&l| Some(l)).collect()
+        };
+        let mut out = Vec::new();
+        for &seed in &self.seeds {
+            for &lr in &lrs {
+                for &attention in &self.attentions {
+                    out.push(RunId {
+                        seed,
+                        lr,
+                        attention,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The model configuration and options of run `id` (`vocab` from the tokenizer): a swept
+    /// learning rate replaces the peak and scales the floor by the same factor, so every rate
+    /// keeps the recipe's schedule shape (nanoGPT's cosine to a tenth).
+    pub fn run_spec_of(&self, id: RunId, vocab: usize) -> (GptConfig, TrainOptions) {
+        let (model, mut options) = self.run_spec(id.seed, id.attention, vocab);
+        if let Some(lr) = id.lr {
+            options.min_lr = self.options.min_lr / self.options.lr * lr;
+            options.lr = lr;
+        }
+        (model, options)
     }
 
     /// The model configuration and options of one run (`vocab` from the tokenizer).
@@ -186,6 +256,7 @@ impl ComparePlan {
             plan.data.clone(),
             plan.recipe.clone(),
         )
+        .and_then(|p| p.with_lrs(plan.lrs.clone()))
         .map_err(|e| invalid(format!("{} is invalid: {e}", path.display())))?;
         if !crate::train::checkpoint::is_sha256_hex(&checked.data.sha256) {
             return Err(invalid(format!(
@@ -200,4 +271,18 @@ impl ComparePlan {
 /// The key of one run in `finals.json`: `seed-<s>/<attention>`.
 pub fn run_key(seed: u64, attention: AttentionKind) -> String {
     format!("seed-{seed}/{}", attention.name())
+}
+
+/// The folder name of a swept learning rate: `lr-<value>` (`lr-0.001`, `lr-0.0003`).
+pub fn lr_dir(lr: f64) -> String {
+    format!("lr-{lr}")
+}
+
+/// The key of run `id` in `finals.json` and its folder under the comparison:
+/// `seed-<s>/<attention>`, or `seed-<s>/lr-<lr>/<attention>` in a sweep.
+pub fn run_key_of(id: RunId) -> String {
+    match id.lr {
+        None => run_key(id.seed, id.attention),
+        Some(lr) => format!("seed-{}/{}/{}", id.seed, lr_dir(lr), id.attention.name()),
+    }
 }

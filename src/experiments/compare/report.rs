@@ -81,8 +81,49 @@ impl Report for CompareSummary {
              machine.",
             self.baseline, self.target_val_loss
         ));
-        vec![Block::Text(head), Block::Table(t)]
+        let mut blocks = vec![Block::Text(head), Block::Table(t)];
+        if !self.lr_sweep.is_empty() {
+            blocks.push(Block::Table(sweep_table(self)));
+        }
+        blocks
     }
+}
+
+/// Every variant at every swept rate: the held-out loss the choice is made on, and the
+/// validation loss (reported only).
+fn sweep_table(s: &CompareSummary) -> Table {
+    let (l, r) = (Align::Left, Align::Right);
+    let mut t = Table::new(&[
+        ("attention", l),
+        ("lr", r),
+        ("held-out train loss mean (per seed)", l),
+        ("val loss mean (per seed)", l),
+        ("chosen", l),
+    ]);
+    let seeds = |v: &[f64]| {
+        let each: Vec<String> = v.iter().map(|x| format!("{x:.4}")).collect();
+        each.join(" / ")
+    };
+    for c in &s.lr_sweep {
+        t.row([
+            c.attention.clone(),
+            format!("{}", c.lr),
+            format!("{:.4} ({})", c.held_out_loss_mean, seeds(&c.held_out_loss)),
+            format!("{:.4} ({})", c.val_loss_mean, seeds(&c.val_loss)),
+            if c.chosen {
+                "yes".into()
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    t.note(format!(
+        "Learning-rate sweep: every variant at every rate on the same seeds; each variant is \
+         reported above at the rate with the lowest mean loss on the held-out last {:.0}% of \
+         the training split, which no run trains on; the validation split never chooses.",
+        super::sweep::HELD_OUT_FRACTION * 100.0
+    ));
+    t
 }
 
 #[cfg(test)]
@@ -94,6 +135,7 @@ mod tests {
     fn variant(name: &str, losses: &[f64], vs: Option<Difference>) -> VariantSummary {
         VariantSummary {
             attention: name.into(),
+            lr: None,
             params_total: 804_096,
             params_trainable: 673_024,
             params_frozen: 131_072,
@@ -135,6 +177,7 @@ mod tests {
                 variant("softmax", &[1.90, 1.91], None),
                 variant("orthogonal", &[1.92, 1.91], Some(diff)),
             ],
+            lr_sweep: Vec::new(),
         };
         for t in s.tables() {
             t.check().unwrap();

@@ -12,7 +12,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{ComparePlan, plan::run_key, run_dir};
+use super::plan::{RunId, run_key_of};
+use super::sweep::{self, LrCell};
+use super::{ComparePlan, run_dir_of};
 use crate::Result;
 use crate::model::gpt::layout;
 use crate::model::{AttentionKind, accounting};
@@ -30,6 +32,10 @@ pub struct FinalEval {
     pub val_tokens: usize,
     /// Seconds the evaluation took.
     pub seconds: f64,
+    /// In a learning-rate sweep: the loss on the held-out part of the training split, on
+    /// which the rates are chosen (`compare::sweep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out_loss: Option<f64>,
 }
 
 /// One evaluation during training.
@@ -91,6 +97,10 @@ pub struct Difference {
 pub struct VariantSummary {
     /// Attention name.
     pub attention: String,
+    /// In a learning-rate sweep, the rate this variant is reported at (its best on the
+    /// held-out part of the training split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lr: Option<f64>,
     /// All parameters, trainable + frozen.
     pub params_total: usize,
     /// Parameters the optimizer updates.
@@ -141,6 +151,10 @@ pub struct CompareSummary {
     pub verdicts: Vec<String>,
     /// One entry per variant, in the plan's order.
     pub variants: Vec<VariantSummary>,
+    /// In a learning-rate sweep, every variant at every rate (held-out and validation loss),
+    /// the chosen rates marked; empty without a sweep.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lr_sweep: Vec<LrCell>,
 }
 
 /// Summarises the finished comparison in `out`.
@@ -151,23 +165,42 @@ pub fn summarise(
     finals: &BTreeMap<String, FinalEval>,
 ) -> Result<CompareSummary> {
     let vocab = prepared.tokenizer.vocab_size();
+    let lr_sweep = if plan.lrs.is_empty() {
+        Vec::new()
+    } else {
+        sweep::table(plan, finals)?
+    };
     let mut variants = Vec::new();
     for &kind in &plan.attentions {
+        let lr = sweep::chosen_lr(&lr_sweep, kind);
         let mut seeds = Vec::new();
         for &seed in &plan.seeds {
-            let dir = run_dir(out, seed, kind);
+            let id = RunId {
+                seed,
+                lr,
+                attention: kind,
+            };
+            let dir = run_dir_of(out, id);
             let fin = finals
-                .get(&run_key(seed, kind))
+                .get(&run_key_of(id))
                 .ok_or_else(|| crate::train::invalid(format!("{}: not finished", dir.display())))?;
             let metrics = checkpoint::load(&dir)?.run.metrics;
             seeds.push(seed_run(seed, fin, &metrics, dir));
         }
-        let (cfg, opts) = plan.run_spec(plan.seeds[0], kind, vocab);
+        let (cfg, opts) = plan.run_spec_of(
+            RunId {
+                seed: plan.seeds[0],
+                lr,
+                attention: kind,
+            },
+            vocab,
+        );
         let finals: Vec<f64> = seeds.iter().map(|s| s.final_val_loss).collect();
         let ms = mean(&seeds.iter().map(|s| s.ms_per_step).collect::<Vec<_>>());
         let tokens = (opts.batch * cfg.context) as f64;
         variants.push(VariantSummary {
             attention: kind.name().to_string(),
+            lr,
             params_total: layout::trainable_count(&cfg) + layout::frozen_count(&cfg),
             params_trainable: layout::trainable_count(&cfg),
             params_frozen: layout::frozen_count(&cfg),
@@ -241,6 +274,7 @@ pub fn summarise(
         target_val_loss: target,
         verdicts,
         variants,
+        lr_sweep,
     })
 }
 

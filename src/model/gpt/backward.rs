@@ -7,7 +7,7 @@
 use crate::model::attention_kind::{AttnWeight, Projection};
 use crate::model::config::NormPlacement;
 use crate::model::gpt::acts::{Acts, LayerActs, Scratch};
-use crate::model::gpt::forward::{Site, block_output, site};
+use crate::model::gpt::forward::{Site, block_output, rope_tables, site};
 use crate::model::gpt::{Gpt, NormAt, Weights};
 use crate::nn::matmul::{Trans, matmul};
 use crate::nn::{attention, dropout, embedding, gelu, layernorm, linear, linear_attention, simd};
@@ -81,8 +81,14 @@ impl Weights<'_> {
         let mask = &acts.mask_emb[..if drop { n } else { 0 }];
         let g = masked(&mut sc.branch[..n], &sc.d_out[..n], mask, drop);
         let wte = self.wte..self.wte + v * c;
-        let (gte, gpe) = pg.split_at_mut(self.wpe.max(wte.end));
-        embedding::backward(&mut gte[wte], &mut gpe[..cfg.context * c], g, inputs, t, c);
+        let pe = cfg.context * c;
+        match self.wpe {
+            Some(wpe) => {
+                let (gte, gpe) = pg.split_at_mut(wpe.max(wte.end));
+                embedding::backward(&mut gte[wte], Some(&mut gpe[..pe]), g, inputs, t, c);
+            }
+            None => embedding::backward(&mut pg[wte], None, g, inputs, t, c),
+        }
     }
 
     /// `LayerNorm` backward at `n`: `dx` from `dy`, the norm's input `x` and saved statistics,
@@ -258,6 +264,11 @@ impl Weights<'_> {
             dq.copy_from_slice(d_heads);
             linear_attention::feature_map_backward(d_heads, dk, &a.k_pre[..n]);
             dk.copy_from_slice(d_heads);
+            // Back through the rotation: the gradients of the projections' outputs.
+            if let Some(r) = rope_tables(cfg, t) {
+                r.split(dq, x.b * h, true);
+                r.split(dk, x.b * h, true);
+            }
         } else {
             // Heads stay in the `(B, T, C)` rows: the attention reads d(atty) as it is and
             // writes dQ, dK, dV ready for the projections' backward.
@@ -265,6 +276,8 @@ impl Weights<'_> {
             let lay = attention::HeadLayout::rows(t, c, d);
             let heads = |x| attention::Heads { x, layout: lay };
             let out = |x| attention::HeadsMut { x, layout: lay };
+            let tau = blk.temperature.map(|o| self.at(o, h));
+            let qs = tau.map(|tau| crate::model::gpt::temperature::scaled(&a.qh[..n], tau, d));
             attention::backward(
                 attention::Grads {
                     dq: out(dq),
@@ -274,7 +287,7 @@ impl Weights<'_> {
                 &mut d_att[..bhtt],
                 heads(da_in),
                 &a.att[..bhtt],
-                heads(&a.qh[..n]),
+                heads(qs.as_deref().unwrap_or(&a.qh[..n])),
                 heads(&a.kh[..n]),
                 heads(&a.vh[..n]),
                 attention::Dims { b: x.b, h, t, d },
@@ -284,6 +297,13 @@ impl Weights<'_> {
                     (&a.att_drop[..bhtt], cfg.dropout, base)
                 }),
             );
+            if let (Some(o), Some(tau)) = (blk.temperature, tau) {
+                crate::model::gpt::temperature::backward(dq, &mut pg[o..o + h], &a.qh[..n], tau, d);
+            }
+            if let Some(r) = rope_tables(cfg, t) {
+                r.rows(dq, x.b, h, true);
+                r.rows(dk, x.b, h, true);
+            }
         }
         if spec.k == Projection::TiedToQ {
             // k = q: both gradients flow through the one projection.

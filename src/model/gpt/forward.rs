@@ -2,8 +2,9 @@
 //! into the preallocated [`Acts`], the two borrowed apart.
 
 use crate::model::attention_kind::{AttnWeight, Projection};
-use crate::model::config::NormPlacement;
+use crate::model::config::{NormPlacement, Position, ROPE_THETA};
 use crate::model::gpt::acts::{Acts, LayerActs, Scratch};
+use crate::model::gpt::rope::RopeTables;
 use crate::model::gpt::{Gpt, Weights};
 use crate::nn::{
     attention, dropout, embedding, gelu, layernorm, linear, linear_attention, matmul, simd,
@@ -90,7 +91,7 @@ impl Weights<'_> {
             &mut acts.x0[..n],
             inputs,
             self.wte(),
-            &self.data[self.wpe..],
+            self.wpe.map(|o| &self.data[o..o + self.cfg.context * c]),
             t,
             c,
         );
@@ -189,6 +190,11 @@ impl Weights<'_> {
                 self.project(l, w, &mut sc.branch[..n], a_in, bt);
                 attention::split_heads(&mut dst[..n], &sc.branch[..n], t, h, d);
             }
+            // Rotary positions act on the projections, before the feature map.
+            if let Some(r) = rope_tables(cfg, t) {
+                r.split(&mut a.qh[..n], b * h, false);
+                r.split(&mut a.kh[..n], b * h, false);
+            }
         } else {
             self.project(l, AttnWeight::Q, &mut a.qh[..n], a_in, bt);
             if spec.k == Projection::TiedToQ {
@@ -197,6 +203,10 @@ impl Weights<'_> {
                 self.project(l, AttnWeight::K, &mut a.kh[..n], a_in, bt);
             }
             self.project(l, AttnWeight::V, &mut a.vh[..n], a_in, bt);
+            if let Some(r) = rope_tables(cfg, t) {
+                r.rows(&mut a.qh[..n], b, h, false);
+                r.rows(&mut a.kh[..n], b, h, false);
+            }
         }
         let scale = 1.0 / (d as f32).sqrt();
         if lin {
@@ -226,13 +236,16 @@ impl Weights<'_> {
             let lay = attention::HeadLayout::rows(t, c, d);
             let heads = |x| attention::Heads { x, layout: lay };
             let dims = attention::Dims { b, h, t, d };
+            // A learned temperature scales each head's queries (a copy: `qh` stays unscaled).
+            let tau = blk.temperature.map(|o| self.at(o, h));
+            let qs = tau.map(|tau| crate::model::gpt::temperature::scaled(&a.qh[..n], tau, d));
             attention::forward(
                 attention::HeadsMut {
                     x: &mut a.atty[..n],
                     layout: lay,
                 },
                 att,
-                heads(&a.qh[..n]),
+                heads(qs.as_deref().unwrap_or(&a.qh[..n])),
                 heads(&a.kh[..n]),
                 heads(&a.vh[..n]),
                 dims,
@@ -320,6 +333,11 @@ impl Weights<'_> {
             );
         }
     }
+}
+
+/// The rotary tables of a batch of `t` positions, for a model with rotary positions.
+pub(crate) fn rope_tables(cfg: &crate::model::GptConfig, t: usize) -> Option<RopeTables> {
+    (cfg.position == Position::Rope).then(|| RopeTables::new(t, cfg.d_head(), ROPE_THETA))
 }
 
 /// Which block a forward step runs, on which batch shape, with which dropout seed.

@@ -65,12 +65,14 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
         InitRule::Normal(std),
         "token embedding",
     );
-    push(
-        "wpe".into(),
-        vec![t, c],
-        InitRule::Normal(std),
-        "position embedding",
-    );
+    if cfg.position == crate::model::config::Position::Learned {
+        push(
+            "wpe".into(),
+            vec![t, c],
+            InitRule::Normal(std),
+            "position embedding",
+        );
+    }
     for l in 0..cfg.n_layer {
         let p = format!("h.{l}");
         push(
@@ -112,6 +114,14 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
                     comp,
                 );
             }
+        }
+        if cfg.temperature == crate::model::config::Temperature::Learned {
+            push(
+                format!("{p}.attn.temperature"),
+                vec![cfg.n_head],
+                InitRule::Ones,
+                "attention temperature",
+            );
         }
         push(
             format!("{p}.ln2.weight"),

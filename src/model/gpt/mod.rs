@@ -11,7 +11,9 @@ pub(crate) mod forward;
 pub mod init_draws;
 pub mod layout;
 pub(crate) mod masked;
+pub(crate) mod rope;
 pub mod store;
+pub(crate) mod temperature;
 
 use crate::io::memory;
 use crate::model::ModelError;
@@ -41,6 +43,8 @@ pub(crate) struct BlockAt {
     attn_b: [Option<usize>; 4],
     /// Frozen `W_Q, W_K` (their index in the frozen store), when stored.
     frozen: [Option<usize>; 2],
+    /// The per-head score temperatures (`n_head` values), when learned.
+    pub temperature: Option<usize>,
     pub fc_w: usize,
     pub fc_b: Option<usize>,
     pub proj_w: usize,
@@ -72,7 +76,8 @@ pub struct Gpt {
     pub(crate) frozen: FrozenStore,
     pub(crate) blocks: Vec<BlockAt>,
     pub(crate) wte: usize,
-    pub(crate) wpe: usize,
+    /// Offset of the position embedding (`None` with rotary positions).
+    pub(crate) wpe: Option<usize>,
     pub(crate) lnf: NormAt,
     /// Activations and scratch, sized for the largest batch seen (empty before the first).
     pub(crate) acts: Acts,
@@ -87,7 +92,7 @@ pub(crate) struct Weights<'a> {
     pub frozen: &'a FrozenStore,
     pub blocks: &'a [BlockAt],
     pub wte: usize,
-    pub wpe: usize,
+    pub wpe: Option<usize>,
     pub lnf: NormAt,
 }
 
@@ -187,6 +192,7 @@ impl Gpt {
                     let name = layout::attn_weight_name(l, w);
                     frozen.tensors.iter().position(|t| t.name == name)
                 }),
+                temperature: off(format!("{p}.attn.temperature")),
                 fc_w: need(format!("{p}.mlp.fc.weight"))?,
                 fc_b: off(format!("{p}.mlp.fc.bias")),
                 proj_w: need(format!("{p}.mlp.proj.weight"))?,
@@ -195,7 +201,7 @@ impl Gpt {
         }
         Ok(Gpt {
             wte: need("wte".into())?,
-            wpe: need("wpe".into())?,
+            wpe: off("wpe".into()),
             lnf: norm("ln_f")?,
             acts: Acts::empty(&cfg),
             cfg,
