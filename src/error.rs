@@ -192,10 +192,16 @@ mod tests {
     fn fields_become_the_front_ends_names() {
         let flag = |f: &str| format!("--{}", f.replace('_', "-"));
         assert_eq!(
-            name_fields("`check_tokens` must be at least 1; see `orthoformer x`", flag),
+            name_fields(
+                "`check_tokens` must be at least 1; see `orthoformer x`",
+                flag
+            ),
             "--check-tokens must be at least 1; see `orthoformer x`"
         );
-        assert_eq!(name_fields("a ` b `Lr` `", |f| f.to_string()), "a ` b `Lr` `");
+        assert_eq!(
+            name_fields("a ` b `Lr` `", |f| f.to_string()),
+            "a ` b `Lr` `"
+        );
     }
 
     #[test]

@@ -34,9 +34,10 @@ pub fn read_tokens(
     max_tokens: usize,
 ) -> anyhow::Result<Vec<u32>> {
     match orthoformer::infer::text::read_tokens(tok, data, max_tokens) {
-        Err(e @ orthoformer::Error::Io { .. }) => {
-            Err(e).context(format!("reading --data {}", data.unwrap_or(Path::new("")).display()))
-        }
+        Err(e @ orthoformer::Error::Io { .. }) => Err(e).context(format!(
+            "reading --data {}",
+            data.unwrap_or(Path::new("")).display()
+        )),
         r => Ok(r?),
     }
 }

@@ -17,7 +17,11 @@ pub fn text_name(data: Option<&Path>) -> String {
 
 /// The first `max_tokens + 1` tokens of the UTF-8 text in `data` (the embedded TinyShakespeare
 /// when `None`). Fewer than 2 tokens is an error: nothing could be scored.
-pub fn read_tokens(tok: &Tokenizer, data: Option<&Path>, max_tokens: usize) -> crate::Result<Vec<u32>> {
+pub fn read_tokens(
+    tok: &Tokenizer,
+    data: Option<&Path>,
+    max_tokens: usize,
+) -> crate::Result<Vec<u32>> {
     let file;
     let bytes: &[u8] = match data {
         Some(path) => {

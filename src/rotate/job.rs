@@ -108,10 +108,7 @@ pub fn validate(job: &RotateJob) -> crate::Result<()> {
 /// Rotates `job.model` as [`RotateJob`] says. Every input is checked before anything is
 /// written; a check whose logits are not finite is an error and nothing is written.
 /// `progress(done, total)` counts the tokens the check has scored over both models.
-pub fn run(
-    job: &RotateJob,
-    progress: &mut dyn FnMut(usize, usize),
-) -> crate::Result<RotateReport> {
+pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Result<RotateReport> {
     validate(job)?;
     let o = &job.options;
     // A folder output must not be another command's folder (a training checkpoint, a
