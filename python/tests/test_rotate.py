@@ -63,8 +63,14 @@ def test_the_command_line_and_python_refuse_the_same_inputs_alike(cli, tmp_path)
     never = tmp_path / "never.gguf"
     cases = [
         ({}, []),
-        ({"out": never, "check": True, "tolerance": float("nan")}, ["--out", never, "--check", "--tolerance", "NaN"]),
-        ({"out": never, "check": True, "check_tokens": 0}, ["--out", never, "--check", "--check-tokens", "0"]),
+        (
+            {"out": never, "check": True, "tolerance": float("nan")},
+            ["--out", never, "--check", "--tolerance", "NaN"],
+        ),
+        (
+            {"out": never, "check": True, "check_tokens": 0},
+            ["--out", never, "--check", "--check-tokens", "0"],
+        ),
         ({"out": never, "check": True, "context": 1}, ["--out", never, "--check", "--context", "1"]),
         # Read past the checks of the request itself: the model must exist.
         ({"out": never}, ["--out", never]),
