@@ -15,12 +15,12 @@ use super::options::TrainOptions;
 pub use super::request::ModelRequest;
 use super::request::check_same_config;
 use super::trainer::{self, Observer, RunState};
+use crate::Result;
 use crate::data::{Corpus, Split, Tokenizer, TokenizerKind};
 use crate::io::folder_kind::FolderKind;
 use crate::io::memory;
 use crate::model::gpt::file::write_model;
 use crate::model::{Gpt, GptConfig};
-use crate::Result;
 
 /// What a fresh run is made of besides its data.
 #[derive(Debug, Clone)]
