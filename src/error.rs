@@ -154,9 +154,55 @@ pub fn one_line(err: &(dyn std::error::Error + 'static)) -> String {
     line
 }
 
+/// `line` with every option field the library names in backticks (`` `check_tokens` ``,
+/// `` `adamw.beta1` ``) written as a front end calls it: `flag("check_tokens")` gives
+/// `--check-tokens` on the command line, the keyword `check_tokens` in Python. Library
+/// messages name fields, never flags, so each front end speaks its own language.
+pub fn name_fields(line: &str, flag: impl Fn(&str) -> String) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(start) = rest.find('`') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        let field = after.find('`').map(|end| &after[..end]).filter(|f| {
+            f.starts_with(|c: char| c.is_ascii_lowercase())
+                && f.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.')
+        });
+        match field {
+            Some(f) => {
+                out.push_str(&flag(f));
+                rest = &after[f.len() + 1..];
+            }
+            None => {
+                out.push('`');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_become_the_front_ends_names() {
+        let flag = |f: &str| format!("--{}", f.replace('_', "-"));
+        assert_eq!(
+            name_fields(
+                "`check_tokens` must be at least 1; see `orthoformer x`",
+                flag
+            ),
+            "--check-tokens must be at least 1; see `orthoformer x`"
+        );
+        assert_eq!(
+            name_fields("a ` b `Lr` `", |f| f.to_string()),
+            "a ` b `Lr` `"
+        );
+    }
 
     #[test]
     fn messages_quote_input_on_one_line() {

@@ -2,19 +2,16 @@
 //! to `.npy` or `.safetensors`.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 use super::Outcome;
 use super::common::{print_json, progress_bar};
 use crate::output::outln;
-use orthoformer::init::method::{InitMethod, InitParams, generate};
-use orthoformer::init::mimetic::{MimeticParams, mimetic};
+use orthoformer::init::method::{InitMethod, InitParams};
 use orthoformer::init::options::InitOptions;
-use orthoformer::init::orthogonal::ortho_error;
-use orthoformer::init::stats::nan_max;
-use orthoformer::io::matrix_file::{FloatType, MatrixFormat, write_matrix};
+use orthoformer::init::run::InitReport;
+use orthoformer::io::matrix_file::FloatType;
 
 /// Flags of `orthoformer init`.
 #[derive(Debug, clap::Args)]
@@ -99,30 +96,6 @@ pub struct InitArgs {
 }
 
 /// The JSON report of one `init` run.
-#[derive(Debug, serde::Serialize)]
-struct Report {
-    method: String,
-    shape: Vec<usize>,
-    rows: usize,
-    cols: usize,
-    dtype: &'static str,
-    count: usize,
-    seed: u64,
-    gain: f64,
-    haar: bool,
-    /// Only for orthogonal methods.
-    ortho_error_max: Option<f64>,
-    ms_per_matrix: f64,
-    mean: f64,
-    std: f64,
-    min: f64,
-    max: f64,
-    /// Only for mimetic: the largest relative error of `W_Q W_Kᵀ` and of `W_V W_O`.
-    qk_rel_error: Option<f64>,
-    vo_rel_error: Option<f64>,
-    out: Option<String>,
-}
-
 /// Parses `256,128[,3,3]`; every entry a positive integer.
 fn parse_shape(s: &str) -> anyhow::Result<Vec<usize>> {
     let dims: Vec<i64> = s
@@ -169,23 +142,17 @@ impl InitArgs {
 
 fn print_list() -> anyhow::Result<()> {
     for m in InitMethod::ALL {
-        outln!("{:<16} {}", m.name(), m.description())?;
+        outln!(
+            "{:<16} {}",
+            m.name(),
+            crate::flags::with_flags(m.description())
+        )?;
     }
     outln!(
         "{:<16} mimetic attention init: W_Q W_Kᵀ ≈ α₁Z₁ + β₁I, W_V W_O ≈ α₂Z₂ − β₂I (--shape d --heads h)",
         "mimetic"
     )?;
     Ok(())
-}
-
-/// Mean, standard deviation (population), min and max.
-fn moments(v: &[f64]) -> (f64, f64, f64, f64) {
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (mean, var.sqrt(), min, max)
 }
 
 /// Runs `orthoformer init`.
@@ -195,144 +162,12 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Success);
     }
     let o = args.options()?;
-    let is_mimetic = o.method == "mimetic";
-    let method = if is_mimetic {
-        None
-    } else {
-        Some(InitMethod::from_name(&o.method)?)
-    };
-    let dtype = o.dtype;
-    if o.count == 0 {
-        bail!("--count 0: ask for at least one matrix");
-    }
-    let mut shape = o.shape.clone().unwrap_or_else(|| vec![o.rows, o.cols]);
-    let gain = o.params.gain.unwrap_or(1.0);
-    if !gain.is_finite() || gain < 0.0 {
-        return Err(orthoformer::init::InitError::BadGain(gain).into());
-    }
-    orthoformer::init::fan::check_shape(&shape)?;
-    if is_mimetic {
-        if shape.len() == 2 && shape[0] == shape[1] {
-            shape.truncate(1);
-        }
-        if shape.len() != 1 {
-            bail!("mimetic takes --shape d (the model width), got {shape:?}");
-        }
-    }
-    let format = args
-        .out
-        .as_deref()
-        .map(MatrixFormat::from_path)
-        .transpose()?;
-    let p = &o.params;
-    let one = if is_mimetic {
-        orthoformer::io::memory::bytes(&[4, shape[0], shape[0]])
-    } else {
-        orthoformer::io::memory::bytes(&shape)
-    };
-    // Held at once: every value in f64, their f32-rounded copy (also f64) for the moments
-    // and the file's bytes; each matrix's own working memory is checked where it is drawn.
-    let total = one.and_then(|n| n.checked_mul(o.count));
-    orthoformer::io::memory::check_fits(
-        total.and_then(|n| n.checked_mul(8 + 8 + 8)),
-        format_args!("{} matrices of shape {shape:?}", o.count),
-    )?;
-    let total = total.unwrap_or(0);
-    let one = one.unwrap_or(0);
-    let (rows, cols) = if is_mimetic {
-        (shape[0], shape[0])
-    } else {
-        (shape[0], one / shape[0])
-    };
+    // The library checks and draws; the command line shows a bar and prints the report.
     let bar = progress_bar(o.count as u64, "init", args.json || o.count < 16);
-    let mut values = Vec::with_capacity(total);
-    let mut err_max: Option<f64> = None;
-    let (mut qk, mut vo): (Option<f64>, Option<f64>) = (None, None);
-    let mut gen_secs = 0.0;
-    for k in 0..o.count {
-        let seed = o.seed.wrapping_add(k as u64);
-        let t0 = Instant::now();
-        let w = match method {
-            Some(m) => generate(m, &shape, p, seed)?,
-            None => {
-                let mm = mimetic(shape[0], o.heads, MimeticParams::default(), seed)?;
-                qk = Some(nan_max(qk.unwrap_or(0.0), mm.qk_rel_error));
-                vo = Some(nan_max(vo.unwrap_or(0.0), mm.vo_rel_error));
-                [mm.wq, mm.wk, mm.wv, mm.wo].concat()
-            }
-        };
-        gen_secs += t0.elapsed().as_secs_f64();
-        if method.is_some_and(|m| m.is_orthogonal()) {
-            let e = match dtype {
-                FloatType::F64 => ortho_error(&w, rows, cols, gain),
-                FloatType::F32 => {
-                    let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
-                    ortho_error(&w32, rows, cols, gain)
-                }
-            };
-            err_max = Some(nan_max(err_max.unwrap_or(0.0), e));
-        }
-        values.extend_from_slice(&w);
-        bar.inc(1);
-    }
+    let report =
+        orthoformer::init::run::run(&o, args.out.as_deref(), &mut |k| bar.set_position(k as u64))?
+            .report;
     bar.finish_and_clear();
-    if dtype == FloatType::F32 {
-        // Finite in f64 (the library checks that) but beyond f32's range: infinite weights.
-        let over = values.iter().filter(|v| !(**v as f32).is_finite()).count();
-        if over > 0 {
-            bail!(
-                "{over} of {} values exceed f32's range (±3.4e38) and would be written as \
-                 infinity: use smaller parameters or --dtype f64",
-                values.len()
-            );
-        }
-    }
-    let mut out_shape: Vec<usize> = if is_mimetic {
-        vec![4, rows, cols]
-    } else {
-        shape.clone()
-    };
-    if o.count > 1 {
-        out_shape.insert(0, o.count);
-    }
-    // The moments first: values whose spread overflows are refused before anything is written.
-    let (mean, std, min, max) = match dtype {
-        FloatType::F64 => moments(&values),
-        FloatType::F32 => moments(&values.iter().map(|&v| v as f32 as f64).collect::<Vec<_>>()),
-    };
-    if !(mean.is_finite() && std.is_finite()) {
-        bail!(
-            "the values are so large that their mean or spread overflows (mean {mean}, std \
-             {std}): use smaller parameters"
-        );
-    }
-    if let (Some(path), Some(format)) = (&args.out, format) {
-        write_matrix(path, format, dtype, &values, &out_shape).context("cannot write --out")?;
-    }
-    let report = Report {
-        method: o.method.clone(),
-        shape: shape.clone(),
-        rows,
-        cols,
-        dtype: dtype.name(),
-        count: o.count,
-        seed: o.seed,
-        gain,
-        haar: method.is_some_and(|m| match m {
-            InitMethod::Ortho(o) => o.is_haar(),
-            InitMethod::Orthogonal => true,
-            _ => false,
-        }),
-        ortho_error_max: err_max,
-        ms_per_matrix: gen_secs * 1e3 / o.count as f64,
-        mean,
-        std,
-        min,
-        max,
-        qk_rel_error: qk,
-        vo_rel_error: vo,
-        out: args.out.as_ref().map(|p| p.display().to_string()),
-    };
     if args.json {
         print_json(&report)?;
     } else {
@@ -341,7 +176,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-fn print_summary(r: &Report) -> anyhow::Result<()> {
+fn print_summary(r: &InitReport) -> anyhow::Result<()> {
     let dims: Vec<String> = r.shape.iter().map(|d| d.to_string()).collect();
     let mut line = format!(
         "{} {} {} x{} (seed {}): mean {:.4}, std {:.4}, min {:.4}, max {:.4}",

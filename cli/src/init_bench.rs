@@ -67,16 +67,6 @@ pub fn parse_shape(s: &str) -> anyhow::Result<(usize, usize)> {
     Ok((m, n))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let k = v.len();
-    if k % 2 == 1 {
-        v[k / 2]
-    } else {
-        0.5 * (v[k / 2 - 1] + v[k / 2])
-    }
-}
-
 /// Runs the PyTorch script; `Err` carries a message to print instead of its table.
 fn run_torch(
     python: &str,
@@ -179,7 +169,7 @@ pub fn run(args: &InitBenchArgs) -> anyhow::Result<Outcome> {
                 haar: method.is_haar(),
                 ortho_error_f32: e32,
                 ortho_error_f64: e64,
-                median_ms: median(times),
+                median_ms: orthoformer::stats::median(&mut times),
                 runs,
             });
             bar.inc(1);

@@ -21,6 +21,7 @@ mod compare;
 mod defaults_test;
 mod eval;
 mod export;
+mod flags;
 mod generate;
 mod init;
 mod init_bench;
@@ -156,6 +157,10 @@ fn report(err: &anyhow::Error) -> ExitCode {
     // The whole cause chain on one line: "error: reading x.gguf: truncated header",
     // a multi-line cause (a parser's excerpt) folded onto it.
     let err: &(dyn std::error::Error + 'static) = err.as_ref();
-    output::warn_ln!("error: {}", orthoformer::error::one_line(err));
+    // The library names option fields; the command line says their flags.
+    output::warn_ln!(
+        "error: {}",
+        flags::with_flags(&orthoformer::error::one_line(err))
+    );
     ExitCode::from(2)
 }

@@ -15,7 +15,7 @@ use orthoformer::data::{Corpus, TokenizerKind};
 use orthoformer::experiments::compare::attention_name;
 use orthoformer::model::{AttentionKind, GptConfig};
 use orthoformer::train::recipe::recipe;
-use orthoformer::train::session::{FreshSpec, Progress, Session};
+use orthoformer::train::session::{FreshSpec, ModelRequest, Progress, Session};
 use orthoformer::train::{AdamWConfig, RunState, TrainOptions};
 
 /// Which text and tokenizer.
@@ -377,27 +377,14 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
         let corpus = args.data.data.as_deref().map(Corpus::load).transpose()?;
         let session = Session::resume(&args.out, corpus, args.optim.steps, requested.as_ref())
             .with_context(|| format!("resuming {}", args.out.display()))?;
-        let have = session.model.config();
-        let mismatch = |what: &str, saved: String, asked: String| {
-            anyhow::anyhow!(
-                "resuming {}: checkpoint does not match the requested model: {what} is {saved} \
-                 in the checkpoint but {asked} was asked; drop the flag to continue it as trained",
-                args.out.display()
-            )
-        };
-        if let Some(a) = attention.filter(|a| *a != have.attention) {
-            return Err(mismatch(
-                "attention",
-                attention_name(have.attention),
-                attention_name(a),
-            ));
-        }
-        if let Some(c) = args.model.context.filter(|c| *c != have.context) {
-            return Err(mismatch("context", have.context.to_string(), c.to_string()));
-        }
-        if let Some(w) = args.model.width.filter(|w| *w != have.d_model) {
-            return Err(mismatch("width", have.d_model.to_string(), w.to_string()));
-        }
+        session.check_request(
+            &args.out,
+            &ModelRequest {
+                attention,
+                context: args.model.context,
+                d_model: args.model.width,
+            },
+        )?;
         session
     } else {
         let (tokenizer, bpe_vocab) = args.data.tokenizer()?;

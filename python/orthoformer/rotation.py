@@ -23,16 +23,21 @@ def rotate(
     rotation: str = "hadamard",
     seed: int = 0,
     gguf_type: str = "f32",
-    check: Optional[PathArg] = None,
-    check_tokens: int = 256,
-    context: int = 128,
+    check: Union[PathArg, bool, None] = None,
+    check_tokens: Optional[int] = None,
+    context: Optional[int] = None,
+    tolerance: Optional[float] = None,
 ) -> dict[str, Any]:
     """Rotates ``model`` and writes it to ``out``: a path ending in ``.gguf`` is a GGUF file
     (``gguf_type`` ``f32`` or ``f16``), anything else a Hugging Face folder; a list writes
-    several. ``rotation`` is ``hadamard`` or ``random``. With ``check`` (a text file) both
-    models are run on its first ``check_tokens`` tokens in windows of ``context`` and the
+    several. ``rotation`` is ``hadamard`` or ``random``. With ``check`` (a text file, or
+    ``True`` for the embedded TinyShakespeare) both models are run on its first
+    ``check_tokens`` tokens (default 256) in windows of ``context`` (default 128) and the
     report's ``check`` holds the largest logit difference, mean KL, top-1 agreement and both
-    perplexities. Returns the report as a dict; bad inputs raise ``ValueError``/``OSError``.
+    perplexities; ``check_passed`` says whether the largest difference is within
+    ``tolerance`` (default 1e-2). This is the library's one rotate operation, as
+    ``orthoformer rotate`` runs it: both refuse the same inputs with the same message. Returns
+    the report as a dict; bad inputs raise ``ValueError``/``OSError``.
     """
     if out is None:
         outs: list[str] = []
@@ -40,6 +45,17 @@ def rotate(
         outs = [os.fspath(out)]
     else:
         outs = [os.fspath(p) for p in out]
-    chk = None if check is None else (os.fspath(check), check_tokens, context)
-    report = _native.rotate_model(os.fspath(model), outs, rotation, seed, gguf_type, chk)
+    data = None if check is None or isinstance(check, bool) else os.fspath(check)
+    report = _native.rotate_model(
+        os.fspath(model),
+        outs,
+        rotation,
+        seed,
+        gguf_type,
+        check is not None and check is not False,
+        data,
+        check_tokens,
+        context,
+        tolerance,
+    )
     return json.loads(report)

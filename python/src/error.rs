@@ -24,9 +24,15 @@ fn chain(e: &dyn std::error::Error) -> String {
     msg
 }
 
+/// The Python keyword argument that sets the library option `field` (a nested field,
+/// `adamw.beta1`, by its last part): the library names fields, Python says its keywords.
+pub(crate) fn keyword(field: &str) -> String {
+    field.rsplit('.').next().unwrap_or(field).to_string()
+}
+
 /// The Python exception for a library error.
 pub(crate) fn lib(e: orthoformer::Error) -> PyErr {
-    let msg = chain(&e);
+    let msg = orthoformer::error::name_fields(&chain(&e), keyword);
     match &e {
         orthoformer::Error::Io { source, .. } => match source.kind() {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),

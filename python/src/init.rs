@@ -73,10 +73,14 @@ fn init_generate<'py>(
 
 /// Every method name with its one-line description, in `orthoformer init --list` order.
 #[pyfunction]
-fn init_methods() -> Vec<(&'static str, &'static str)> {
+fn init_methods() -> Vec<(&'static str, String)> {
+    // Descriptions name option fields; Python says its keywords.
     InitMethod::ALL
         .into_iter()
-        .map(|m| (m.name(), m.description()))
+        .map(|m| {
+            let d = orthoformer::error::name_fields(m.description(), crate::error::keyword);
+            (m.name(), d)
+        })
         .collect()
 }
 

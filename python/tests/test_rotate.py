@@ -3,6 +3,8 @@ logits equal the original's, and the files it writes load again."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import orthoformer
@@ -44,3 +46,49 @@ def test_bad_requests_are_exceptions(tmp_path) -> None:
     junk.write_bytes(b"GGUF" + b"\xff" * 64)
     with pytest.raises(ValueError):
         orthoformer.rotate(junk, tmp_path / "z")
+
+
+def _same_message(cli_err: str, py_err: str) -> None:
+    """The command line says flags (``--check-tokens``), Python its keywords
+    (``check_tokens``); otherwise the library's one message is the same."""
+    assert cli_err.startswith("error: "), cli_err
+    as_keywords = re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), cli_err[7:])
+    assert as_keywords.strip() == py_err.strip(), (cli_err, py_err)
+
+
+def test_the_command_line_and_python_refuse_the_same_inputs_alike(cli, tmp_path) -> None:
+    """Both front ends call the library's one rotate operation: the same bad request gives
+    the same message (flags in one, keywords in the other) and writes nothing."""
+    model = tmp_path / "never-read.gguf"
+    never = tmp_path / "never.gguf"
+    cases = [
+        ({}, []),
+        (
+            {"out": never, "check": True, "tolerance": float("nan")},
+            ["--out", never, "--check", "--tolerance", "NaN"],
+        ),
+        (
+            {"out": never, "check": True, "check_tokens": 0},
+            ["--out", never, "--check", "--check-tokens", "0"],
+        ),
+        ({"out": never, "check": True, "context": 1}, ["--out", never, "--check", "--context", "1"]),
+        # Read past the checks of the request itself: the model must exist.
+        ({"out": never}, ["--out", never]),
+    ]
+    for kwargs, flags in cases:
+        p = cli("rotate", "--model", model, *flags, check=False)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+        with pytest.raises((ValueError, OSError)) as e:
+            orthoformer.rotate(model, **kwargs)
+        _same_message(p.stderr, str(e.value))
+        assert not never.exists()
+
+
+def test_a_window_past_the_model_is_refused_alike(cli, tmp_path) -> None:
+    """A check window longer than the model's context, refused after loading it by both."""
+    model = smollm2()
+    p = cli("rotate", "--model", model, "--check", "--context", 1 << 20, check=False)
+    assert p.returncode == 2 and "exceeds the model's" in p.stderr, p.stderr
+    with pytest.raises(ValueError) as e:
+        orthoformer.rotate(model, check=True, context=1 << 20)
+    _same_message(p.stderr, str(e.value))

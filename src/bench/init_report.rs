@@ -39,7 +39,7 @@ impl InitBenchOptions {
         if self.runs < MIN_RUNS {
             return Err(crate::Error::Init(crate::init::InitError::BadParam(
                 format!(
-                    "--runs {}: use at least {MIN_RUNS} so the median means something",
+                    "`runs` {}: use at least {MIN_RUNS} so the median means something",
                     self.runs
                 ),
             )));

@@ -37,11 +37,11 @@ impl MemoryOptions {
     /// Checks the options; the error names the flag.
     pub fn validate(&self) -> crate::Result<()> {
         if self.steps == 0 {
-            return Err(crate::train::invalid("--steps must be at least 1"));
+            return Err(crate::train::invalid("`steps` must be at least 1"));
         }
         if !(self.tolerance.is_finite() && self.tolerance >= 0.0) {
             return Err(crate::train::invalid(
-                "--tolerance must be 0 or a positive number, e.g. 0.1",
+                "`tolerance` must be 0 or a positive number, e.g. 0.1",
             ));
         }
         Ok(())

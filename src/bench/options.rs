@@ -126,7 +126,7 @@ impl BenchOptions {
     /// Checks the training-step options; the error names the flag.
     pub fn validate_steps(&self) -> Result<()> {
         if self.steps == 0 {
-            return Err(crate::train::invalid("--steps must be at least 1"));
+            return Err(crate::train::invalid("`steps` must be at least 1"));
         }
         Ok(())
     }
@@ -135,7 +135,7 @@ impl BenchOptions {
     pub fn validate_model(&self) -> Result<()> {
         if self.prompt_tokens == 0 || self.gen_tokens == 0 {
             return Err(crate::train::invalid(
-                "--prompt-tokens and --gen-tokens must be at least 1",
+                "`prompt_tokens` and `gen_tokens` must be at least 1",
             ));
         }
         Ok(())

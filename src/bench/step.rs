@@ -73,7 +73,7 @@ pub fn time_training_step(
             times.push(start.elapsed().as_secs_f64());
         }
     }
-    let ms = median(&mut times) * 1e3;
+    let ms = crate::stats::median(&mut times) * 1e3;
     let flops = flops_per_step(cfg, b);
     Ok(StepTiming {
         ms_per_step: ms,
@@ -223,15 +223,5 @@ pub fn gemm_peak(n: usize, threads: usize, reps: usize) -> f64 {
             s.elapsed().as_secs_f64()
         })
         .collect();
-    2.0 * (n as f64).powi(3) / median(&mut times) / 1e9
-}
-
-fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let m = xs.len() / 2;
-    if xs.len() % 2 == 1 {
-        xs[m]
-    } else {
-        0.5 * (xs[m - 1] + xs[m])
-    }
+    2.0 * (n as f64).powi(3) / crate::stats::median(&mut times) / 1e9
 }

@@ -42,7 +42,7 @@ impl BpeTokenizer {
     pub fn train(text: &str, vocab_size: usize) -> Result<Self> {
         if vocab_size < MIN_VOCAB {
             return Err(invalid(format!(
-                "--vocab-size {vocab_size} is too small for byte-level BPE: use at least \
+                "`vocab_size` {vocab_size} is too small for byte-level BPE: use at least \
                  {MIN_VOCAB} (the 256 bytes)"
             )));
         }

@@ -64,7 +64,7 @@ impl CharTokenizer {
                     return Err(invalid(format!(
                         "character {c:?} (U+{:04X}) at byte {at} is not in the tokenizer's \
                          {}-character vocabulary: use text made of the training characters, or \
-                         train with --tokenizer bpe",
+                         train with `tokenizer` bpe",
                         c as u32,
                         self.chars.len()
                     )));

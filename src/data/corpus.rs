@@ -46,7 +46,7 @@ impl Corpus {
         let shown = path.display();
         if path.is_dir() {
             return Err(invalid(format!(
-                "data {shown} is a folder: pass a UTF-8 text file with --data"
+                "data {shown} is a folder: pass a UTF-8 text file as `data`"
             )));
         }
         let bytes = crate::io::safe_file::read_regular(path)?;

@@ -31,7 +31,7 @@ impl Split {
             return Err(invalid(format!(
                 "context {context} is longer than the data: the text has {} tokens, so its 10% \
                  validation part has {} but one window needs {need}; use more text or a shorter \
-                 --context",
+                 `context`",
                 tokens.len(),
                 split.val.len()
             )));

@@ -51,7 +51,7 @@ pub fn export_gpt2(checkpoint: &Path, out: &Path) -> crate::Result<Gpt2Export> {
     crate::io::folder_kind::check(out, FolderKind::HfGpt2)?;
     if same || out.join(STATE_FILE).exists() {
         return Err(crate::train::invalid(format!(
-            "--out {} is a training checkpoint folder; exporting there would replace its \
+            "`out` {} is a training checkpoint folder; exporting there would replace its \
              model.safetensors: pass a new folder",
             out.display()
         )));

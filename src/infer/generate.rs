@@ -47,13 +47,13 @@ impl SampleOptions {
     pub fn validate(&self) -> Result<()> {
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
             return Err(crate::train::invalid(format!(
-                "--temperature {} must be 0 (greedy) or a positive number",
+                "`temperature` {} must be 0 (greedy) or a positive number",
                 self.temperature
             )));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return Err(crate::train::invalid(format!(
-                "--top-p {} must be in (0, 1] (1 keeps every token)",
+                "`top_p` {} must be in (0, 1] (1 keeps every token)",
                 self.top_p
             )));
         }
@@ -74,7 +74,7 @@ pub fn generate_ids<M: CausalLm>(
     opts.validate()?;
     if prompt.is_empty() {
         return Err(crate::train::invalid(
-            "the prompt is empty: pass --prompt TEXT",
+            "the prompt is empty: pass a `prompt`",
         ));
     }
     let mut out = Vec::new();

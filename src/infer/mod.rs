@@ -8,6 +8,7 @@ pub mod eval;
 pub mod eval_report;
 pub mod generate;
 pub mod sample;
+pub mod text;
 
 pub use causal_lm::{CausalLm, GptCache};
 pub use eval::{EvalOptions, EvalReport, evaluate};

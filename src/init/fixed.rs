@@ -8,7 +8,7 @@ pub fn constant(shape: &[usize], val: f64) -> Result<Vec<f64>, InitError> {
     check_shape(shape)?;
     if !val.is_finite() {
         return Err(InitError::BadParam(format!(
-            "--val {val} is not a finite number"
+            "`val` {val} is not a finite number"
         )));
     }
     Ok(vec![val; shape.iter().product()])

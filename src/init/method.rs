@@ -109,15 +109,15 @@ impl InitMethod {
             InitMethod::Uniform => "U(lo, hi), default U(0, 1)",
             InitMethod::Normal => "N(mean, std²), default N(0, 1)",
             InitMethod::TruncNormal => "N(mean, std²) truncated to [lo, hi], default [-2, 2]",
-            InitMethod::Constant => "every entry --val",
+            InitMethod::Constant => "every entry `val`",
             InitMethod::Ones => "every entry 1",
             InitMethod::Zeros => "every entry 0",
             InitMethod::Eye => "2-D identity (ones on the diagonal)",
-            InitMethod::Dirac => "identity-preserving conv weight [out, in, k...] with --groups",
+            InitMethod::Dirac => "identity-preserving conv weight [out, in, k...] with `groups`",
             InitMethod::XavierUniform => "U(-a, a), a = gain·√(6/(fan_in+fan_out))",
             InitMethod::XavierNormal => "N(0, std²), std = gain·√(2/(fan_in+fan_out))",
-            InitMethod::KaimingUniform => "U(-b, b), b = √3·gain(nonlinearity, a)/√fan (--mode)",
-            InitMethod::KaimingNormal => "N(0, std²), std = gain(nonlinearity, a)/√fan (--mode)",
+            InitMethod::KaimingUniform => "U(-b, b), b = √3·gain(nonlinearity, a)/√fan (`mode`)",
+            InitMethod::KaimingNormal => "N(0, std²), std = gain(nonlinearity, a)/√fan (`mode`)",
             InitMethod::Orthogonal => "torch.nn.init.orthogonal_: Haar QR of shape[0] x rest",
             InitMethod::Sparse => {
                 "N(0, std²), std default 0.01, ceil(sparsity·rows) zeros per column"
@@ -245,7 +245,7 @@ fn draw(
         InitMethod::Constant => fixed::constant(
             shape,
             p.val
-                .ok_or_else(|| InitError::BadParam("constant needs --val".into()))?,
+                .ok_or_else(|| InitError::BadParam("constant needs `val`".into()))?,
         ),
         InitMethod::Ones => fixed::constant(shape, 1.0),
         InitMethod::Zeros => fixed::constant(shape, 0.0),
@@ -259,7 +259,7 @@ fn draw(
         InitMethod::Sparse => random::sparse(
             shape,
             p.sparsity
-                .ok_or_else(|| InitError::BadParam("sparse needs --sparsity".into()))?,
+                .ok_or_else(|| InitError::BadParam("sparse needs `sparsity`".into()))?,
             p.std.unwrap_or(0.01),
             &mut rng,
         ),

@@ -92,7 +92,7 @@ pub fn mimetic(d: usize, heads: usize, p: MimeticParams, seed: u64) -> Result<Mi
             p.alpha1 * sd * z[i * d + j] + if i == j { p.beta1 } else { 0.0 }
         });
         let (l, r) = svd_factor(&t, k)?;
-        qk_err = super::stats::nan_max(qk_err, rel_err(&(&l * r.transpose()), &t));
+        qk_err = crate::stats::nan_max(qk_err, rel_err(&(&l * r.transpose()), &t));
         for i in 0..d {
             for j in 0..k {
                 wq[(i, h * k + j)] = l[(i, j)];

@@ -10,7 +10,7 @@ pub mod options;
 pub mod orthogonal;
 pub mod random;
 pub mod rng;
-pub mod stats;
+pub mod run;
 pub mod zero;
 
 /// Bad arguments to an initialiser.

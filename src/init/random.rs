@@ -8,7 +8,7 @@ use super::InitError;
 use super::fan::{FanMode, check_shape, fans};
 use super::gain::calculate_gain;
 use super::rng::{Rng, fill_standard_normal};
-use super::stats::normal_cdf;
+use crate::stats::normal_cdf;
 
 fn numel(shape: &[usize]) -> usize {
     shape.iter().product()

@@ -56,7 +56,9 @@ impl FolderKind {
             FolderKind::Compare => "a comparison (made by `orthoformer compare`)",
             FolderKind::HfLlama => "a Hugging Face Llama model (made by `orthoformer rotate`)",
             FolderKind::HfGpt2 => "a Hugging Face GPT-2 model (made by `orthoformer export`)",
-            FolderKind::Report => "reports and figures (made by `theory`, `mqar` or `init-probe`)",
+            FolderKind::Report => {
+                "reports and figures (made by orthoformer theory, mqar or init-probe)"
+            }
         }
     }
 

@@ -138,7 +138,7 @@ mod tests {
 
     /// `erf` in f64 from the regularised incomplete gamma function: `erf(z) = P(½, z²)`.
     fn erf64(z: f64) -> f64 {
-        z.signum() * crate::init::stats::gamma_p(0.5, z * z)
+        z.signum() * crate::stats::gamma_p(0.5, z * z)
     }
 
     fn gelu_exact64(x: f64) -> f64 {

@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod check;
 pub mod fold;
+pub mod job;
 pub mod options;
 pub use crate::nn::hadamard;
 pub mod procrustes;
@@ -14,6 +15,7 @@ pub mod rotation;
 
 pub use apply::{online_transform, rotate_down_inputs, rotate_weights};
 pub use fold::fold_norms;
+pub use job::{RotateJob, RotateReport, run};
 pub use rotation::{Rotation, RotationKind};
 
 /// Rotation, quantisation or alignment failed.

@@ -37,6 +37,17 @@ impl Default for RotateOptions {
     }
 }
 
+/// The GGUF output type named `f32` or `f16` (the types a rotated model is written in).
+pub fn gguf_type_named(name: &str) -> crate::Result<GgmlType> {
+    match name {
+        "f32" => Ok(GgmlType::F32),
+        "f16" => Ok(GgmlType::F16),
+        other => Err(crate::Error::Rotate(super::RotateError::Invalid(format!(
+            "`gguf_type` {other:?}: use f32 or f16"
+        )))),
+    }
+}
+
 /// The options of `orthoformer align` (the layer has no default: it is required).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AlignOptions {

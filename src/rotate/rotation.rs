@@ -21,6 +21,34 @@ pub enum RotationKind {
     Hadamard,
 }
 
+impl RotationKind {
+    /// Every kind, as [`RotationKind::name`] spells it.
+    pub const NAMES: [&'static str; 2] = ["random", "hadamard"];
+
+    /// The kind's name (`random`, `hadamard`), as the command line and Python spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RotationKind::Random => "random",
+            RotationKind::Hadamard => "hadamard",
+        }
+    }
+}
+
+impl std::str::FromStr for RotationKind {
+    type Err = crate::Error;
+
+    /// `random` or `hadamard`; anything else names the `rotation` field.
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "random" => Ok(RotationKind::Random),
+            "hadamard" => Ok(RotationKind::Hadamard),
+            other => Err(crate::Error::Rotate(RotateError::Invalid(format!(
+                "`rotation` {other:?}: use hadamard or random"
+            )))),
+        }
+    }
+}
+
 /// An orthogonal `C x C` matrix.
 #[derive(Debug, Clone)]
 pub enum Rotation {
@@ -61,7 +89,7 @@ impl Rotation {
         let factors = factors(n).ok_or_else(|| {
             RotateError::Invalid(format!(
                 "no Hadamard matrix of order {n} is known here (need 2^a times orders q+1 with q \
-                 a prime = 3 mod 4, e.g. 12, 20, 48); use --rotation random"
+                 a prime = 3 mod 4, e.g. 12, 20, 48); set `rotation` to random"
             ))
         })?;
         let mut rng = crate::init::rng::seeded(seed);

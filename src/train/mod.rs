@@ -12,9 +12,9 @@ pub mod loop_eval;
 pub mod metrics;
 pub mod model_api;
 pub mod options;
-pub mod plot;
 pub mod progress;
 pub mod recipe;
+pub mod request;
 pub mod schedule;
 pub mod session;
 pub mod trainer;
@@ -35,8 +35,8 @@ pub enum TrainError {
     Invalid(String),
     /// The loss or the gradient norm became NaN or infinite.
     #[error(
-        "the {what} became {value} at step {step}, so training stopped; {}; lower --lr, raise \
-         --warmup or set --grad-clip",
+        "the {what} became {value} at step {step}, so training stopped; {}; lower `lr`, raise \
+         `warmup` or set `grad_clip`",
         match last_checkpoint {
             Some(s) => format!("the last good checkpoint (step {s}) is kept"),
             None => "no checkpoint had been written yet".to_string(),
@@ -56,7 +56,7 @@ pub enum TrainError {
     /// previous one.
     #[error(
         "cannot write the checkpoint in {} ({why}); the previous checkpoint there, if any, is \
-         intact: free disk space (or choose another --out) and continue with --resume",
+         intact: free disk space (or choose another `out`) and continue with `resume`",
         dir.display()
     )]
     CheckpointWrite {
@@ -66,7 +66,7 @@ pub enum TrainError {
         why: String,
     },
     /// Ctrl-C: a checkpoint was written at `step`.
-    #[error("interrupted at step {step}; a checkpoint was written: continue with --resume")]
+    #[error("interrupted at step {step}; a checkpoint was written: continue with `resume`")]
     Interrupted {
         /// Steps done when the checkpoint was written.
         step: usize,

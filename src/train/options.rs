@@ -72,7 +72,7 @@ impl Default for TrainOptions {
 impl TrainOptions {
     /// Checks every option; the error names the flag.
     pub fn validate(&self) -> Result<()> {
-        let bad = |flag: &str, why: &str| Err(invalid(format!("--{flag} {why}")));
+        let bad = |field: &str, why: &str| Err(invalid(format!("`{field}` {why}")));
         let a = &self.adamw;
         if self.steps == 0 {
             return bad("steps", "must be at least 1");
@@ -84,20 +84,20 @@ impl TrainOptions {
             return bad("lr", "must be a positive number");
         }
         if !(self.min_lr.is_finite() && self.min_lr >= 0.0 && self.min_lr <= self.lr) {
-            return bad("min-lr", "must be between 0 and --lr");
+            return bad("min_lr", "must be between 0 and `lr`");
         }
         if !(self.grad_clip.is_finite() && self.grad_clip >= 0.0) {
-            return bad("grad-clip", "must be 0 (off) or positive");
+            return bad("grad_clip", "must be 0 (off) or positive");
         }
         if self.eval_every == 0 {
-            return bad("eval-every", "must be at least 1");
+            return bad("eval_every", "must be at least 1");
         }
         if self.eval_iters == 0 {
-            return bad("eval-iters", "must be at least 1");
+            return bad("eval_iters", "must be at least 1");
         }
         if self.eval_iters > MAX_EVAL_ITERS {
             return Err(invalid(format!(
-                "--eval-iters {} is more than {MAX_EVAL_ITERS}: each evaluation would take \
+                "`eval_iters` {} is more than {MAX_EVAL_ITERS}: each evaluation would take \
                  {} batches, and the loss estimate's error shrinks only as 1/sqrt(iters); use \
                  at most {MAX_EVAL_ITERS}",
                 self.eval_iters,
@@ -105,10 +105,10 @@ impl TrainOptions {
             )));
         }
         if !(a.weight_decay.is_finite() && a.weight_decay >= 0.0) {
-            return bad("weight-decay", "must be 0 or positive");
+            return bad("weight_decay", "must be 0 or positive");
         }
         if !((0.0..1.0).contains(&a.beta1) && (0.0..1.0).contains(&a.beta2)) {
-            return bad("beta1/--beta2", "must be in [0, 1)");
+            return Err(invalid("`beta1` and `beta2` must be in [0, 1)"));
         }
         if !(a.eps.is_finite() && a.eps > 0.0) {
             return bad("eps", "must be positive");

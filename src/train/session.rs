@@ -12,13 +12,15 @@ use std::sync::atomic::AtomicBool;
 
 use super::checkpoint::{self, CheckpointParts, DataRecord};
 use super::options::TrainOptions;
+pub use super::request::ModelRequest;
+use super::request::check_same_config;
 use super::trainer::{self, Observer, RunState};
+use crate::Result;
 use crate::data::{Corpus, Split, Tokenizer, TokenizerKind};
 use crate::io::folder_kind::FolderKind;
 use crate::io::memory;
 use crate::model::gpt::file::write_model;
 use crate::model::{Gpt, GptConfig};
-use crate::{Error, Result};
 
 /// What a fresh run is made of besides its data.
 #[derive(Debug, Clone)]
@@ -116,8 +118,8 @@ impl Session {
         crate::io::folder_kind::check(out, FolderKind::Checkpoint)?;
         if checkpoint::exists(out)? {
             return Err(super::invalid(format!(
-                "{} already holds a checkpoint: pass --resume to continue it, or choose another \
-                 --out",
+                "{} already holds a checkpoint: pass `resume` to continue it, or choose another \
+                 `out`",
                 out.display()
             )));
         }
@@ -184,7 +186,7 @@ impl Session {
         if record.sha256 != st.data.sha256 {
             return Err(super::invalid(format!(
                 "the training text {} is not the one checkpoint {} was trained on (SHA-256 \
-                 differs): pass the original file with --data",
+                 differs): pass the original file as `data`",
                 corpus.source,
                 out.display()
             )));
@@ -318,7 +320,7 @@ pub const WRITE_TEST: &str = ".write-test";
 /// batch's input and target ids, less `allocated` bytes of it already held.
 pub fn check_training_fits(cfg: &GptConfig, batch: usize, allocated: usize) -> Result<()> {
     let t = cfg.context;
-    let what = format_args!("training with --batch {batch} at context {t}");
+    let what = format_args!("training with `batch` {batch} at context {t}");
     let needed = crate::model::accounting::account(cfg, batch, t)
         .ok()
         .and_then(|a| {
@@ -338,7 +340,7 @@ pub fn create_out(out: &Path, kind: FolderKind) -> Result<()> {
     crate::io::folder_kind::check(out, kind)?;
     let fail = |e: std::io::Error| {
         super::invalid(format!(
-            "cannot write the output folder {}: {e}; choose another --out",
+            "cannot write the output folder {}: {e}; choose another `out`",
             out.display()
         ))
     };
@@ -361,7 +363,7 @@ fn load_recorded(out: &Path, data: &super::checkpoint::DataRecord) -> Result<Cor
     let path = Path::new(&data.source);
     let refuse = |why: String| {
         super::invalid(format!(
-            "checkpoint {} was trained on {}, which {why}: pass the training text with --data",
+            "checkpoint {} was trained on {}, which {why}: pass the training text as `data`",
             out.display(),
             data.source
         ))
@@ -378,37 +380,4 @@ fn load_recorded(out: &Path, data: &super::checkpoint::DataRecord) -> Result<Cor
         )));
     }
     Corpus::load(path)
-}
-
-/// Names the fields where `want` differs from the checkpoint's `saved` configuration.
-fn check_same_config(out: &Path, saved: &GptConfig, want: &GptConfig) -> Result<()> {
-    let (a, b) = (
-        serde_json::to_value(saved).map_err(|e| Error::io(out, std::io::Error::other(e)))?,
-        serde_json::to_value(want).map_err(|e| Error::io(out, std::io::Error::other(e)))?,
-    );
-    let mut diffs = Vec::new();
-    if let (Some(a), Some(b)) = (a.as_object(), b.as_object()) {
-        for (k, va) in a {
-            // The vocabulary comes from the tokenizer, not from the request.
-            if k == "vocab_size" {
-                continue;
-            }
-            if b.get(k) != Some(va) {
-                diffs.push(format!(
-                    "{k} is {va} in the checkpoint but {} was asked",
-                    b.get(k).cloned().unwrap_or_default()
-                ));
-            }
-        }
-    }
-    if diffs.is_empty() {
-        Ok(())
-    } else {
-        Err(super::invalid(format!(
-            "checkpoint {} does not match the requested model: {}; drop the model flags to \
-             continue it as trained, or train a new one with another --out",
-            out.display(),
-            diffs.join(", ")
-        )))
-    }
 }

@@ -5,7 +5,7 @@
 use orthoformer::init::orthogonal::{
     OrthoMethod, haar_f64, ortho_error, orthogonal_f32, orthogonal_f64, qr_without_sign_fix,
 };
-use orthoformer::init::stats::{beta_cdf, ks_test};
+use orthoformer::stats::{beta_cdf, ks_test};
 
 const SHAPES: [(usize, usize); 11] = [
     (1, 1),

@@ -6,8 +6,8 @@ use orthoformer::init::fan::{FanMode, fans};
 use orthoformer::init::gain::calculate_gain;
 use orthoformer::init::method::{InitMethod, InitParams, generate};
 use orthoformer::init::mimetic::{MimeticParams, mimetic};
-use orthoformer::init::stats::{ks_test, normal_cdf};
 use orthoformer::init::{fixed, random, rng::seeded, zero};
+use orthoformer::stats::{ks_test, normal_cdf};
 use safetensors::SafeTensors;
 
 fn fixture(name: &str) -> Vec<u8> {

@@ -72,7 +72,7 @@ fn unsupported_orders_are_errors() {
     }
     let e = Rotation::hadamard(10, 0).unwrap_err().to_string();
     assert!(
-        e.contains("order 10") && e.contains("--rotation random"),
+        e.contains("order 10") && e.contains("set `rotation` to random"),
         "{e}"
     );
 }

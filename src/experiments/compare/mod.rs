@@ -156,7 +156,7 @@ fn open_run(
     {
         return Err(crate::train::invalid(format!(
             "{} holds a checkpoint of another run than the comparison's plan asks for \
-             ({} at seed {seed}); move it away, or compare into another --out",
+             ({} at seed {seed}); move it away, or compare into another `out`",
             dir.display(),
             kind.name()
         )));

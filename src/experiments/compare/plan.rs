@@ -76,15 +76,15 @@ impl ComparePlan {
         recipe: Option<String>,
     ) -> Result<Self> {
         if attentions.is_empty() {
-            return Err(invalid("--attention needs at least one variant"));
+            return Err(invalid("`attention` needs at least one variant"));
         }
         for (i, a) in attentions.iter().enumerate() {
             if attentions[..i].contains(a) {
-                return Err(invalid(format!("--attention lists {} twice", a.name())));
+                return Err(invalid(format!("`attention` lists {} twice", a.name())));
             }
         }
         if seeds.is_empty() {
-            return Err(invalid("--seeds must be at least 1"));
+            return Err(invalid("`seeds` must be at least 1"));
         }
         for (i, s) in seeds.iter().enumerate() {
             if seeds[..i].contains(s) {
@@ -200,7 +200,7 @@ impl ComparePlan {
         {
             return Err(invalid(format!(
                 "the text or tokenizer given is not the comparison's ({}, {} tokenizer): pass \
-                 the original file with --data",
+                 the original file as `data`",
                 self.data.source,
                 self.tokenizer.name()
             )));
@@ -213,8 +213,8 @@ impl ComparePlan {
         let path = out.join(PLAN_FILE);
         if path.exists() {
             return Err(invalid(format!(
-                "{} already holds a comparison: continue it with --resume, or choose another \
-                 --out",
+                "{} already holds a comparison: continue it with `resume`, or choose another \
+                 `out`",
                 out.display()
             )));
         }
@@ -229,8 +229,8 @@ impl ComparePlan {
         let path = out.join(PLAN_FILE);
         if std::fs::symlink_metadata(&path).is_err() {
             return Err(invalid(format!(
-                "{} holds no comparison ({PLAN_FILE} is missing): pass the --out folder of an \
-                 earlier `orthoformer compare`",
+                "{} holds no comparison ({PLAN_FILE} is missing): pass the `out` folder \
+                 of an earlier comparison",
                 out.display()
             )));
         }

@@ -358,7 +358,7 @@ pub fn verdict(name: &str, base: AttentionKind, steps: usize, pct: &PairedInterv
         ),
         _ => format!(
             "{name} vs {base}: {:+.2}% at {steps} steps on 1 seed, which gives no interval; \
-             run --seeds 2 or more",
+             run `seeds` 2 or more",
             pct.mean
         ),
     }

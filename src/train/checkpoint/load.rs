@@ -58,7 +58,7 @@ pub fn load_with_model(dir: &Path) -> Result<(Loaded, Gpt)> {
 fn open(dir: &Path, with_model: bool) -> Result<(Loaded, Option<Gpt>)> {
     if !dir.is_dir() {
         return Err(crate::train::invalid(format!(
-            "checkpoint {} is not a folder: pass the --out folder of `orthoformer train`",
+            "checkpoint {} is not a folder: pass the `out` folder of a training run",
             dir.display()
         )));
     }

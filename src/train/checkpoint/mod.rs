@@ -52,8 +52,8 @@ pub const SET_TAG: &str = "checkpoint";
 
 pub(crate) fn corrupt(dir: &Path, why: impl std::fmt::Display) -> Error {
     super::invalid(format!(
-        "checkpoint {} is corrupt or incomplete: {why}; pass a folder written by \
-         `orthoformer train --out`",
+        "checkpoint {} is corrupt or incomplete: {why}; pass the `out` folder \
+         of a training run",
         dir.display()
     ))
 }

@@ -7,7 +7,7 @@
 //! variants share, and the interval is the one-sample t interval of the `dᵢ`:
 //! `d̄ ± t(0.975, n−1) · s_d / √n`.
 
-use crate::init::stats::beta_cdf;
+use super::distribution::beta_cdf;
 
 /// Arithmetic mean (`NaN` for an empty slice).
 pub fn mean(xs: &[f64]) -> f64 {
