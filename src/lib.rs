@@ -22,6 +22,7 @@ pub mod init;
 pub mod io;
 pub mod model;
 pub mod nn;
+pub mod prelude;
 pub mod rotate;
 pub mod stats;
 pub mod train;
