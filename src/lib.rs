@@ -18,6 +18,7 @@ pub mod init;
 pub mod io;
 pub mod model;
 pub mod nn;
+pub mod quant;
 pub mod rotate;
 pub mod train;
 
