@@ -4,7 +4,6 @@
 
 pub mod cache;
 pub mod config;
-pub mod export;
 pub mod forward;
 pub mod hessian;
 pub mod linear;
