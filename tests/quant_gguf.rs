@@ -23,7 +23,11 @@ fn run(m: &mut Llama) -> (Vec<u32>, Vec<f32>) {
     let mut cache = m.new_cache(PROMPT.len() + 8).unwrap();
     let logits = m.forward(&PROMPT, &mut cache, 0).unwrap();
     let v = m.vocab_size();
-    let arg = |r: &[f32]| r.iter().enumerate().fold(0, |b, (i, x)| if *x > r[b] { i } else { b }) as u32;
+    let arg = |r: &[f32]| {
+        r.iter()
+            .enumerate()
+            .fold(0, |b, (i, x)| if *x > r[b] { i } else { b }) as u32
+    };
     let mut next = arg(&logits[logits.len() - v..]);
     let mut out = vec![next];
     for _ in 0..7 {
@@ -48,7 +52,14 @@ fn quantised_files_run_as_the_in_memory_model() {
         (Format::Q8_0, Method::Rtn(Clip::None), false),
         (Format::Q4_0, Method::Rtn(Clip::Search), true),
         (Format::Q4_1, Method::Gptq(GptqOptions::default()), true),
-        (Format::Q4_0, Method::Gptq(GptqOptions { damp: 0.05, act_order: false }), false),
+        (
+            Format::Q4_0,
+            Method::Gptq(GptqOptions {
+                damp: 0.05,
+                act_order: false,
+            }),
+            false,
+        ),
     ];
     for (format, method, rotate) in cases {
         let mut w = base.clone();
@@ -58,7 +69,12 @@ fn quantised_files_run_as_the_in_memory_model() {
             rotate_weights(&mut w, &r).unwrap();
         }
         let hs = calibrate(&w, None, &calib, 64).unwrap();
-        let plan = Plan { method, format, fallback: None, embed_format: Some(Format::Q8_0) };
+        let plan = Plan {
+            method,
+            format,
+            fallback: None,
+            embed_format: Some(Format::Q8_0),
+        };
         let q = quantize_model(&mut w, &plan, Some(&hs), &mut |_| {}).unwrap();
         let file = dir.join(format!("{format:?}-{rotate}.gguf"));
         save_quantized_gguf(&w, &q, format, &meta, &file).unwrap();
@@ -67,21 +83,46 @@ fn quantised_files_run_as_the_in_memory_model() {
         let (c, dh) = (w.cfg.d_model, w.cfg.head_dim());
         let kv = (w.cfg.n_kv_head * dh) as u64;
         let l = &w.layers[1];
-        let q_file = g.tensor_f32("blk.1.attn_q.weight", &[c as u64, c as u64]).unwrap();
+        let q_file = g
+            .tensor_f32("blk.1.attn_q.weight", &[c as u64, c as u64])
+            .unwrap();
         assert_eq!(q_file, permute_rope_rows(&l.wq, w.cfg.n_head, dh, c, false));
-        let k_file = g.tensor_f32("blk.1.attn_k.weight", &[c as u64, kv]).unwrap();
-        assert_eq!(k_file, permute_rope_rows(&l.wk, w.cfg.n_kv_head, dh, c, false));
+        let k_file = g
+            .tensor_f32("blk.1.attn_k.weight", &[c as u64, kv])
+            .unwrap();
+        assert_eq!(
+            k_file,
+            permute_rope_rows(&l.wk, w.cfg.n_kv_head, dh, c, false)
+        );
         let f = w.cfg.d_ff as u64;
-        assert_eq!(g.tensor_f32("blk.1.ffn_down.weight", &[f, c as u64]).unwrap(), l.w_down);
-        assert_eq!(g.tensor_f32("token_embd.weight", &[c as u64, w.cfg.vocab_size as u64]).unwrap(), w.embed);
-        assert!(l.w_down.iter().zip(&base.layers[1].w_down).any(|(a, b)| a != b), "nothing was rounded");
+        assert_eq!(
+            g.tensor_f32("blk.1.ffn_down.weight", &[f, c as u64])
+                .unwrap(),
+            l.w_down
+        );
+        assert_eq!(
+            g.tensor_f32("token_embd.weight", &[c as u64, w.cfg.vocab_size as u64])
+                .unwrap(),
+            w.embed
+        );
+        assert!(
+            l.w_down
+                .iter()
+                .zip(&base.layers[1].w_down)
+                .any(|(a, b)| a != b),
+            "nothing was rounded"
+        );
         // The engine on the mapped file = the in-memory model.
         let mut mem = Llama::new(w.clone());
         let mut mapped = Llama::from_gguf(&g).unwrap();
         assert!(mapped.weights().layers[0].down.is_mapped());
         let (ta, la) = run(&mut mem);
         let (tb, lb) = run(&mut mapped);
-        let d = la.iter().zip(&lb).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        let d = la
+            .iter()
+            .zip(&lb)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
         assert!(d < 2e-3, "{format:?}: file vs memory max |Δlogit| {d}");
         assert_eq!(ta, tb, "{format:?}: greedy tokens differ");
     }

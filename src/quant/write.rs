@@ -9,9 +9,9 @@ use super::QuantError;
 use super::grid::Format;
 use super::matrix::QuantMatrix;
 use super::model::QuantizedModel;
+use crate::export::llama::gguf_metadata;
 use crate::io::gguf::{RawTensor, Value, keys, write_gguf_raw};
 use crate::model::llama::LlamaWeights;
-use crate::export::llama::gguf_metadata;
 use crate::model::llama::weights::permute_rope_rows;
 
 /// The ggml type id of a block format (`None` for the study's affine grid).
