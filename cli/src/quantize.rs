@@ -163,6 +163,11 @@ impl QuantizeArgs {
                 context: self.context,
                 group: self.group,
                 seed: self.seed,
+                weights: match (self.method, self.clip) {
+                    (Method::Gptq, _) => quant_study::WeightRounding::Gptq,
+                    (Method::Rtn, true) => quant_study::WeightRounding::RtnClip,
+                    (Method::Rtn, false) => quant_study::WeightRounding::Rtn,
+                },
             },
         }
     }
@@ -204,10 +209,19 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
     let per_config: usize = texts.iter().map(|t| t.len().saturating_sub(1)).sum();
     let total = per_config.saturating_mul(configs.len());
     let bar = progress_bar(total as u64, "quantize", args.json);
-    let (rows, activation_stats) =
-        run_study(&loaded.weights, &configs, &study_texts, o.study, &mut |n| {
-            bar.set_position(n as u64)
-        })?;
+    let calib = if o.study.weights == quant_study::WeightRounding::Rtn {
+        Vec::new()
+    } else {
+        super::quantize_out::calibration_tokens(&loaded.tokenizer, data[0], args.calib_tokens)?
+    };
+    let (rows, activation_stats) = run_study(
+        &loaded.weights,
+        &configs,
+        &study_texts,
+        o.study,
+        &calib,
+        &mut |n| bar.set_position(n as u64),
+    )?;
     bar.finish_and_clear();
     let report = QuantReport {
         model: args.model.display().to_string(),
@@ -216,6 +230,7 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
         tokens_per_text: o.max_tokens,
         context: o.study.context,
         group: o.study.group,
+        weights: o.study.weights,
         rows,
         activation_stats,
     };

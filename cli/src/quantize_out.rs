@@ -101,7 +101,7 @@ pub fn check_flags(a: &QuantizeArgs, t: GgufOut) -> anyhow::Result<()> {
 
 /// The last `n` tokens (about) of the calibration text: disjoint from the first tokens that
 /// perplexity is measured on when the same text serves both.
-fn calibration_tokens(
+pub fn calibration_tokens(
     tok: &orthoformer::model::llama::Tokenizer,
     data: Option<&Path>,
     n: usize,
