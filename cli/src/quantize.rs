@@ -182,11 +182,6 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
     if let (Some(out), Some(t)) = (args.out.as_deref(), args.gguf_type) {
         return super::quantize_out::run(args, out, t);
     }
-    if args.method != Method::Rtn || args.clip {
-        anyhow::bail!(
-            "--method gptq and --clip apply to --out; the study (no --out) rounds to nearest"
-        );
-    }
     let data: Vec<Option<&std::path::Path>> = if args.data.is_empty() {
         vec![None]
     } else {
