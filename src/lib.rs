@@ -23,6 +23,7 @@ pub mod io;
 pub mod model;
 pub mod nn;
 pub mod prelude;
+pub mod quant;
 pub mod rotate;
 pub mod stats;
 pub mod train;

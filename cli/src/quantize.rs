@@ -65,9 +65,61 @@ pub struct QuantizeArgs {
     /// rotation) instead of one configuration.
     #[arg(long)]
     pub table: bool,
+    /// Write the quantised model as this GGUF file (weights only: RTN or GPTQ onto
+    /// `--gguf-type`'s block grid, the rotation folded in) instead of running the study.
+    /// `--data`'s last `--calib-tokens` tokens calibrate GPTQ and the clipping search.
+    #[arg(long, requires = "gguf_type")]
+    pub out: Option<PathBuf>,
+    /// Block format of --out: q8_0, q4_0, q4_1 (32 weights per scale) or q4_k (super-blocks of
+    /// 256 with 6-bit scales and mins per 32; matrices whose rows are not whole super-blocks
+    /// fall back to q4_1). The embedding and lm_head are written Q8_0.
+    #[arg(long, value_enum, requires = "out")]
+    pub gguf_type: Option<GgufOut>,
+    /// How --out rounds the weights.
+    #[arg(long, value_enum, default_value_t = Method::Rtn)]
+    pub method: Method,
+    /// RTN: search each block's clip ratio (1 to 0.5) for the least error, weighted by the
+    /// calibration inputs' energy.
+    #[arg(long)]
+    pub clip: bool,
+    /// GPTQ's damping, a fraction of the mean diagonal of the Hessian.
+    #[arg(long, default_value_t = 0.01)]
+    pub damp: f64,
+    /// GPTQ: process the inputs in their order instead of by decreasing Hessian diagonal.
+    #[arg(long)]
+    pub no_act_order: bool,
+    /// Calibration tokens (taken from the end of the first --data, or of TinyShakespeare).
+    #[arg(long, default_value_t = 4096)]
+    pub calib_tokens: usize,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Block format of `quantize --out`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GgufOut {
+    /// 8-bit, one f16 scale per 32.
+    #[value(name = "q8_0")]
+    Q8_0,
+    /// 4-bit symmetric, one f16 scale per 32.
+    #[value(name = "q4_0")]
+    Q4_0,
+    /// 4-bit with an f16 scale and minimum per 32.
+    #[value(name = "q4_1")]
+    Q4_1,
+    /// 4-bit K-quant: super-blocks of 256, 6-bit scale and minimum per 32.
+    #[value(name = "q4_k")]
+    Q4K,
+}
+
+/// Weight rounding of `quantize --out`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Method {
+    /// Round to nearest.
+    Rtn,
+    /// GPTQ on calibration Hessians.
+    Gptq,
 }
 
 fn bits_parser(s: &str) -> Result<u32, String> {
@@ -111,6 +163,11 @@ impl QuantizeArgs {
                 context: self.context,
                 group: self.group,
                 seed: self.seed,
+                weights: match (self.method, self.clip) {
+                    (Method::Gptq, _) => quant_study::WeightRounding::Gptq,
+                    (Method::Rtn, true) => quant_study::WeightRounding::RtnClip,
+                    (Method::Rtn, false) => quant_study::WeightRounding::Rtn,
+                },
             },
         }
     }
@@ -121,6 +178,9 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
     let o = args.options();
     if o.study.context < 2 {
         anyhow::bail!("--context must be at least 2");
+    }
+    if let (Some(out), Some(t)) = (args.out.as_deref(), args.gguf_type) {
+        return super::quantize_out::run(args, out, t);
     }
     let data: Vec<Option<&std::path::Path>> = if args.data.is_empty() {
         vec![None]
@@ -144,10 +204,19 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
     let per_config: usize = texts.iter().map(|t| t.len().saturating_sub(1)).sum();
     let total = per_config.saturating_mul(configs.len());
     let bar = progress_bar(total as u64, "quantize", args.json);
-    let (rows, activation_stats) =
-        run_study(&loaded.weights, &configs, &study_texts, o.study, &mut |n| {
-            bar.set_position(n as u64)
-        })?;
+    let calib = if o.study.weights == quant_study::WeightRounding::Rtn {
+        Vec::new()
+    } else {
+        super::quantize_out::calibration_tokens(&loaded.tokenizer, data[0], args.calib_tokens)?
+    };
+    let (rows, activation_stats) = run_study(
+        &loaded.weights,
+        &configs,
+        &study_texts,
+        o.study,
+        &calib,
+        &mut |n| bar.set_position(n as u64),
+    )?;
     bar.finish_and_clear();
     let report = QuantReport {
         model: args.model.display().to_string(),
@@ -156,6 +225,7 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
         tokens_per_text: o.max_tokens,
         context: o.study.context,
         group: o.study.group,
+        weights: o.study.weights,
         rows,
         activation_stats,
     };

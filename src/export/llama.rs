@@ -72,16 +72,15 @@ pub fn merge_metadata(
     out
 }
 
-/// Writes a GGUF file. Every metadata key of `source_meta` (from the GGUF the model came
-/// from: tokenizer, chat template, descriptive keys, `general.quantization_version`) is kept;
-/// the `llama.*` shape keys and `general.file_type` are rewritten from the config and `ty`.
-/// Matrices are stored as `ty`, norm weights as F32 (see [`write_gguf`]).
-pub fn save_gguf(
+/// The metadata of a GGUF output: every key of `source_meta` (from the GGUF the model came
+/// from: tokenizer, chat template, descriptive keys, `general.quantization_version`) kept, the
+/// `llama.*` shape keys rewritten from `w`'s config and `general.file_type` set to
+/// `file_type` (llama.cpp's `llama_ftype`: 0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 7 Q8_0, 14 Q4_K_S).
+pub fn gguf_metadata(
     w: &LlamaWeights,
     source_meta: &[(String, Value)],
-    path: &Path,
-    ty: GgmlType,
-) -> crate::Result<()> {
+    file_type: u32,
+) -> crate::Result<Vec<(String, Value)>> {
     if !source_meta.iter().any(|(k, _)| k == keys::TOKENIZER_TOKENS) {
         return Err(ModelError::Config(
             "GGUF output needs the tokenizer metadata of a GGUF input; write a Hugging Face folder instead".into(),
@@ -98,7 +97,7 @@ pub fn save_gguf(
         .into());
     }
     let own = |k: &str| format!("llama.{k}");
-    // The keys the rotated weights decide; every other key of the source is kept as it is.
+    // The keys the weights decide; every other key of the source is kept as it is.
     let rewritten: Vec<(String, Value)> = vec![
         (keys::ARCHITECTURE.into(), Value::Str("llama".into())),
         (own(keys::BLOCK_COUNT), Value::U32(c.n_layer as u32)),
@@ -114,9 +113,22 @@ pub fn save_gguf(
             own(keys::ROPE_DIMENSION_COUNT),
             Value::U32(c.head_dim() as u32),
         ),
-        (keys::FILE_TYPE.into(), Value::U32(ty.id())),
+        (keys::FILE_TYPE.into(), Value::U32(file_type)),
     ];
-    let meta = merge_metadata(source_meta, rewritten);
+    Ok(merge_metadata(source_meta, rewritten))
+}
+
+/// Writes a GGUF file with the metadata of [`gguf_metadata`] (file type `ty`'s id, which is
+/// llama.cpp's for F32 and F16). Matrices are stored as `ty`, norm weights as F32 (see
+/// [`write_gguf`]).
+pub fn save_gguf(
+    w: &LlamaWeights,
+    source_meta: &[(String, Value)],
+    path: &Path,
+    ty: GgmlType,
+) -> crate::Result<()> {
+    let meta = gguf_metadata(w, source_meta, ty.id())?;
+    let c = &w.cfg;
     let (d, f, dh) = (c.d_model as u64, c.d_ff as u64, c.head_dim());
     let kv = (c.n_kv_head * dh) as u64;
     let permuted: Vec<(Vec<f32>, Vec<f32>)> = w

@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod check;
 pub mod fold;
+pub mod heads;
 pub mod job;
 pub mod options;
 pub use crate::nn::hadamard;

@@ -13,6 +13,7 @@ impl Default for StudySettings {
             context: 256,
             group: 0,
             seed: 0,
+            weights: super::quant_study::WeightRounding::Rtn,
         }
     }
 }

@@ -131,9 +131,10 @@ pub fn single_with_baselines(
 pub fn prepare(
     base: &LlamaWeights,
     c: &QuantConfig,
-    seed: u64,
-    group: usize,
+    s: StudySettings,
+    calib: &[u32],
 ) -> crate::Result<Llama> {
+    let (seed, group) = (s.seed, s.group);
     let mut w = base.clone();
     let d = w.cfg.d_model;
     let r = match c.rotate {
@@ -151,7 +152,30 @@ pub fn prepare(
         rotate_down_inputs(&mut w, &h)?;
         transform = Some(RowTransform(std::sync::Arc::new(online_transform(h))));
     }
-    quantize_model_weights(&mut w, c.wbits, group);
+    match s.weights {
+        WeightRounding::Rtn => quantize_model_weights(&mut w, c.wbits, group),
+        _ if c.wbits >= 16 => {}
+        r => {
+            use crate::quant::model::{Method, Plan, quantize_model};
+            let method = match r {
+                WeightRounding::Gptq => Method::Gptq(crate::quant::GptqOptions::default()),
+                _ => Method::Rtn(crate::quant::Clip::Search),
+            };
+            let plan = Plan {
+                method,
+                format: crate::quant::Format::Affine {
+                    bits: c.wbits,
+                    group,
+                    symmetric: true,
+                },
+                fallback: None,
+                embed_format: None,
+            };
+            // Calibration on the model as it will run: rotated, with the online transform.
+            let hs = crate::quant::calibrate::calibrate(&w, transform.clone(), calib, s.context)?;
+            quantize_model(&mut w, &plan, Some(&hs), &mut |_| {})?;
+        }
+    }
     let mut m = Llama::new(w);
     m.down_transform = transform;
     m.act_bits = Some(c.abits);
@@ -175,21 +199,38 @@ pub struct StudySettings {
     pub group: usize,
     /// Seed of the rotations.
     pub seed: u64,
+    /// How quantised weights are rounded.
+    pub weights: WeightRounding,
+}
+
+/// How the study rounds weights (symmetric, per output channel or group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WeightRounding {
+    /// Round to nearest over the full range.
+    Rtn,
+    /// Round to nearest with each group's clip ratio searched (error weighted by the
+    /// calibration inputs' energy).
+    RtnClip,
+    /// GPTQ (damping 0.01, act-order) on calibration Hessians.
+    Gptq,
 }
 
 /// Perplexity of every configuration on every text, with the activation statistics of the
-/// unquantised configurations. `on_tokens` receives the number of tokens scored so far.
+/// unquantised configurations. `calib` calibrates GPTQ and the clipping search (unused by
+/// plain RTN). `on_tokens` receives the number of tokens scored so far.
 pub fn run_study(
     base: &LlamaWeights,
     configs: &[QuantConfig],
     texts: &[StudyText<'_>],
     s: StudySettings,
+    calib: &[u32],
     on_tokens: &mut dyn FnMut(usize),
 ) -> crate::Result<(Vec<QuantRow>, Vec<QuantStatsRow>)> {
     let options = EvalOptions::sliding(s.context);
     let (mut rows, mut stats, mut done) = (Vec::new(), Vec::new(), 0usize);
     for c in configs {
-        let mut model = prepare(base, c, s.seed, s.group)?;
+        let mut model = prepare(base, c, s, calib)?;
         let mut ppl = Vec::new();
         for text in texts {
             model.stats = c.is_full_precision().then(ActStats::default);
@@ -283,6 +324,8 @@ pub struct QuantReport {
     pub context: usize,
     /// Weight group size (0: per output channel).
     pub group: usize,
+    /// How weights were rounded.
+    pub weights: WeightRounding,
     /// One row per configuration.
     pub rows: Vec<QuantRow>,
     /// Activation statistics of the unquantised configurations.
@@ -302,8 +345,8 @@ impl Report for QuantReport {
         let mut cols = vec![("config", l)];
         cols.extend(names.iter().map(|n| (n.as_str(), r)));
         let mut ppl = Table::new(&cols).with_title(format!(
-            "perplexity of {} ({} tokens per text, window {})",
-            self.model, self.tokens_per_text, self.context
+            "perplexity of {} ({} tokens per text, window {}, weights {:?})",
+            self.model, self.tokens_per_text, self.context, self.weights
         ));
         for row in &self.rows {
             let mut cells = vec![row.config.clone()];
@@ -385,6 +428,7 @@ mod tests {
             tokens_per_text: 1024,
             context: 256,
             group: 0,
+            weights: WeightRounding::Gptq,
             rows: vec![row],
             activation_stats: vec![QuantStatsRow {
                 rotate: RotateChoice::Hadamard,

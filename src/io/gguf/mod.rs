@@ -13,4 +13,4 @@ pub mod write;
 pub use dtype::GgmlType;
 pub use read::{GgufFile, TensorBytes, TensorInfo};
 pub use value::Value;
-pub use write::{TensorOut, stored_type, write_gguf};
+pub use write::{RawTensor, TensorOut, stored_type, write_gguf, write_gguf_raw};

@@ -1,4 +1,5 @@
-//! Writing GGUF version 3 files with F32 or F16 tensors, atomically.
+//! Writing GGUF version 3 files atomically: F32 or F16 tensors from f32 data, or tensors
+//! already encoded in a block format by a quantiser ([`write_gguf_raw`]).
 //!
 //! As llama.cpp's own converters (`convert_hf_to_gguf.py`: `n_dims <= 1` stays F32), a
 //! one-dimensional tensor (norm weights, biases) is always stored F32, whatever type the
@@ -70,6 +71,124 @@ fn alignment(metadata: &[(String, Value)]) -> u64 {
         .unwrap_or(keys::DEFAULT_ALIGNMENT)
 }
 
+/// A tensor already in its stored form: name, dims (innermost first), ggml type id and the
+/// bytes of that type (row-major blocks), e.g. a quantiser's `Q4_K` blocks.
+pub struct RawTensor<'a> {
+    /// Tensor name.
+    pub name: String,
+    /// Dimensions, innermost first.
+    pub dims: Vec<u64>,
+    /// ggml type id (0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 8 Q8_0, 12 Q4_K).
+    pub type_id: u32,
+    /// The stored bytes.
+    pub bytes: &'a [u8],
+}
+
+/// (weights per block, bytes per block) of the ggml types [`write_gguf_raw`] writes.
+fn raw_block(type_id: u32) -> Option<(u64, u64)> {
+    Some(match type_id {
+        0 => (1, 4),
+        1 => (1, 2),
+        2 => (32, 18),
+        3 => (32, 20),
+        8 => (32, 34),
+        12 => (256, 144),
+        _ => return None,
+    })
+}
+
+/// One tensor's header entry: name, dims, type id, stored bytes.
+type Entry<'a> = (&'a str, &'a [u64], u32, u64);
+
+/// The header (metadata, tensor infos, padding) and the writer of the data that follows:
+/// `emit(i, buf)` appends tensor `i`'s bytes to `buf`.
+fn write_with(
+    path: &Path,
+    metadata: &[(String, Value)],
+    entries: &[Entry<'_>],
+    mut emit: impl FnMut(usize, &mut Vec<u8>),
+) -> crate::Result<()> {
+    let align = alignment(metadata);
+    let mut head = Vec::new();
+    head.extend_from_slice(keys::MAGIC);
+    head.extend_from_slice(&3u32.to_le_bytes());
+    head.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    let meta: Vec<&(String, Value)> = metadata
+        .iter()
+        .filter(|(k, v)| k != keys::ALIGNMENT || v.as_u64() == Some(align))
+        .collect();
+    head.extend_from_slice(&(meta.len() as u64).to_le_bytes());
+    for (k, v) in meta {
+        put_str(&mut head, k);
+        head.extend_from_slice(&v.type_id().to_le_bytes());
+        put_value(&mut head, v);
+    }
+    let mut offset = 0u64;
+    for (name, dims, ty, size) in entries {
+        put_str(&mut head, name);
+        head.extend_from_slice(&(dims.len() as u32).to_le_bytes());
+        for d in *dims {
+            head.extend_from_slice(&d.to_le_bytes());
+        }
+        head.extend_from_slice(&ty.to_le_bytes());
+        head.extend_from_slice(&offset.to_le_bytes());
+        offset = (offset + size).div_ceil(align) * align;
+    }
+    let pad = |n: usize| (n as u64).div_ceil(align) * align - n as u64;
+    head.extend(std::iter::repeat_n(0u8, pad(head.len()) as usize));
+    crate::io::write_atomic(path, |w| {
+        let io = |e| Error::io(path, e);
+        w.write_all(&head).map_err(io)?;
+        let mut chunk = Vec::new();
+        for i in 0..entries.len() {
+            chunk.clear();
+            emit(i, &mut chunk);
+            let p = pad(chunk.len()) as usize;
+            chunk.extend(std::iter::repeat_n(0u8, p));
+            w.write_all(&chunk).map_err(io)?;
+        }
+        Ok(())
+    })
+}
+
+/// Writes a GGUF v3 file of tensors already in their stored types (see [`RawTensor`]); each
+/// tensor's bytes must be exactly its dims' worth of whole blocks, else nothing is written.
+pub fn write_gguf_raw(
+    path: &Path,
+    metadata: &[(String, Value)],
+    tensors: &[RawTensor<'_>],
+) -> crate::Result<()> {
+    let mut entries = Vec::with_capacity(tensors.len());
+    for t in tensors {
+        let n: u64 = t.dims.iter().product();
+        let size = raw_block(t.type_id)
+            .filter(|(per, _)| t.dims.first().is_some_and(|d| d % per == 0))
+            .map(|(per, bytes)| n / per * bytes);
+        if size != Some(t.bytes.len() as u64) {
+            return Err(crate::io::FormatError::Malformed {
+                path: path.display().to_string(),
+                what: format!(
+                    "tensor {} of type id {} and dims {:?} cannot hold {} bytes",
+                    t.name,
+                    t.type_id,
+                    t.dims,
+                    t.bytes.len()
+                ),
+            }
+            .into());
+        }
+        entries.push((
+            t.name.as_str(),
+            t.dims.as_slice(),
+            t.type_id,
+            t.bytes.len() as u64,
+        ));
+    }
+    write_with(path, metadata, &entries, |i, buf| {
+        buf.extend_from_slice(tensors[i].bytes)
+    })
+}
+
 /// Writes a GGUF v3 file: every `metadata` entry in order (a `general.alignment` that is not a
 /// power of two from 8 to 65536 is dropped and the default 32 used) and `tensors`, matrices
 /// stored as `ty` (F32 or F16) and one-dimensional tensors as F32 ([`stored_type`]).
@@ -86,54 +205,23 @@ pub fn write_gguf(
         }
         .into());
     }
-    let align = alignment(metadata);
-    let mut head = Vec::new();
-    head.extend_from_slice(keys::MAGIC);
-    head.extend_from_slice(&3u32.to_le_bytes());
-    head.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
-    let meta: Vec<&(String, Value)> = metadata
+    let entries: Vec<Entry<'_>> = tensors
         .iter()
-        .filter(|(k, v)| k != keys::ALIGNMENT || v.as_u64() == Some(align))
+        .map(|t| {
+            let t_ty = stored_type(ty, &t.dims);
+            let size = t_ty.byte_size(t.data.len() as u64).unwrap_or(0);
+            (t.name.as_str(), t.dims.as_slice(), t_ty.id(), size)
+        })
         .collect();
-    head.extend_from_slice(&(meta.len() as u64).to_le_bytes());
-    for (k, v) in meta {
-        put_str(&mut head, k);
-        head.extend_from_slice(&v.type_id().to_le_bytes());
-        put_value(&mut head, v);
-    }
-    let mut offset = 0u64;
-    for t in tensors {
-        put_str(&mut head, &t.name);
-        head.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
-        for d in &t.dims {
-            head.extend_from_slice(&d.to_le_bytes());
-        }
-        let t_ty = stored_type(ty, &t.dims);
-        head.extend_from_slice(&t_ty.id().to_le_bytes());
-        head.extend_from_slice(&offset.to_le_bytes());
-        let size = t_ty.byte_size(t.data.len() as u64).unwrap_or(0);
-        offset = (offset + size).div_ceil(align) * align;
-    }
-    let pad = |n: usize| (n as u64).div_ceil(align) * align - n as u64;
-    head.extend(std::iter::repeat_n(0u8, pad(head.len()) as usize));
-    crate::io::write_atomic(path, |w| {
-        let io = |e| Error::io(path, e);
-        w.write_all(&head).map_err(io)?;
-        let mut chunk = Vec::new();
-        for t in tensors {
-            chunk.clear();
-            match stored_type(ty, &t.dims) {
-                GgmlType::F16 => {
-                    for x in t.data {
-                        chunk.extend_from_slice(&f16::from_f32(*x).to_le_bytes());
-                    }
+    write_with(path, metadata, &entries, |i, chunk| {
+        let t = &tensors[i];
+        match stored_type(ty, &t.dims) {
+            GgmlType::F16 => {
+                for x in t.data {
+                    chunk.extend_from_slice(&f16::from_f32(*x).to_le_bytes());
                 }
-                _ => chunk.extend_from_slice(bytemuck::cast_slice(t.data)),
             }
-            let p = pad(chunk.len()) as usize;
-            chunk.extend(std::iter::repeat_n(0u8, p));
-            w.write_all(&chunk).map_err(io)?;
+            _ => chunk.extend_from_slice(bytemuck::cast_slice(t.data)),
         }
-        Ok(())
     })
 }

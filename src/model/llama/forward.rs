@@ -14,6 +14,7 @@
 
 use super::cache::KvCache;
 use super::config::LlamaConfig;
+use super::hessian::Hessians;
 use super::linear::ModelWeights;
 use super::quant::{ActStats, LinearSite, quantize_rows};
 use super::weights::LlamaWeights;
@@ -39,6 +40,9 @@ pub struct Llama {
     /// it is quantised, as QuaRot does with a Hadamard transform; `w_down` must already hold
     /// `W_down·H` so the product is unchanged.
     pub down_transform: Option<RowTransform>,
+    /// When set, `XᵀX` of every decoder linear layer's input is accumulated here (GPTQ's
+    /// calibration), after the online transform and before activation quantisation.
+    pub hessians: Option<Hessians>,
 }
 
 /// A thread-safe in-place map on a buffer of rows.
@@ -72,6 +76,7 @@ impl Llama {
             act_bits: None,
             stats: None,
             down_transform: None,
+            hessians: None,
         }
     }
 
@@ -85,6 +90,7 @@ impl Llama {
             act_bits: None,
             stats: None,
             down_transform: None,
+            hessians: None,
         })
     }
 
@@ -167,6 +173,7 @@ impl Llama {
             act_bits,
             stats,
             down_transform,
+            hessians,
         } = self;
         let (c, t, f) = (cfg.d_model, tokens.len(), cfg.d_ff);
         let (nh, nkv, dh) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim());
@@ -205,6 +212,8 @@ impl Llama {
             act_bits: *act_bits,
             stats,
             xq: &mut s.xq,
+            hessians,
+            layer: 0,
         };
         let (x, h) = (&mut s.x[..t * c], &mut s.h[..t * c]);
         let (q, att, y) = (&mut s.q[..t * qd], &mut s.att[..t * qd], &mut s.y[..t * c]);
@@ -229,6 +238,7 @@ impl Llama {
             // Rows r0..t go past attention (all but the last layer need every row).
             let r0 = if trim && l + 1 == n_layer { from } else { 0 };
             let n = t - r0;
+            hooks.layer = l;
             rmsnorm::forward(h, x, &layer.attn_norm, eps);
             let kl = &mut kc[l][p0 * kvd..(p0 + t) * kvd];
             let vl = &mut vc[l][p0 * kvd..(p0 + t) * kvd];
@@ -303,6 +313,8 @@ impl Llama {
                 act_bits: *act_bits,
                 stats,
                 xq: &mut s.xq,
+                hessians,
+                layer: n_layer,
             };
             hooks.linear(LinearSite::HeadIn, &mut head, hf, rows);
         }
@@ -325,6 +337,9 @@ struct Hooks<'a> {
     act_bits: Option<u32>,
     stats: &'a mut Option<ActStats>,
     xq: &'a mut Vec<f32>,
+    hessians: &'a mut Option<Hessians>,
+    /// The decoder layer being run (`L` for the head).
+    layer: usize,
 }
 
 impl Hooks<'_> {
@@ -342,6 +357,9 @@ impl Hooks<'_> {
             for _ in jobs.iter() {
                 s.record(site, x, in_dim);
             }
+        }
+        if let Some(hs) = self.hessians.as_mut() {
+            hs.record(self.layer, site, x, in_dim);
         }
         // lm_head's input stays in full precision, as in QuaRot.
         let x = match self.act_bits {

@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod config;
 pub mod forward;
+pub mod hessian;
 pub mod linear;
 pub mod load;
 pub mod quant;

@@ -1,0 +1,85 @@
+//! Calibration statistics for GPTQ: the sum `XᵀX` of the inputs `X` entering each decoder
+//! linear layer, per layer and per input site (q/k/v share one input, gate/up another), in
+//! f64. GPTQ's Hessian of a layer's output error is `H = 2·XᵀX / rows`.
+
+use super::config::LlamaConfig;
+use super::quant::LinearSite;
+use crate::nn::matmul_f64::matmul_f64;
+
+/// The four input sites of a decoder layer, in [`Hessians`]' order.
+pub const SITES: [LinearSite; 4] = [
+    LinearSite::AttnIn,
+    LinearSite::OIn,
+    LinearSite::MlpIn,
+    LinearSite::DownIn,
+];
+
+/// `XᵀX` of one site.
+#[derive(Debug, Clone)]
+struct Acc {
+    n: usize,
+    sum: Vec<f64>,
+    rows: u64,
+}
+
+/// `XᵀX` per layer and site, accumulated by [`super::Llama`] passes while set on the model.
+#[derive(Debug, Clone)]
+pub struct Hessians {
+    layers: Vec<[Acc; 4]>,
+}
+
+fn slot(site: LinearSite) -> Option<usize> {
+    SITES.iter().position(|&s| s == site)
+}
+
+impl Hessians {
+    /// Empty sums for every layer of `cfg` (`4·L` matrices: `3·C² + F²` f64 per layer).
+    pub fn new(cfg: &LlamaConfig) -> Self {
+        let (c, qd, f) = (cfg.d_model, cfg.n_head * cfg.head_dim(), cfg.d_ff);
+        let acc = |n: usize| Acc {
+            n,
+            sum: vec![0.0; n * n],
+            rows: 0,
+        };
+        Hessians {
+            layers: (0..cfg.n_layer)
+                .map(|_| [acc(c), acc(qd), acc(c), acc(f)])
+                .collect(),
+        }
+    }
+
+    /// Bytes the sums take for `cfg`.
+    pub fn bytes(cfg: &LlamaConfig) -> u64 {
+        let (c, qd, f) = (cfg.d_model, cfg.n_head * cfg.head_dim(), cfg.d_ff);
+        8 * cfg.n_layer as u64 * (2 * c * c + qd * qd + f * f) as u64
+    }
+
+    /// Adds the rows of `x` (`rows x width`) entering `site` of `layer` (the head's input is
+    /// not a decoder layer's and is ignored).
+    pub fn record(&mut self, layer: usize, site: LinearSite, x: &[f32], width: usize) {
+        let (Some(s), Some(l)) = (slot(site), self.layers.get_mut(layer)) else {
+            return;
+        };
+        let a = &mut l[s];
+        debug_assert_eq!(a.n, width);
+        let rows = x.len() / width;
+        let xf: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+        let mut xt = vec![0.0; xf.len()];
+        for r in 0..rows {
+            for j in 0..width {
+                xt[j * rows + r] = xf[r * width + j];
+            }
+        }
+        let mut g = vec![0.0; width * width];
+        matmul_f64(&mut g, &xt, &xf, width, rows, width);
+        a.sum.iter_mut().zip(&g).for_each(|(s, v)| *s += v);
+        a.rows += rows as u64;
+    }
+
+    /// GPTQ's `H = 2·XᵀX / rows` of `site` in `layer` (`width x width`), or `None` when
+    /// nothing was recorded there.
+    pub fn hessian(&self, layer: usize, site: LinearSite) -> Option<Vec<f64>> {
+        let a = &self.layers.get(layer)?[slot(site)?];
+        (a.rows > 0).then(|| a.sum.iter().map(|v| 2.0 * v / a.rows as f64).collect())
+    }
+}

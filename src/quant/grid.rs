@@ -1,0 +1,226 @@
+//! The grids weights are rounded to: a generic affine grid (the study's, f32 scales) and the
+//! GGUF block formats, whose grids are fixed by how the file stores them.
+//!
+//! Every grid is `value = (q − zero)·d + m` in f32 for a code `q` in `0..=qmax`, with `d`, `m`
+//! per sub-block of `sub` weights, computed exactly as the format's dequantiser computes it
+//! (llama.cpp, gguf-py and this crate's `dequantize`), so a weight rounded here is bit for bit
+//! the weight the file gives back:
+//! - `Q8_0` (32 weights): `d` f16, `q − 127` as i8; `value = (q−127)·d`.
+//! - `Q4_0` (32): `d` f16 (`max/−8`, the signed extreme maps to code 0); `value = (q−8)·d`.
+//! - `Q4_1` (32): `d`, `m` f16 (range `[min, max]`); `value = q·d + m`.
+//! - `Q4_K` (super-block of 256 = 8 sub-blocks of 32): f16 `d`, `dmin`, and per sub-block a
+//!   6-bit scale `sc` and 6-bit min `mn`; `value = (d·sc)·q − dmin·mn` (`m = −dmin·mn`).
+//!
+//! The span is how many consecutive weights of a row share one decision of the grid: a
+//! block (32, or 256 for `Q4_K`), or the generic grid's group (the whole row for group 0).
+
+use half::f16;
+
+/// A weight grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `bits`-bit codes, one grid per `group` inputs (0: per output channel); symmetric
+    /// (`±amax`, no zero-point) or asymmetric (integer zero-point over `[min, max]`, each
+    /// widened to include 0, as GPTQ's quantiser). Scales in f32: a study grid, not a file's.
+    Affine {
+        /// Bits per weight, 2 to 8.
+        bits: u32,
+        /// Inputs per grid (0: the whole row).
+        group: usize,
+        /// No zero-point.
+        symmetric: bool,
+    },
+    /// GGUF `Q8_0`.
+    Q8_0,
+    /// GGUF `Q4_0`.
+    Q4_0,
+    /// GGUF `Q4_1`.
+    Q4_1,
+    /// GGUF `Q4_K`.
+    Q4K,
+}
+
+/// One span's grid: `value(j, q) = (q − zero)·d[j/sub] + m[j/sub]` and the bytes a block
+/// format stores before its codes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    /// Weights per sub-block.
+    pub sub: usize,
+    /// Step per sub-block.
+    pub d: Vec<f32>,
+    /// Offset per sub-block.
+    pub m: Vec<f32>,
+    /// The code of zero step.
+    pub zero: i32,
+    /// Largest code.
+    pub qmax: i32,
+    /// The block's header bytes (scales, mins) for GGUF formats; empty for `Affine`.
+    pub head: Vec<u8>,
+}
+
+impl Params {
+    /// The grid value of code `q` at position `j` of the span.
+    pub fn value(&self, j: usize, q: u8) -> f32 {
+        let s = j / self.sub;
+        (i32::from(q) - self.zero) as f32 * self.d[s] + self.m[s]
+    }
+
+    /// The code whose value is nearest (rounding the affine coordinate) to `x` at `j`.
+    pub fn code(&self, j: usize, x: f64) -> u8 {
+        let s = j / self.sub;
+        let d = f64::from(self.d[s]);
+        if d == 0.0 {
+            return self.zero.clamp(0, self.qmax) as u8;
+        }
+        let q = ((x - f64::from(self.m[s])) / d).round() + f64::from(self.zero);
+        q.clamp(0.0, f64::from(self.qmax)) as u8
+    }
+}
+
+fn h(x: f32) -> (f32, [u8; 2]) {
+    let v = f16::from_f32(x);
+    (v.to_f32(), v.to_le_bytes())
+}
+
+impl Format {
+    /// Weights of a row that share one grid decision, for rows of `cols` inputs.
+    pub fn span(self, cols: usize) -> usize {
+        match self {
+            Format::Affine { group, .. } if group == 0 || group > cols => cols,
+            Format::Affine { group, .. } => group,
+            Format::Q8_0 | Format::Q4_0 | Format::Q4_1 => 32,
+            Format::Q4K => 256,
+        }
+    }
+
+    /// Bits per code.
+    pub fn bits(self) -> u32 {
+        match self {
+            Format::Affine { bits, .. } => bits,
+            Format::Q8_0 => 8,
+            _ => 4,
+        }
+    }
+
+    /// Why rows of `cols` inputs cannot take this grid, if they cannot.
+    pub fn check(self, cols: usize) -> Result<(), String> {
+        if let Format::Affine { bits, .. } = self
+            && !(2..=8).contains(&bits)
+        {
+            return Err(format!("{bits}-bit weights: use 2 to 8 bits"));
+        }
+        let span = self.span(cols);
+        if cols % span != 0 {
+            return Err(format!(
+                "rows of {cols} inputs are not a whole number of {span}-weight blocks ({self:?})"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The grid of one span `w` (a row's `span` consecutive weights), its range shrunk by
+    /// `clip` (1: the full range; the clipping search tries smaller ratios).
+    pub fn params(self, w: &[f32], clip: f32) -> Params {
+        let amax = w.iter().fold(0.0f32, |a, x| a.max(x.abs())) * clip;
+        let lo = w.iter().fold(0.0f32, |a, &x| a.min(x)) * clip;
+        let hi = w.iter().fold(0.0f32, |a, &x| a.max(x)) * clip;
+        let one = |d: f32, m: f32, zero: i32, qmax: i32, head: Vec<u8>| Params {
+            sub: w.len().max(1),
+            d: vec![d],
+            m: vec![m],
+            zero,
+            qmax,
+            head,
+        };
+        match self {
+            Format::Affine {
+                bits,
+                symmetric: true,
+                ..
+            } => {
+                let q = (1i32 << (bits - 1)) - 1;
+                one(amax / q as f32, 0.0, q, 2 * q, Vec::new())
+            }
+            Format::Affine { bits, .. } => {
+                let q = (1i32 << bits) - 1;
+                let d = (hi - lo) / q as f32;
+                let zero = if d > 0.0 { (-lo / d).round() as i32 } else { 0 };
+                one(d, 0.0, zero, q, Vec::new())
+            }
+            Format::Q8_0 => {
+                let (d, b) = h(amax / 127.0);
+                one(d, 0.0, 127, 254, b.to_vec())
+            }
+            Format::Q4_0 => {
+                // The signed extreme, so that code 0 (−8 steps) reaches it exactly.
+                let max = w
+                    .iter()
+                    .fold(0.0f32, |a, &x| if x.abs() > a.abs() { x } else { a });
+                let (d, b) = h(max * clip / -8.0);
+                one(d, 0.0, 8, 15, b.to_vec())
+            }
+            Format::Q4_1 => {
+                let lo = w.iter().copied().fold(f32::INFINITY, f32::min) * clip;
+                let hi = w.iter().copied().fold(f32::NEG_INFINITY, f32::max) * clip;
+                let (d, bd) = h((hi - lo) / 15.0);
+                let (m, bm) = h(lo);
+                one(d, m, 0, 15, [bd, bm].concat())
+            }
+            Format::Q4K => q4k_params(w, clip),
+        }
+    }
+}
+
+/// `Q4_K`'s two-level grid: each sub-block of 32 gets the affine range `[min(x,0), max(x)]`
+/// (its min is stored as a non-negative offset), and the 8 scales and mins are rounded to 6
+/// bits against the super-block's f16 `d` and `dmin`.
+fn q4k_params(w: &[f32], clip: f32) -> Params {
+    let subs: Vec<(f32, f32)> = w
+        .chunks(32)
+        .map(|s| {
+            let lo = s.iter().fold(0.0f32, |a, &x| a.min(x)) * clip;
+            let hi = s.iter().fold(lo, |a, &x| a.max(x * clip));
+            ((hi - lo) / 15.0, -lo)
+        })
+        .collect();
+    let max_s = subs.iter().fold(0.0f32, |a, s| a.max(s.0));
+    let max_m = subs.iter().fold(0.0f32, |a, s| a.max(s.1));
+    let (d, bd) = h(max_s / 63.0);
+    let (dmin, bm) = h(max_m / 63.0);
+    let six = |x: f32, unit: f32| {
+        if unit > 0.0 {
+            (x / unit).round().clamp(0.0, 63.0) as u8
+        } else {
+            0
+        }
+    };
+    let ls: Vec<u8> = subs.iter().map(|s| six(s.0, d)).collect();
+    let lm: Vec<u8> = subs.iter().map(|s| six(s.1, dmin)).collect();
+    let mut scales = [0u8; 12];
+    for j in 0..8 {
+        if j < 4 {
+            scales[j] = ls[j];
+            scales[j + 4] = lm[j];
+        } else {
+            scales[j + 4] = (ls[j] & 0xF) | ((lm[j] & 0xF) << 4);
+            scales[j - 4] |= (ls[j] >> 4) << 6;
+            scales[j] |= (lm[j] >> 4) << 6;
+        }
+    }
+    Params {
+        sub: 32,
+        d: ls.iter().map(|&s| d * f32::from(s)).collect(),
+        m: lm.iter().map(|&s| -(dmin * f32::from(s))).collect(),
+        zero: 0,
+        qmax: 15,
+        head: [&bd[..], &bm[..], &scales[..]].concat(),
+    }
+}
+
+/// Rounds every weight of `w` (one span) to its nearest code on `p`, returning the codes.
+pub fn round_span(p: &Params, w: &[f32]) -> Vec<u8> {
+    w.iter()
+        .enumerate()
+        .map(|(j, &x)| p.code(j, f64::from(x)))
+        .collect()
+}

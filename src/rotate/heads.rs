@@ -1,0 +1,59 @@
+//! QuaRot's per-head value/output rotation (R2), folded offline: each key/value head `g`'s
+//! values are rotated by an orthogonal `R_g` (`D x D`) and every query head reading them
+//! un-rotates its attention output inside `o_proj`, so the model computes the same function
+//! while `o_proj`'s input loses its per-head outliers.
+//!
+//! Row-vector convention (`v = x·W_vᵀ`): `v_g' = v_g·R_g` needs `W_v,g ← R_gᵀ·W_v,g` (rows
+//! `g·D..(g+1)·D` of `v_proj`); attention is linear in the values, so query head `h`'s output
+//! becomes `o_h·R_g(h)` with `g(h) = h / (H/K)` (grouped-query attention: one rotation per
+//! key/value head, shared by its query heads), and `o_proj`'s column block `h` becomes
+//! `W_o[:, h]·R_g(h)`. Softmax weights do not involve values, so nothing else changes.
+
+use super::RotateError;
+use super::rotation::{Rotation, RotationKind};
+use crate::model::llama::LlamaWeights;
+
+/// Rotates every layer's value heads by `R_g` (one per key/value head, drawn from `seed`;
+/// layers and heads draw different matrices) and compensates in `o_proj`, in f64.
+pub fn rotate_value_heads(
+    w: &mut LlamaWeights,
+    kind: RotationKind,
+    seed: u64,
+) -> Result<(), RotateError> {
+    let (c, nh, nkv, dh) = (
+        w.cfg.d_model,
+        w.cfg.n_head,
+        w.cfg.n_kv_head,
+        w.cfg.head_dim(),
+    );
+    let qd = nh * dh;
+    let per = nh / nkv;
+    for (l, layer) in w.layers.iter_mut().enumerate() {
+        for g in 0..nkv {
+            let s = seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add((l * nkv + g) as u64);
+            let r = Rotation::of_kind(kind, dh, s)?.dense();
+            // v rows g·D..: W ← Rᵀ·W, i.e. row i of the block = Σ_k R[k][i]·row k.
+            let block = &mut layer.wv[g * dh * c..(g + 1) * dh * c];
+            let old: Vec<f64> = block.iter().map(|&x| f64::from(x)).collect();
+            for i in 0..dh {
+                for j in 0..c {
+                    let v: f64 = (0..dh).map(|k| r[k * dh + i] * old[k * c + j]).sum();
+                    block[i * c + j] = v as f32;
+                }
+            }
+            // o_proj column blocks of the query heads reading head g: W[:, h] ← W[:, h]·R.
+            for h in g * per..(g + 1) * per {
+                for row in layer.wo.chunks_exact_mut(qd) {
+                    let b = &mut row[h * dh..(h + 1) * dh];
+                    let old: Vec<f64> = b.iter().map(|&x| f64::from(x)).collect();
+                    for (j, o) in b.iter_mut().enumerate() {
+                        *o = (0..dh).map(|k| old[k] * r[k * dh + j]).sum::<f64>() as f32;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
