@@ -3,7 +3,7 @@
 //! back tensor by tensor), and the engine running the memory-mapped file gives the in-memory
 //! quantised model's logits and greedy tokens.
 
-mod common;
+use crate::common;
 
 use orthoformer::io::gguf::GgufFile;
 use orthoformer::model::llama::weights::permute_rope_rows;

@@ -3,7 +3,7 @@
 //! (R1), Hadamard and Haar, the logits do not change beyond float rounding, while v_proj and
 //! o_proj really change.
 
-mod common;
+use crate::common;
 
 use orthoformer::model::llama::{Llama, LlamaWeights, load_model};
 use orthoformer::rotate::heads::rotate_value_heads;

@@ -4,7 +4,7 @@
 //! every GGUF block format's bytes decode (by an independent dequantiser of ggml's layouts,
 //! and the crate's reader) to exactly the values the quantiser computed with.
 
-mod common;
+use crate::common;
 
 use orthoformer::io::gguf::GgmlType;
 use orthoformer::io::gguf::dtype::dequantize;
