@@ -14,6 +14,7 @@ pub mod generate;
 pub mod gpt_adapter;
 pub mod llama_bench;
 pub mod llama_bench_report;
+pub mod llamacpp_native;
 pub mod loop_eval;
 pub mod memory;
 pub mod memory_report;

@@ -12,7 +12,7 @@
 //! lives in the [`KvCache`], so a decode step allocates nothing. In the last layer only the
 //! rows whose logits are wanted go past attention.
 
-use super::cache::KvCache;
+use super::cache::{KvCache, KvDtype};
 use super::config::LlamaConfig;
 use super::linear::ModelWeights;
 use super::quant::{ActStats, LinearSite, quantize_rows};
@@ -39,6 +39,8 @@ pub struct Llama {
     /// it is quantised, as QuaRot does with a Hadamard transform; `w_down` must already hold
     /// `W_down·H` so the product is unchanged.
     pub down_transform: Option<RowTransform>,
+    /// How the caches of [`new_cache`](Self::new_cache) store keys and values (f32 unless set).
+    pub kv_dtype: KvDtype,
 }
 
 /// A thread-safe in-place map on a buffer of rows.
@@ -72,6 +74,7 @@ impl Llama {
             act_bits: None,
             stats: None,
             down_transform: None,
+            kv_dtype: KvDtype::F32,
         }
     }
 
@@ -85,6 +88,7 @@ impl Llama {
             act_bits: None,
             stats: None,
             down_transform: None,
+            kv_dtype: KvDtype::F32,
         })
     }
 
@@ -110,7 +114,7 @@ impl Llama {
 
     /// An empty KV cache (with its scratch) for up to `cap` positions, `1 ≤ cap ≤ context`.
     pub fn new_cache(&self, cap: usize) -> crate::Result<KvCache> {
-        KvCache::new(&self.cfg, cap)
+        KvCache::with_dtype(&self.cfg, cap, self.kv_dtype)
     }
 
     /// Runs `tokens` (positions `cache.len()..`) through the model, appends their keys and
@@ -167,6 +171,7 @@ impl Llama {
             act_bits,
             stats,
             down_transform,
+            ..
         } = self;
         let (c, t, f) = (cfg.d_model, tokens.len(), cfg.d_ff);
         let (nh, nkv, dh) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim());
@@ -192,8 +197,7 @@ impl Llama {
             Stop::Hidden { .. } => t,
         };
         let KvCache {
-            k: kc,
-            v: vc,
+            store,
             cos,
             sin,
             s,
@@ -230,8 +234,7 @@ impl Llama {
             let r0 = if trim && l + 1 == n_layer { from } else { 0 };
             let n = t - r0;
             rmsnorm::forward(h, x, &layer.attn_norm, eps);
-            let kl = &mut kc[l][p0 * kvd..(p0 + t) * kvd];
-            let vl = &mut vc[l][p0 * kvd..(p0 + t) * kvd];
+            let (kl, vl) = store.new_rows(l, p0 * kvd..(p0 + t) * kvd);
             let mut qkv = [
                 (&mut q[..], layer.q.view()),
                 (kl, layer.k.view()),
@@ -241,8 +244,11 @@ impl Llama {
             let [(ql, _), (kl, _), _] = qkv;
             rope::apply(ql, qd, nh, dh, cos, sin, w.rope);
             rope::apply(kl, kvd, nkv, dh, cos, sin, w.rope);
+            store.commit(l, p0 * kvd..(p0 + t) * kvd);
             let (ql, cl) = (HeadLayout::rows(n, qd, dh), HeadLayout::rows(*cap, kvd, dh));
-            attention_cached::forward(
+            store.attend(
+                l,
+                p0,
                 HeadsMut {
                     x: &mut att[r0 * qd..],
                     layout: ql,
@@ -252,14 +258,7 @@ impl Llama {
                     x: &q[r0 * qd..],
                     layout: ql,
                 },
-                Heads {
-                    x: &kc[l],
-                    layout: cl,
-                },
-                Heads {
-                    x: &vc[l],
-                    layout: cl,
-                },
+                cl,
                 attention_cached::CachedDims {
                     b: 1,
                     h: nh,
