@@ -6,9 +6,9 @@
 //! `cargo run --release --example compare_step_times [ROUNDS]`: for each shape and variant,
 //! the median of 30 steps (after 3 warm-up steps) in each round, best of ROUNDS (default 3).
 
+use orthoformer::bench::step::time_training_step;
 use orthoformer::model::{AttentionKind, GptConfig};
 use orthoformer::train::recipe::recipe;
-use orthoformer::train::step_bench::time_training_step;
 
 fn main() -> orthoformer::Result<()> {
     let rounds: usize = std::env::args()

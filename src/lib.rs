@@ -12,13 +12,18 @@
 //! `L` layers, `F` feed-forward width.
 
 pub mod analysis;
+pub mod bench;
 pub mod data;
 pub mod error;
+pub mod experiments;
+pub mod export;
+pub mod infer;
 pub mod init;
 pub mod io;
 pub mod model;
 pub mod nn;
 pub mod rotate;
+pub mod stats;
 pub mod train;
 
 pub use error::{Error, Result};

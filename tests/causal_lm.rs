@@ -7,13 +7,14 @@
 
 mod common;
 
+use orthoformer::infer::CausalLm;
+use orthoformer::infer::eval::{EvalOptions, evaluate};
+use orthoformer::infer::generate::{SampleOptions, generate_ids};
+use orthoformer::infer::sample::sample_next;
 use orthoformer::init::rng::seeded;
-use orthoformer::model::eval::{EvalOptions, evaluate};
 use orthoformer::model::llama::load_engine;
 use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
-use orthoformer::model::{CausalLm, Gpt, GptConfig};
-use orthoformer::train::generate::{SampleOptions, generate_ids};
-use orthoformer::train::sample::sample_next;
+use orthoformer::model::{Gpt, GptConfig};
 
 fn tiny_gpt() -> Gpt {
     Gpt::new(GptConfig::preset("tiny").unwrap(), 3).unwrap()

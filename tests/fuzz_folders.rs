@@ -23,10 +23,10 @@ use rand::seq::IndexedRandom as _;
 use serde_json::{Value, json};
 
 use orthoformer::data::{Corpus, TokenizerKind};
+use orthoformer::experiments::compare::{self, ComparePlan, Limits};
 use orthoformer::init::rng::{Rng, seeded};
 use orthoformer::io::file_set::{manifest_text, sha256_hex};
 use orthoformer::model::{AttentionKind, GptConfig};
-use orthoformer::train::compare::{self, ComparePlan, Limits};
 use orthoformer::train::session::{self, FreshSpec, Progress, Session};
 use orthoformer::train::{RunState, TrainOptions, checkpoint};
 

@@ -5,8 +5,8 @@
 mod common;
 
 use common::tiny_llama;
+use orthoformer::export::llama::save_gguf;
 use orthoformer::io::gguf::{GgmlType, GgufFile, Value};
-use orthoformer::model::llama::export::save_gguf;
 use orthoformer::model::llama::load_model;
 
 /// The tiny model's metadata plus keys a real file has and this crate does not rewrite.

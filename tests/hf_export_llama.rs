@@ -6,8 +6,8 @@
 mod common;
 
 use common::tiny_llama;
+use orthoformer::export::llama::save_hf_folder;
 use orthoformer::io::gguf::Value;
-use orthoformer::model::llama::export::save_hf_folder;
 use orthoformer::model::llama::{SpecialTokens, load_model};
 use serde_json::Value as Json;
 

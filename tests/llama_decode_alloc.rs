@@ -7,7 +7,7 @@ mod common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use orthoformer::model::CausalLm;
+use orthoformer::infer::CausalLm;
 use orthoformer::model::llama::load_engine;
 
 struct Counting;

@@ -6,9 +6,9 @@
 
 mod common;
 
+use orthoformer::infer::sample::sample_next;
 use orthoformer::model::llama::tokenizer::{decode, encode};
 use orthoformer::model::llama::{Llama, load_engine, load_model};
-use orthoformer::train::sample::sample_next;
 
 /// f32 forward vs f64 reference over 30 layers: measured 5e-5 on logits of magnitude ~30.
 const TOL: f64 = 2e-3;

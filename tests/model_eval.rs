@@ -3,10 +3,11 @@
 //! that prefills each window alone; every target is scored once, the tail included; the
 //! logits handed out are the model's own; `max_batches` and bad options behave.
 
-use orthoformer::model::eval::score::score_each;
-use orthoformer::model::eval::windows::plan;
-use orthoformer::model::eval::{EvalOptions, evaluate, evaluate_logits};
-use orthoformer::model::{CausalLm, Gpt, GptConfig};
+use orthoformer::infer::CausalLm;
+use orthoformer::infer::eval::score::score_each;
+use orthoformer::infer::eval::windows::plan;
+use orthoformer::infer::eval::{EvalOptions, evaluate, evaluate_logits};
+use orthoformer::model::{Gpt, GptConfig};
 
 fn tiny() -> Gpt {
     Gpt::new(GptConfig::preset("tiny").unwrap(), 5).unwrap()

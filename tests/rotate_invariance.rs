@@ -5,7 +5,7 @@
 
 mod common;
 
-use orthoformer::model::llama::export::{save_gguf, save_hf_folder};
+use orthoformer::export::llama::{save_gguf, save_hf_folder};
 use orthoformer::model::llama::{Llama, LlamaWeights, load_model};
 use orthoformer::rotate::{Rotation, fold_norms, rotate_weights};
 

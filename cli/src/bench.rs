@@ -9,9 +9,9 @@ use std::process::Command;
 
 use super::Outcome;
 use super::common::{PYTHON, comma_default, emit};
+use orthoformer::bench::options::{BenchOptions, BenchShape};
+use orthoformer::bench::step::{ReferenceStep, run_step_bench};
 use orthoformer::model::GptConfig;
-use orthoformer::train::bench_options::{BenchOptions, BenchShape};
-use orthoformer::train::step_bench::{ReferenceStep, run_step_bench};
 
 /// Flags of `orthoformer bench`.
 #[derive(Debug, clap::Args)]
@@ -139,12 +139,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
     let mut torch = |cfg: &GptConfig, b: usize| {
         run_torch(args, cfg, b, opts.steps, threads).map_err(|e| e.to_string())
     };
-    let reference: Option<&mut orthoformer::train::step_bench::ReferenceTimer<'_>> =
-        if args.no_torch {
-            None
-        } else {
-            Some(&mut torch)
-        };
+    let reference: Option<&mut orthoformer::bench::step::ReferenceTimer<'_>> = if args.no_torch {
+        None
+    } else {
+        Some(&mut torch)
+    };
     let report = run_step_bench(&opts, threads, reference, &mut || bar.inc(1))?;
     bar.finish_and_clear();
     emit(&report, args.json)?;

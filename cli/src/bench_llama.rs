@@ -14,13 +14,13 @@ use anyhow::Context;
 use super::Outcome;
 use super::bench::BenchArgs;
 use super::pretrained::read_tokens;
-use orthoformer::model::llama::load_engine;
-use orthoformer::train::bench_options::BenchOptions;
-use orthoformer::train::llama_bench::{EvalPlan, bench_llama};
-use orthoformer::train::llamacpp_native;
-use orthoformer::train::llama_bench_report::{
+use orthoformer::bench::llama::{EvalPlan, bench_llama};
+use orthoformer::bench::llamacpp_native;
+use orthoformer::bench::llama_report::{
     LlamaBenchModel, LlamaBenchReport, LlamaBenchRow, LlamaCppTiming,
 };
+use orthoformer::bench::options::BenchOptions;
+use orthoformer::model::llama::load_engine;
 
 /// Runs the `--model` mode of `orthoformer bench`.
 pub fn run(args: &BenchArgs, opts: &BenchOptions) -> anyhow::Result<Outcome> {
@@ -239,5 +239,5 @@ fn run_torch(
 /// A `/proc/self/status` field in bytes (Linux only).
 fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    orthoformer::train::rss::status_field_bytes(&status, field)
+    orthoformer::io::rss::status_field_bytes(&status, field)
 }

@@ -12,7 +12,7 @@ use super::train::{
 };
 use crate::output::outln;
 use orthoformer::data::Corpus;
-use orthoformer::train::compare::{
+use orthoformer::experiments::compare::{
     self, CompareOptions, ComparePlan, CompareSummary, Limits, plan::PLAN_FILE,
 };
 use orthoformer::train::recipe::recipe;

@@ -6,17 +6,17 @@ use clap::{CommandFactory, Parser};
 
 use super::{Cli, Command};
 use orthoformer::analysis::mqar::run::MqarPlan;
+use orthoformer::analysis::params_report::ParamsOptions;
 use orthoformer::analysis::signal_probe::ProbeOptions;
 use orthoformer::analysis::theory::report::TheoryOptions;
-use orthoformer::init::bench_report::InitBenchOptions;
+use orthoformer::bench::init_report::InitBenchOptions;
+use orthoformer::bench::memory_report::MemoryOptions;
+use orthoformer::bench::options::BenchOptions;
+use orthoformer::experiments::compare::CompareOptions;
+use orthoformer::infer::generate::SampleOptions;
 use orthoformer::init::options::InitOptions;
-use orthoformer::model::params_report::ParamsOptions;
 use orthoformer::rotate::options::{AlignOptions, RotateOptions};
 use orthoformer::rotate::quant_options::QuantizeOptions;
-use orthoformer::train::bench_options::BenchOptions;
-use orthoformer::train::compare::CompareOptions;
-use orthoformer::train::generate::SampleOptions;
-use orthoformer::train::memory_report::MemoryOptions;
 
 fn parse(args: &[&str]) -> Command {
     let argv = std::iter::once("orthoformer").chain(args.iter().copied());

@@ -14,11 +14,11 @@ use super::pretrained::{
     DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, check_cache_fits, data_name, read_tokens,
 };
 use orthoformer::data::{Corpus, Split, token_files};
-use orthoformer::model::CausalLm;
-use orthoformer::model::eval::{EvalOptions, EvalReport, evaluate};
+use orthoformer::infer::CausalLm;
+use orthoformer::infer::eval::{EvalOptions, EvalReport, evaluate};
+use orthoformer::infer::eval_report::{CheckpointEval, ModelEval};
 use orthoformer::model::llama::load_engine;
 use orthoformer::train::checkpoint;
-use orthoformer::train::eval_report::{CheckpointEval, ModelEval};
 
 /// Flags of `orthoformer eval`.
 #[derive(Debug, clap::Args)]

@@ -9,7 +9,7 @@ use anyhow::Context;
 use super::Outcome;
 use super::common::print_json;
 use crate::output::outln;
-use orthoformer::train::export::{export_gpt2, reference_logits};
+use orthoformer::export::checkpoint::{export_gpt2, reference_logits};
 
 /// Flags of `orthoformer export`.
 #[derive(Debug, clap::Args)]

@@ -9,11 +9,11 @@ use anyhow::Context;
 
 use super::Outcome;
 use crate::output::{StdoutError, out, outln};
-use orthoformer::model::CausalLm;
+use orthoformer::infer::CausalLm;
+use orthoformer::infer::generate::{GenerateReport, SampleOptions, generate_text};
 use orthoformer::model::llama::{KvDtype, load_engine};
 use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
 use orthoformer::train::checkpoint;
-use orthoformer::train::generate::{GenerateReport, SampleOptions, generate_text};
 
 /// Flags of `orthoformer generate`.
 #[derive(Debug, clap::Args)]

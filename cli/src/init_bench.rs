@@ -11,7 +11,7 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::common::{PYTHON, emit, progress_bar};
-use orthoformer::init::bench_report::{
+use orthoformer::bench::init_report::{
     InitBenchOptions, InitBenchReport, InitBenchRow, TorchInitReport,
 };
 use orthoformer::init::orthogonal::{OrthoMethod, ortho_error, orthogonal_f64};

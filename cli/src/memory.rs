@@ -19,11 +19,11 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::common::comma_default;
+use orthoformer::bench::memory::{DataMemory, predict};
+use orthoformer::bench::memory_report::{MemoryBaseline, MemoryOptions, MemoryReport, MemoryRow};
+use orthoformer::bench::options::BenchShape;
 use orthoformer::data::{Corpus, TokenizerKind};
 use orthoformer::model::GptConfig;
-use orthoformer::train::bench_options::BenchShape;
-use orthoformer::train::memory::{DataMemory, predict};
-use orthoformer::train::memory_report::{MemoryBaseline, MemoryOptions, MemoryReport, MemoryRow};
 use orthoformer::train::session::prepare;
 
 /// Flags of `orthoformer memory`.

@@ -3,7 +3,7 @@
 
 use super::Outcome;
 use anyhow::Context;
-use orthoformer::model::params_report::{ParamsOptions, ParamsReport};
+use orthoformer::analysis::params_report::{ParamsOptions, ParamsReport};
 use orthoformer::model::{AttentionKind, GptConfig};
 use std::path::PathBuf;
 
@@ -68,7 +68,7 @@ pub fn run(args: &ParamsArgs) -> anyhow::Result<Outcome> {
         anyhow::bail!("--batch must be at least 1");
     }
     let mut report = ParamsReport::new(&cfg, opts.batch, seq, opts.seed_claims)?;
-    report.process_peak_rss_bytes = orthoformer::train::rss::peak_rss_bytes();
+    report.process_peak_rss_bytes = orthoformer::io::rss::peak_rss_bytes();
     super::common::emit(&report, args.json).context("writing the report")?;
     Ok(Outcome::Success)
 }

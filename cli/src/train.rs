@@ -12,8 +12,8 @@ use indicatif::ProgressBar;
 use super::Outcome;
 use crate::output::outln;
 use orthoformer::data::{Corpus, TokenizerKind};
+use orthoformer::experiments::compare::attention_name;
 use orthoformer::model::{AttentionKind, GptConfig};
-use orthoformer::train::compare::attention_name;
 use orthoformer::train::recipe::recipe;
 use orthoformer::train::session::{FreshSpec, Progress, Session};
 use orthoformer::train::{AdamWConfig, RunState, TrainOptions};
@@ -405,7 +405,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
     result.with_context(|| format!("training into {}", args.out.display()))?;
     let last = session.state.metrics.last().cloned();
     // Read after the final checkpoint: the whole run's peak, as the kernel counts it.
-    let peak_rss = orthoformer::train::rss::peak_rss_bytes();
+    let peak_rss = orthoformer::io::rss::peak_rss_bytes();
     if args.json {
         super::common::print_json(&serde_json::json!({
             "out": args.out,
@@ -435,7 +435,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
         match peak_rss {
             Some(b) => outln!(
                 "peak resident memory: {:.1} MiB",
-                orthoformer::train::rss::mib(b)
+                orthoformer::io::rss::mib(b)
             )?,
             None => outln!("peak resident memory: unavailable on this system")?,
         }

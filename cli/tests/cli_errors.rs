@@ -348,7 +348,7 @@ fn a_broken_tokenizer_json_is_an_error() {
     write_tiny(&gguf, None);
     let loaded = orthoformer::model::llama::load_model(&gguf).unwrap();
     let dir = tmp("hf-broken-tokenizer");
-    orthoformer::model::llama::export::save_hf_folder(
+    orthoformer::export::llama::save_hf_folder(
         &loaded.weights,
         &loaded.tokenizer,
         &loaded.special,

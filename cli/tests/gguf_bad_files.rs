@@ -172,7 +172,7 @@ fn missing_tensor_and_disagreeing_config_are_errors() {
     // A Hugging Face folder whose config.json disagrees with model.safetensors.
     let loaded = orthoformer::model::llama::load_model(&good).unwrap();
     let dir = tmp("hf");
-    orthoformer::model::llama::export::save_hf_folder(
+    orthoformer::export::llama::save_hf_folder(
         &loaded.weights,
         &loaded.tokenizer,
         &loaded.special,

@@ -3,7 +3,7 @@
 
 use pyo3::prelude::*;
 
-use orthoformer::model::params_report::ParamsReport;
+use orthoformer::analysis::params_report::ParamsReport;
 
 use crate::error::{OrPy, value};
 use crate::model::parse_config;

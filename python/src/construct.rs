@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
 use orthoformer::model::InitDraws;
-use orthoformer::model::store::head_seed;
+use orthoformer::model::gpt::store::head_seed;
 use orthoformer::nn::srht::Srht;
 
 use crate::convert::f32_out;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
-use orthoformer::model::checkpoint::{load_model, save_model};
+use orthoformer::model::gpt::file::{load_model, save_model};
 use orthoformer::model::{AttentionKind, FrozenStore, Gpt, GptConfig};
 use orthoformer::nn::hadamard::{Factor, dense_factor, factors};
 

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
+use orthoformer::export::llama::{save_gguf, save_hf_folder};
 use orthoformer::io::gguf::GgmlType;
-use orthoformer::model::llama::export::{save_gguf, save_hf_folder};
 use orthoformer::model::llama::tokenizer::encode;
 use orthoformer::model::llama::{Llama, load_model};
 use orthoformer::rotate::check::compare_models;

@@ -39,7 +39,7 @@ fn train_defaults() -> PyResult<String> {
 /// `None` where the system does not report it.
 #[pyfunction]
 fn peak_rss_bytes() -> Option<u64> {
-    orthoformer::train::rss::peak_rss_bytes()
+    orthoformer::io::rss::peak_rss_bytes()
 }
 
 /// Options checked and written back in the library's JSON form.

@@ -2,5 +2,7 @@
 //! associative-recall benchmark, and the measured checks of seed 003's §6 theory.
 
 pub mod mqar;
+pub mod params_report;
+pub mod seed_claims;
 pub mod signal_probe;
 pub mod theory;

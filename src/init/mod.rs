@@ -1,7 +1,6 @@
 //! Weight initialisation: random orthogonal matrices (QR, SVD, Householder, Cayley) and the
 //! `torch.nn.init` toolkit. Everything random takes a seed and is reproducible bit for bit.
 
-pub mod bench_report;
 pub mod fan;
 pub mod fixed;
 pub mod gain;

@@ -11,6 +11,7 @@ pub mod guard;
 pub mod matrix_file;
 pub mod memory;
 pub mod npy;
+pub mod rss;
 pub mod safe_file;
 pub mod safetensors_writer;
 pub mod table;

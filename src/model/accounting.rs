@@ -5,7 +5,7 @@
 //! FLOPs per token for the forward and the backward.
 
 use super::config::{AttentionKind, GptConfig};
-use super::layout;
+use super::gpt::layout;
 use crate::io::memory::{self, MemoryError};
 use serde::Serialize;
 
@@ -91,15 +91,15 @@ const ORDER: [&str; 10] = [
 /// buffer list as the allocation itself (`gpt_acts::layout`), so the two cannot drift apart.
 /// `None` when the count does not fit 64 bits.
 pub fn activation_floats(cfg: &GptConfig, b: usize, t: usize) -> Option<usize> {
-    super::gpt_acts::activation_floats(cfg, b, t)
+    super::gpt::acts::activation_floats(cfg, b, t)
 }
 
 /// Of [`activation_floats`], those a training step never writes (the post-LN-only scratch
 /// buffer when the model is pre-LN): allocated, but never made resident by the kernel.
 /// `None` when the count does not fit 64 bits.
 pub fn unwritten_activation_floats(cfg: &GptConfig, b: usize, t: usize) -> Option<usize> {
-    super::gpt_acts::largest_buffer(cfg, b, t)?;
-    Some(super::gpt_acts::unwritten_floats(cfg, b, t))
+    super::gpt::acts::largest_buffer(cfg, b, t)?;
+    Some(super::gpt::acts::unwritten_floats(cfg, b, t))
 }
 
 /// Bytes a training checkpoint write holds beyond the model and optimizer: every file is

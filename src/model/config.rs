@@ -216,7 +216,7 @@ impl GptConfig {
         // Every size derived from the config (tensor shapes, counts, the bytes of weights,
         // gradients, AdamW moments and a checkpoint write: at most 32 per parameter) must be
         // computable in 64 bits; whether it fits the machine is checked where it is allocated.
-        let counts = super::layout::param_counts(self);
+        let counts = super::gpt::layout::param_counts(self);
         let bytes = counts.and_then(|c| {
             let params = c.trainable.checked_add(c.frozen)?;
             params.checked_mul(32)

@@ -3,34 +3,18 @@
 
 pub mod accounting;
 pub mod attention_kind;
-pub mod causal_lm;
-pub mod checkpoint;
 pub mod config;
-pub mod eval;
-pub mod export_gpt2;
 pub mod gpt;
-mod gpt_activations;
-mod gpt_acts;
-mod gpt_backward;
-mod gpt_forward;
-mod gpt_masked;
-pub mod init_draws;
-pub mod layout;
 pub mod llama;
-pub mod params_report;
-pub mod seed_claims;
-pub mod store;
 
 pub use attention_kind::{AttentionKind, AttentionSpec, AttnWeight, Kernel, Projection};
-pub use causal_lm::{CausalLm, GptCache};
-pub use checkpoint::{load_model, save_model};
 pub use config::{GptConfig, NormPlacement};
-pub use eval::{EvalOptions, EvalReport, evaluate};
 pub use gpt::Gpt;
-pub use gpt_activations::Activations;
-pub use gpt_masked::IGNORE;
-pub use init_draws::InitDraws;
-pub use store::{FrozenStore, ParamStore, TensorInfo};
+pub use gpt::activations::Activations;
+pub use gpt::file::{load_model, save_model};
+pub use gpt::init_draws::InitDraws;
+pub use gpt::masked::IGNORE;
+pub use gpt::store::{FrozenStore, ParamStore, TensorInfo};
 
 /// A model configuration or checkpoint that does not make sense.
 #[derive(Debug, thiserror::Error)]

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::model::eval::score::log_sum_exp;
-use crate::model::eval::{EvalOptions, evaluate_logits};
+use crate::infer::eval::score::log_sum_exp;
+use crate::infer::eval::{EvalOptions, evaluate_logits};
 use crate::model::llama::Llama;
 use crate::rotate::RotateError;
 

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::quant::quantize_model_weights;
 use super::{Rotation, fold_norms, online_transform, rotate_down_inputs, rotate_weights};
+use crate::infer::eval::{EvalOptions, evaluate};
 use crate::io::table::{Align, Block, Report, Table};
-use crate::model::eval::{EvalOptions, evaluate};
 use crate::model::llama::RowTransform;
 use crate::model::llama::quant::{ActStats, SiteStats};
 use crate::model::llama::{Llama, LlamaWeights};

@@ -4,33 +4,18 @@
 
 pub mod adamw;
 pub mod batches;
-pub mod bench_options;
 pub mod checkpoint;
 pub mod clip;
-pub mod compare;
-pub mod eval_report;
-pub mod export;
-pub mod generate;
 pub mod gpt_adapter;
-pub mod llama_bench;
-pub mod llama_bench_report;
-pub mod llamacpp_native;
 pub mod loop_eval;
-pub mod memory;
-pub mod memory_report;
 pub mod metrics;
 pub mod model_api;
 pub mod options;
 pub mod plot;
 pub mod progress;
 pub mod recipe;
-pub mod rss;
-pub mod sample;
 pub mod schedule;
 pub mod session;
-pub mod stats;
-pub mod step_bench;
-pub mod step_bench_report;
 pub mod trainer;
 
 pub use adamw::{AdamW, AdamWConfig};

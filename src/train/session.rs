@@ -16,7 +16,7 @@ use super::trainer::{self, Observer, RunState};
 use crate::data::{Corpus, Split, Tokenizer, TokenizerKind};
 use crate::io::folder_kind::FolderKind;
 use crate::io::memory;
-use crate::model::checkpoint::write_model;
+use crate::model::gpt::file::write_model;
 use crate::model::{Gpt, GptConfig};
 use crate::{Error, Result};
 

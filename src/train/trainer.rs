@@ -254,6 +254,6 @@ fn record<M: Trainable>(
         lr,
         tokens_per_s,
         ms_per_step,
-        peak_rss_bytes: super::rss::peak_rss_bytes(),
+        peak_rss_bytes: crate::io::rss::peak_rss_bytes(),
     })
 }

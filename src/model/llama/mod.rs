@@ -4,7 +4,6 @@
 
 pub mod cache;
 pub mod config;
-pub mod export;
 pub mod forward;
 pub mod kv_store;
 pub mod linear;

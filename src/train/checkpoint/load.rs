@@ -142,7 +142,7 @@ fn open(dir: &Path, with_model: bool) -> Result<(Loaded, Option<Gpt>)> {
     }
     let model = match model_bytes {
         Some(bytes) => {
-            let model = crate::model::checkpoint::model_from_bytes(&bytes, &dir.join(MODEL_FILE))?;
+            let model = crate::model::gpt::file::model_from_bytes(&bytes, &dir.join(MODEL_FILE))?;
             if model.config() != &cfg {
                 return Err(corrupt(
                     dir,

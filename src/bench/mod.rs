@@ -1,0 +1,14 @@
+//! Benchmarks and measurements: the training-step benchmark (`orthoformer bench`), the
+//! pretrained-model benchmark (`bench --model`: decode, prefill, evaluation windows), the
+//! predicted and measured peak memory of training (`orthoformer memory`), the initialisation
+//! benchmark's report, and the options and reports they share.
+
+pub mod init_report;
+pub mod llama;
+pub mod llama_report;
+pub mod llamacpp_native;
+pub mod memory;
+pub mod memory_report;
+pub mod options;
+pub mod step;
+pub mod step_report;

@@ -1,0 +1,264 @@
+//! The paired comparison of attention variants over seeds (the main job).
+//!
+//! Every variant trains once per seed on the same text, tokenizer, split, model shape,
+//! steps and schedule; only the attention differs. Seed `s` sets the batch order
+//! (`options.seed = s`), the initialisation (`model_seed = s`, and `Gpt::new` gives every
+//! variant the same values in the tensors they share) and the frozen draws
+//! (`frozen_seed = s`; each head's own seed is a SplitMix64 mix of it, see
+//! `model::store::head_seed`): so seed `s` of two variants is a pair, and differences are
+//! taken per seed ([`summary`]).
+//!
+//! Folder layout (`out`): `plan.json` (what the comparison is; written first, read by
+//! `resume`), `seed-<s>/<attention>/` (one training checkpoint per run, continued exactly by
+//! `Session::resume`), `finals.json` (each finished run's loss on the whole validation split),
+//! and at the end `summary.json`, `loss.png`, `loss.svg`. A stopped comparison (Ctrl-C,
+//! `stop_at`, a killed process) continues where it stopped: finished runs are kept, a run cut
+//! short resumes from its last checkpoint, the rest start fresh.
+
+pub mod options;
+pub mod plan;
+pub mod plot;
+pub mod report;
+pub mod summary;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::Result;
+use crate::data::Corpus;
+use crate::infer::eval::{EvalOptions, evaluate};
+use crate::model::{AttentionKind, Gpt};
+use crate::train::session::{FreshSpec, Prepared, Progress, Session};
+pub use crate::train::trainer::Limits;
+pub use options::CompareOptions;
+pub use plan::ComparePlan;
+pub use summary::{CompareSummary, FinalEval, SeedRun, VariantSummary};
+
+/// File of each finished run's whole-validation-split loss, keyed by `seed-<s>/<attention>`.
+pub const FINALS_FILE: &str = "finals.json";
+/// The summary written when every run is finished.
+pub const SUMMARY_FILE: &str = "summary.json";
+
+/// What a call to [`run`] ended with.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Every run finished; the summary, plots and `summary.json` are written.
+    Finished(Box<CompareSummary>),
+    /// Stopped at `stop_at`: `finished` of `total` runs are done, the others are at the
+    /// chunk's step (or were not started, where Ctrl-C came first).
+    Stopped {
+        /// Runs trained to the end.
+        finished: usize,
+        /// Runs in the plan.
+        total: usize,
+    },
+}
+
+/// The checkpoint folder of `attention` at `seed`.
+pub fn run_dir(out: &Path, seed: u64, attention: AttentionKind) -> std::path::PathBuf {
+    out.join(format!("seed-{seed}")).join(attention.name())
+}
+
+/// Runs (or continues) the comparison `plan` in `out` on `prepared` (the plan's text,
+/// tokenized; `corpus` is that text, for runs that resume), then summarises it.
+pub fn run(
+    plan: &ComparePlan,
+    corpus: &Corpus,
+    prepared: &Prepared,
+    out: &Path,
+    limits: Limits,
+    progress: &mut dyn Progress,
+) -> Result<Outcome> {
+    plan.check_data(prepared)?;
+    let mut finals = read_finals(out, plan)?;
+    let total = plan.seeds.len() * plan.attentions.len();
+    let mut i = 0;
+    // Seed-major, so a comparison stopped half-way holds whole pairs.
+    for &seed in &plan.seeds {
+        for &kind in &plan.attentions {
+            let key = plan::run_key(seed, kind);
+            let dir = run_dir(out, seed, kind);
+            let mut session = open_run(plan, seed, kind, corpus, prepared, &dir)?;
+            let end = limits
+                .stop_at
+                .map_or(plan.options.steps, |s| s.min(plan.options.steps));
+            if session.state.step < end {
+                let label = format!("{} seed {seed} ({}/{total})", kind.name(), i + 1);
+                progress.start(&label, plan.options.steps, session.state.step);
+                session
+                    .run(limits.stop, limits.stop_at, progress)
+                    .map_err(|e| interrupted_hint(e, out))?;
+            }
+            i += 1;
+            if session.state.step == plan.options.steps && !finals.contains_key(&key) {
+                finals.insert(key, final_eval(&mut session)?);
+                write_finals(out, &finals)?;
+            }
+        }
+    }
+    let finished = finals.len();
+    if finished < total {
+        return Ok(Outcome::Stopped { finished, total });
+    }
+    let summary = summary::summarise(plan, prepared, out, &finals)?;
+    let json = serde_json::to_vec_pretty(&summary)
+        .map_err(|e| crate::train::invalid(format!("serialising the summary: {e}")))?;
+    // The summary and its plots appear together or not at all (`io::file_set`).
+    let mut set = crate::io::file_set::FileSet::begin(out, "compare")?;
+    plot::stage(&summary, &mut set, "loss.png", "loss.svg")?;
+    set.write_bytes(SUMMARY_FILE, &json)?;
+    set.commit()?;
+    Ok(Outcome::Finished(Box::new(summary)))
+}
+
+/// The session of one run: resumed from its checkpoint, or fresh. A checkpoint made for
+/// another run (other options, model or seed) is an error, never silently continued.
+fn open_run(
+    plan: &ComparePlan,
+    seed: u64,
+    kind: AttentionKind,
+    corpus: &Corpus,
+    prepared: &Prepared,
+    dir: &Path,
+) -> Result<Session> {
+    let (model, options) = plan.run_spec(seed, kind, prepared.tokenizer.vocab_size());
+    if !crate::train::checkpoint::exists(dir)? {
+        let spec = FreshSpec {
+            model,
+            model_seed: seed,
+            options,
+        };
+        return Session::fresh_prepared(spec, prepared.clone(), dir);
+    }
+    let session = Session::resume(dir, Some(corpus.clone()), None, None)?;
+    if session.options != options || session.model.config() != &model || session.model_seed != seed
+    {
+        return Err(crate::train::invalid(format!(
+            "{} holds a checkpoint of another run than the comparison's plan asks for \
+             ({} at seed {seed}); move it away, or compare into another --out",
+            dir.display(),
+            kind.name()
+        )));
+    }
+    Ok(session)
+}
+
+/// Turns Ctrl-C into an error that says how to continue the whole comparison.
+fn interrupted_hint(e: crate::Error, out: &Path) -> crate::Error {
+    match e {
+        crate::Error::Train(crate::train::TrainError::Interrupted { step }) => {
+            crate::train::invalid(format!(
+                "interrupted at step {step}; every run's checkpoint is kept: continue with \
+             `orthoformer compare --resume --out {}`",
+                out.display()
+            ))
+        }
+        other => other,
+    }
+}
+
+/// The mean loss of the finished model on the whole validation split: non-overlapping
+/// windows of the context, the shorter last one included (`model::eval`, as `orthoformer
+/// eval`), `batch` windows per forward.
+fn final_eval(session: &mut Session) -> Result<FinalEval> {
+    let started = Instant::now();
+    let options = EvalOptions {
+        batch: session.options.batch,
+        ..EvalOptions::default()
+    };
+    let val = &session.prepared.split.val;
+    let report = evaluate(&mut session.model, val, &options, &mut |_| {})?;
+    if !report.loss.is_finite() {
+        // Never recorded: a non-finite final would make the comparison's summary unreadable.
+        return Err(crate::train::invalid(format!(
+            "the final validation loss of the run in {} is {}: the model diverged, so the \
+             comparison stopped; its checkpoint is kept; use a lower learning rate",
+            session.out.display(),
+            report.loss
+        )));
+    }
+    Ok(FinalEval {
+        val_loss: report.loss,
+        val_tokens: report.tokens,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The finished runs' final losses, each checked against the plan: a key the plan does not
+/// name, or a loss, count or time that is not a finite positive number, is refused (delete
+/// the file to have the finished runs evaluated again).
+fn read_finals(out: &Path, plan: &ComparePlan) -> Result<BTreeMap<String, FinalEval>> {
+    let finals = read_finals_file(out)?;
+    let keys: Vec<String> = plan
+        .seeds
+        .iter()
+        .flat_map(|&s| plan.attentions.iter().map(move |&a| plan::run_key(s, a)))
+        .collect();
+    for (key, f) in &finals {
+        let why = if !keys.contains(key) {
+            Some(format!("{key} is not a run of the plan"))
+        } else if !(f.val_loss.is_finite() && f.val_loss > 0.0) {
+            Some(format!(
+                "{key}'s loss {} is not a positive number",
+                f.val_loss
+            ))
+        } else if f.val_tokens == 0 {
+            Some(format!("{key} scored no tokens"))
+        } else if !(f.seconds.is_finite() && f.seconds >= 0.0) {
+            Some(format!("{key}'s time {} is not a duration", f.seconds))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(crate::train::invalid(format!(
+                "{} is invalid ({why}); delete it and resume: the finished runs are evaluated \
+                 again",
+                out.join(FINALS_FILE).display()
+            )));
+        }
+    }
+    Ok(finals)
+}
+
+fn read_finals_file(out: &Path) -> Result<BTreeMap<String, FinalEval>> {
+    let path = out.join(FINALS_FILE);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(BTreeMap::new());
+    }
+    match crate::io::safe_file::read_in(out, FINALS_FILE) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            crate::train::invalid(format!(
+                "{} is unreadable ({e}); delete it and resume: the finished runs are \
+                 evaluated again",
+                path.display()
+            ))
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+fn write_finals(out: &Path, finals: &BTreeMap<String, FinalEval>) -> Result<()> {
+    let json = serde_json::to_vec_pretty(finals)
+        .map_err(|e| crate::train::invalid(format!("serialising {FINALS_FILE}: {e}")))?;
+    crate::io::write_atomic_bytes(&out.join(FINALS_FILE), &json)
+}
+
+/// The command-line name of an attention kind.
+pub fn attention_name(kind: AttentionKind) -> String {
+    kind.name().to_string()
+}
+
+/// (trainable, frozen) parameter counts of `model`.
+pub fn param_counts(model: &Gpt) -> (usize, usize) {
+    (model.params().data.len(), model.frozen().len())
+}
+
+/// Training memory of `model` at batch `b` (weights, gradients, AdamW moments, activations),
+/// from the model's accounting.
+pub fn training_memory(model: &Gpt, b: usize) -> Result<usize> {
+    let cfg = model.config();
+    Ok(crate::model::accounting::account(cfg, b, cfg.context)?
+        .memory
+        .total)
+}

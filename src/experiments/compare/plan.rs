@@ -1,0 +1,203 @@
+//! What a comparison is, written as `plan.json` before its first step so a stopped comparison
+//! can be continued from its folder alone: the variants, the seeds, the shared model shape,
+//! the training options, the tokenizer and the text (by SHA-256).
+
+use std::path::Path;
+
+use crate::Result;
+use crate::data::TokenizerKind;
+use crate::model::{AttentionKind, GptConfig};
+use crate::train::checkpoint::DataRecord;
+use crate::train::invalid;
+use crate::train::options::TrainOptions;
+use crate::train::session::Prepared;
+
+/// The plan's file in the comparison's folder.
+pub const PLAN_FILE: &str = "plan.json";
+
+/// Version of the plan's format.
+const VERSION: u32 = 1;
+
+/// A comparison: every variant in `attentions` trained at every seed in `seeds`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComparePlan {
+    /// Format version (1).
+    pub version: u32,
+    /// The variants, in table order; differences are taken from `softmax` when it is listed,
+    /// else from the first.
+    pub attentions: Vec<AttentionKind>,
+    /// The seeds; seed `s` sets batches, initialisation and frozen draws of every variant.
+    pub seeds: Vec<u64>,
+    /// The model shared by the variants (its `attention`, `frozen_seed` and `vocab_size` are
+    /// set per run).
+    pub model: GptConfig,
+    /// Training options shared by the runs (their `seed` is set per run).
+    pub options: TrainOptions,
+    /// Tokenizer kind.
+    pub tokenizer: TokenizerKind,
+    /// BPE vocabulary asked for (unused by the character tokenizer).
+    pub bpe_vocab: usize,
+    /// The text.
+    pub data: DataRecord,
+    /// The named recipe the model and options came from, if any (before the user's flags).
+    pub recipe: Option<String>,
+}
+
+impl ComparePlan {
+    /// A plan, checked: at least one variant and one seed, no repeats, valid options and a
+    /// valid model for every variant.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        attentions: Vec<AttentionKind>,
+        seeds: Vec<u64>,
+        model: GptConfig,
+        options: TrainOptions,
+        tokenizer: TokenizerKind,
+        bpe_vocab: usize,
+        data: DataRecord,
+        recipe: Option<String>,
+    ) -> Result<Self> {
+        if attentions.is_empty() {
+            return Err(invalid("--attention needs at least one variant"));
+        }
+        for (i, a) in attentions.iter().enumerate() {
+            if attentions[..i].contains(a) {
+                return Err(invalid(format!("--attention lists {} twice", a.name())));
+            }
+        }
+        if seeds.is_empty() {
+            return Err(invalid("--seeds must be at least 1"));
+        }
+        for (i, s) in seeds.iter().enumerate() {
+            if seeds[..i].contains(s) {
+                return Err(invalid(format!("seed {s} is listed twice")));
+            }
+        }
+        options.validate()?;
+        let plan = ComparePlan {
+            version: VERSION,
+            attentions,
+            seeds,
+            model,
+            options,
+            tokenizer,
+            bpe_vocab,
+            data,
+            recipe,
+        };
+        for &a in &plan.attentions {
+            let cfg = plan.run_spec(plan.seeds[0], a, plan.model.vocab_size).0;
+            cfg.validate()?;
+            crate::train::session::check_training_fits(&cfg, plan.options.batch, 0)?;
+        }
+        Ok(plan)
+    }
+
+    /// The model configuration and options of one run (`vocab` from the tokenizer).
+    pub fn run_spec(
+        &self,
+        seed: u64,
+        attention: AttentionKind,
+        vocab: usize,
+    ) -> (GptConfig, TrainOptions) {
+        let model = GptConfig {
+            attention,
+            frozen_seed: seed,
+            vocab_size: vocab,
+            ..self.model.clone()
+        };
+        let options = TrainOptions {
+            seed,
+            ..self.options.clone()
+        };
+        (model, options)
+    }
+
+    /// The variant differences are measured against: softmax when listed, else the first.
+    pub fn baseline(&self) -> AttentionKind {
+        if self.attentions.contains(&AttentionKind::Softmax) {
+            AttentionKind::Softmax
+        } else {
+            self.attentions[0]
+        }
+    }
+
+    /// Checks that `prepared` holds the plan's text and tokenizer kind.
+    pub fn check_data(&self, prepared: &Prepared) -> Result<()> {
+        if prepared.data.sha256 != self.data.sha256
+            || prepared.tokenizer.kind() != Some(self.tokenizer)
+        {
+            return Err(invalid(format!(
+                "the text or tokenizer given is not the comparison's ({}, {} tokenizer): pass \
+                 the original file with --data",
+                self.data.source,
+                self.tokenizer.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes the plan into `out` (atomically). `out` must not hold a comparison already.
+    pub fn write_new(&self, out: &Path) -> Result<()> {
+        let path = out.join(PLAN_FILE);
+        if path.exists() {
+            return Err(invalid(format!(
+                "{} already holds a comparison: continue it with --resume, or choose another \
+                 --out",
+                out.display()
+            )));
+        }
+        crate::train::session::create_out(out, crate::io::folder_kind::FolderKind::Compare)?;
+        let json = serde_json::to_vec_pretty(self)
+            .map_err(|e| invalid(format!("serialising the plan: {e}")))?;
+        crate::io::write_atomic_bytes(&path, &json)
+    }
+
+    /// Reads the plan of the comparison in `out`.
+    pub fn read(out: &Path) -> Result<Self> {
+        let path = out.join(PLAN_FILE);
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(invalid(format!(
+                "{} holds no comparison ({PLAN_FILE} is missing): pass the --out folder of an \
+                 earlier `orthoformer compare`",
+                out.display()
+            )));
+        }
+        let bytes = crate::io::safe_file::read_in(out, PLAN_FILE)?;
+        let plan: ComparePlan = serde_json::from_slice(&bytes)
+            .map_err(|e| invalid(format!("{} is unreadable: {e}", path.display())))?;
+        if plan.version != VERSION {
+            return Err(invalid(format!(
+                "{} has format version {}; this build reads version {VERSION}",
+                path.display(),
+                plan.version
+            )));
+        }
+        // Validated as the flags were when it was written: a plan edited to list no seeds,
+        // a seed twice or an invalid option is refused here, never indexed or trusted.
+        let checked = ComparePlan::new(
+            plan.attentions.clone(),
+            plan.seeds.clone(),
+            plan.model.clone(),
+            plan.options.clone(),
+            plan.tokenizer,
+            plan.bpe_vocab,
+            plan.data.clone(),
+            plan.recipe.clone(),
+        )
+        .map_err(|e| invalid(format!("{} is invalid: {e}", path.display())))?;
+        if !crate::train::checkpoint::is_sha256_hex(&checked.data.sha256) {
+            return Err(invalid(format!(
+                "{} is invalid: the text's SHA-256 is not 64 hex digits",
+                path.display()
+            )));
+        }
+        Ok(checked)
+    }
+}
+
+/// The key of one run in `finals.json`: `seed-<s>/<attention>`.
+pub fn run_key(seed: u64, attention: AttentionKind) -> String {
+    format!("seed-{seed}/{}", attention.name())
+}
