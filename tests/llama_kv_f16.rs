@@ -38,12 +38,16 @@ fn f16_cache_keeps_greedy_text_and_matches_its_own_prefill() {
     model.kv_dtype = KvDtype::F16;
     assert_eq!(greedy(&mut model, &prompt, 24), want, "greedy text under f16");
 
-    // Prefill and token-by-token decode read the same rounded values.
+    // Prefill and token-by-token decode read the same rounded values, but the keys and values
+    // they round come from different products (gemm panels vs matrix-vector), so a value near
+    // an f16 rounding boundary may round one ulp (2^-11 relative) apart, and 30 layers carry
+    // that on (measured: up to 1.2e-2 on logits of magnitude ~30, against 1e-4 with f32).
     let v = model.vocab_size();
     let mut cache = model.new_cache(prompt.len()).unwrap();
     assert_eq!(cache.dtype(), KvDtype::F16);
     let full = model.forward(&prompt, &mut cache, 0).unwrap();
     let mut step_cache = model.new_cache(prompt.len()).unwrap();
+    let mut worst = 0.0f32;
     for (t, &id) in prompt.iter().enumerate() {
         let step = model.decode_one(id, &mut step_cache).unwrap();
         let d = step
@@ -51,8 +55,10 @@ fn f16_cache_keeps_greedy_text_and_matches_its_own_prefill() {
             .zip(&full[t * v..(t + 1) * v])
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, f32::max);
-        assert!(d < 1e-3, "f16 cached step {t} differs from the prefill by {d}");
+        assert!(d < 5e-2, "f16 cached step {t} differs from the prefill by {d}");
+        worst = worst.max(d);
     }
+    eprintln!("max |logit(decode) - logit(prefill)| with the f16 cache = {worst:.3e}");
 
     // Against the exact f32 cache: close, not equal (keys and values rounded to 11 bits).
     model.kv_dtype = KvDtype::F32;
