@@ -33,10 +33,18 @@ fn argmax(row: &[f32]) -> u32 {
 fn f16_cache_keeps_greedy_text_and_matches_its_own_prefill() {
     let loaded = load_engine(&common::smollm2()).unwrap();
     let (tok, mut model) = (loaded.tokenizer, loaded.model);
-    let prompt = encode(&tok, "The capital of France is Paris. The capital of Italy is").unwrap();
+    let prompt = encode(
+        &tok,
+        "The capital of France is Paris. The capital of Italy is",
+    )
+    .unwrap();
     let want = greedy(&mut model, &prompt, 24);
     model.kv_dtype = KvDtype::F16;
-    assert_eq!(greedy(&mut model, &prompt, 24), want, "greedy text under f16");
+    assert_eq!(
+        greedy(&mut model, &prompt, 24),
+        want,
+        "greedy text under f16"
+    );
 
     // Prefill and token-by-token decode read the same rounded values, but the keys and values
     // they round come from different products (gemm panels vs matrix-vector), so a value near
@@ -55,7 +63,10 @@ fn f16_cache_keeps_greedy_text_and_matches_its_own_prefill() {
             .zip(&full[t * v..(t + 1) * v])
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, f32::max);
-        assert!(d < 5e-2, "f16 cached step {t} differs from the prefill by {d}");
+        assert!(
+            d < 5e-2,
+            "f16 cached step {t} differs from the prefill by {d}"
+        );
         worst = worst.max(d);
     }
     eprintln!("max |logit(decode) - logit(prefill)| with the f16 cache = {worst:.3e}");

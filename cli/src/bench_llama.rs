@@ -15,10 +15,10 @@ use super::Outcome;
 use super::bench::BenchArgs;
 use super::pretrained::read_tokens;
 use orthoformer::bench::llama::{EvalPlan, bench_llama};
-use orthoformer::bench::llamacpp_native;
 use orthoformer::bench::llama_report::{
     LlamaBenchModel, LlamaBenchReport, LlamaBenchRow, LlamaCppTiming,
 };
+use orthoformer::bench::llamacpp_native;
 use orthoformer::bench::options::BenchOptions;
 use orthoformer::model::llama::load_engine;
 
@@ -105,7 +105,8 @@ fn run_llamacpp(
     threads: usize,
 ) -> anyhow::Result<LlamaCppTiming> {
     let env = |k| std::env::var_os(k).map(std::path::PathBuf::from);
-    let dir = llamacpp_native::cache_dir(env("ORTHOFORMER_CACHE").as_deref(), env("HOME").as_deref());
+    let dir =
+        llamacpp_native::cache_dir(env("ORTHOFORMER_CACHE").as_deref(), env("HOME").as_deref());
     let bin = dir.as_ref().map(|d| d.join("bin").join("llama-bench"));
     match bin {
         Some(b) if b.is_file() && !path.is_dir() => run_native(&b, opts, path, threads),

@@ -11,8 +11,8 @@ use super::Outcome;
 use crate::output::{StdoutError, out, outln};
 use orthoformer::infer::CausalLm;
 use orthoformer::infer::generate::{GenerateReport, SampleOptions, generate_text};
-use orthoformer::model::llama::{KvDtype, load_engine};
 use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
+use orthoformer::model::llama::{KvDtype, load_engine};
 use orthoformer::train::checkpoint;
 
 /// Flags of `orthoformer generate`.

@@ -151,7 +151,9 @@ fn row_blocks(r: &LlamaBenchRow, threads: usize) -> Vec<Block> {
         o.prefill_rounds.len()
     ));
     let lc = r.llamacpp.as_ref();
-    let peer = lc.map_or("llama.cpp".to_string(), |l| format!("llama.cpp {}", l.source));
+    let peer = lc.map_or("llama.cpp".to_string(), |l| {
+        format!("llama.cpp {}", l.source)
+    });
     t.row([
         format!("prefill, {} tokens", o.prompt_tokens),
         format!("{:.1}", o.prefill_tokens_per_s),

@@ -173,7 +173,11 @@ mod tests {
         assert_eq!(s(&p), "-m m.gguf -t 2 -r 3 -o json -p 256 -n 0 -b 256");
         assert_eq!(s(&d), "-m m.gguf -t 2 -r 3 -o json -p 0 -n 128 -d 256");
         let [p, _] = llama_bench_args(Path::new("m.gguf"), 1, 8, 4, 0);
-        assert!(s(&p).contains("-r 1 ") && s(&p).ends_with("-b 32"), "{}", s(&p));
+        assert!(
+            s(&p).contains("-r 1 ") && s(&p).ends_with("-b 32"),
+            "{}",
+            s(&p)
+        );
     }
 
     const PREFILL: &str = r#"build: 1 (x)
@@ -190,7 +194,10 @@ mod tests {
         let mut recs = parse_llama_bench(PREFILL).unwrap();
         recs.extend(parse_llama_bench(DECODE).unwrap());
         let t = timing_from_records(&recs, 256, 128, Path::new("/b")).unwrap();
-        assert_eq!((t.prefill_tokens_per_s, t.decode_tokens_per_s), (310.25, 131.5));
+        assert_eq!(
+            (t.prefill_tokens_per_s, t.decode_tokens_per_s),
+            (310.25, 131.5)
+        );
         assert_eq!(t.source, "native");
         assert!(t.first_generated.is_empty());
         assert!(t.system_info.contains("0c1e570") && t.system_info.contains("KV cache f16"));

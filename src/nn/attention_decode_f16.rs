@@ -1,9 +1,10 @@
 //! One decode step's attention over keys and values stored in IEEE half precision (an f16 KV
 //! cache, llama.cpp's default): scores `s[j] = scale·q·k_j` and output `o = Σ_j p_j·v_j`, the
 //! f16 rows widened to f32 in registers (F16C `vcvtph2ps`), so a step streams half the bytes
-//! of an f32 cache. Query, scores, softmax and output stay f32; the accumulation order is that
-//! of the f32 kernels ([`super::attention_decode`]), so the only difference from an f32 cache
-//! holding the same (f16-rounded) values is none: the products are exact widenings.
+//! of an f32 cache. Query, scores, softmax and output stay f32, and the AVX2 bodies accumulate
+//! in the order of the f32 kernels' AVX2 bodies ([`super::attention_decode`]): the widening is
+//! exact, so they compute bit for bit what an f32 cache holding the same f16-rounded values
+//! would (tested).
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -40,7 +41,12 @@ pub fn decode(
         "attention: {h} query heads over {kv_h} key/value heads"
     );
     let n = past + 1;
-    let kvd = Dims { b, h: kv_h, t: n, d };
+    let kvd = Dims {
+        b,
+        h: kv_h,
+        t: n,
+        d,
+    };
     assert!(
         q.x.len() >= q.layout.extent(Dims { b, h, t, d })
             && k.len() >= kv.extent(kvd)

@@ -72,10 +72,7 @@ impl std::fmt::Display for KvDtype {
 #[derive(Debug, Clone)]
 pub(crate) enum KvStore {
     /// f32 rows; the linear layers write straight into them.
-    F32 {
-        k: Vec<Vec<f32>>,
-        v: Vec<Vec<f32>>,
-    },
+    F32 { k: Vec<Vec<f32>>, v: Vec<Vec<f32>> },
     /// f16 rows, and one layer's f32 staging rows for keys (`sk`) and values (`sv`).
     F16 {
         k: Vec<Vec<f16>>,
@@ -205,8 +202,14 @@ mod tests {
             .map(|&x| f16::from_f32(x).to_f32())
             .collect();
         assert_eq!(&sk[2..6], &want[..]);
-        assert_eq!(k[1][2..6].iter().map(|x| x.to_f32()).collect::<Vec<_>>(), want);
-        assert_ne!(sk[3], 0.1, "0.1 is not an f16 value: it must have been rounded");
+        assert_eq!(
+            k[1][2..6].iter().map(|x| x.to_f32()).collect::<Vec<_>>(),
+            want
+        );
+        assert_ne!(
+            sk[3], 0.1,
+            "0.1 is not an f16 value: it must have been rounded"
+        );
         assert_eq!(s.bytes(), 2 * 2 * 2 * 8 + 4 * 2 * 8);
     }
 }
