@@ -1,5 +1,7 @@
-"""llama.cpp's prefill and greedy-decode speed on a GGUF file, printed as JSON: the peer that
-`orthoformer bench --model` compares against.
+"""llama.cpp's prefill and greedy-decode speed on a GGUF file, printed as JSON: the FALLBACK
+peer of `orthoformer bench --model`, used (and labelled `wheel (fallback)`) only when no
+native build of `scripts/build_llamacpp.sh` is in the cache; the wheel's generic AVX2 build is
+not llama.cpp at its best on a given machine.
 
 llama.cpp comes from the PyPI wheel `llama-cpp-cffi` 0.4.42 (`pip install
 llama-cpp-cffi==0.4.42 cffi`); its `_llama_cpp_cpu` module (built for AVX2) needs the C++

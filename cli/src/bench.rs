@@ -71,7 +71,8 @@ pub struct BenchArgs {
     /// With --model: tokens scored by the eval windows (256 wide, stride 128); 0 skips eval.
     #[arg(long, default_value_t = BenchOptions::default().eval_tokens)]
     pub eval_tokens: usize,
-    /// With --model: the llama.cpp script.
+    /// With --model: the fallback llama.cpp script (the PyPI wheel), used when no native
+    /// build of `scripts/build_llamacpp.sh` is in the cache.
     #[arg(long, default_value = "scripts/bench_llamacpp.py")]
     pub llamacpp_script: PathBuf,
     /// With --model: the PyTorch Llama eval script.
@@ -80,6 +81,10 @@ pub struct BenchArgs {
     /// With --model: skip llama.cpp.
     #[arg(long)]
     pub no_llamacpp: bool,
+    /// With --model: how our KV cache stores keys and values, f16 (llama.cpp's default, which
+    /// its side uses too) or f32.
+    #[arg(long, default_value = "f16", value_parser = super::generate::parse_kv_cache)]
+    pub kv_cache: orthoformer::model::llama::KvDtype,
 }
 
 impl BenchArgs {

@@ -1,7 +1,9 @@
 //! `orthoformer bench --model M[,M2]`: a pretrained Llama model's inference beside its peers,
 //! in one run on one machine. Ours: load (weights mapped), prefill of a prompt, greedy decode,
-//! eval windows (`bench::llama`). llama.cpp: `scripts/bench_llamacpp.py` on the same
-//! file and the same prompt ids. PyTorch: `scripts/bench_llama_torch.py`, the eval windows in
+//! eval windows (`bench::llama`). llama.cpp: the native build of
+//! `scripts/build_llamacpp.sh` (its `llama-bench`, same file, threads, prompt length and
+//! generated tokens) when the cache holds one, else `scripts/bench_llamacpp.py` (the PyPI
+//! wheel, labelled as the fallback) on the same file and prompt ids. PyTorch: `scripts/bench_llama_torch.py`, the eval windows in
 //! float32. Each peer that cannot run is reported with the reason, never silently skipped.
 
 use std::path::Path;
@@ -16,6 +18,7 @@ use orthoformer::bench::llama::{EvalPlan, bench_llama};
 use orthoformer::bench::llama_report::{
     LlamaBenchModel, LlamaBenchReport, LlamaBenchRow, LlamaCppTiming,
 };
+use orthoformer::bench::llamacpp_native;
 use orthoformer::bench::options::BenchOptions;
 use orthoformer::model::llama::load_engine;
 
@@ -41,6 +44,7 @@ fn bench_one(
     let file_bytes = std::fs::metadata(path).map_or(0, |m| if m.is_file() { m.len() } else { 0 });
     let loaded = load_engine(path).with_context(|| format!("loading {}", path.display()))?;
     let mut model = loaded.model;
+    model.kv_dtype = args.kv_cache;
     let need = opts.prompt_tokens + opts.gen_tokens;
     if need > model.context() {
         anyhow::bail!(
@@ -92,8 +96,65 @@ fn bench_one(
     Ok(LlamaBenchRow::new(model, ours, llamacpp, torch))
 }
 
-/// Runs `scripts/bench_llamacpp.py` on the same file and prompt.
+/// Times llama.cpp: the native build when the cache has one, else the wheel's script.
 fn run_llamacpp(
+    args: &BenchArgs,
+    opts: &BenchOptions,
+    path: &Path,
+    prompt: &[u32],
+    threads: usize,
+) -> anyhow::Result<LlamaCppTiming> {
+    let env = |k| std::env::var_os(k).map(std::path::PathBuf::from);
+    let dir =
+        llamacpp_native::cache_dir(env("ORTHOFORMER_CACHE").as_deref(), env("HOME").as_deref());
+    let bin = dir.as_ref().map(|d| d.join("bin").join("llama-bench"));
+    match bin {
+        Some(b) if b.is_file() && !path.is_dir() => run_native(&b, opts, path, threads),
+        _ => {
+            let mut t = run_wheel(args, opts, path, prompt, threads)?;
+            t.system_info = format!(
+                "no native build in {} (run scripts/build_llamacpp.sh); PyPI wheel: {}",
+                dir.map_or("~/.cache/orthoformer".into(), |d| d.display().to_string()),
+                t.system_info
+            );
+            Ok(t)
+        }
+    }
+}
+
+/// Runs the native `llama-bench` twice (prefill; decode after the prompt) on the same file.
+fn run_native(
+    bin: &Path,
+    opts: &BenchOptions,
+    path: &Path,
+    threads: usize,
+) -> anyhow::Result<LlamaCppTiming> {
+    let (p, g) = (opts.prompt_tokens, opts.gen_tokens);
+    let mut records = Vec::new();
+    for argv in llamacpp_native::llama_bench_args(path, threads, p, g, opts.rounds()) {
+        let out = Command::new(bin)
+            .args(&argv)
+            .output()
+            .with_context(|| format!("running {}", bin.display()))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            anyhow::bail!(
+                "{} failed: {}",
+                bin.display(),
+                err.lines().last().unwrap_or("")
+            );
+        }
+        records.extend(
+            llamacpp_native::parse_llama_bench(&String::from_utf8_lossy(&out.stdout))
+                .map_err(anyhow::Error::msg)?,
+        );
+    }
+    let dir = bin.parent().unwrap_or(bin);
+    llamacpp_native::timing_from_records(&records, p, g, dir).map_err(anyhow::Error::msg)
+}
+
+/// Runs `scripts/bench_llamacpp.py` (the PyPI wheel) on the same file and prompt.
+fn run_wheel(
     args: &BenchArgs,
     opts: &BenchOptions,
     path: &Path,

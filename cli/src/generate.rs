@@ -11,8 +11,8 @@ use super::Outcome;
 use crate::output::{StdoutError, out, outln};
 use orthoformer::infer::CausalLm;
 use orthoformer::infer::generate::{GenerateReport, SampleOptions, generate_text};
-use orthoformer::model::llama::load_engine;
 use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
+use orthoformer::model::llama::{KvDtype, load_engine};
 use orthoformer::train::checkpoint;
 
 /// Flags of `orthoformer generate`.
@@ -47,6 +47,15 @@ pub struct GenerateArgs {
     /// streaming the text.
     #[arg(long)]
     pub json: bool,
+    /// With --model: how the KV cache stores keys and values, f16 (llama.cpp's default: half
+    /// the bytes a decode step reads, each key and value rounded to f16) or f32 (exact).
+    #[arg(long, default_value = "f16", value_parser = parse_kv_cache)]
+    pub kv_cache: KvDtype,
+}
+
+/// `--kv-cache`'s parser (clap reports its error as a usage error, exit 2).
+pub fn parse_kv_cache(s: &str) -> Result<KvDtype, String> {
+    KvDtype::parse(s)
 }
 
 impl GenerateArgs {
@@ -68,6 +77,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
     let report = if let Some(path) = args.model.as_deref() {
         let loaded = load_engine(path).context("loading the model")?;
         let (tok, mut model) = (loaded.tokenizer, loaded.model);
+        model.kv_dtype = args.kv_cache;
         // The model's own end-of-sequence id (GGUF or config metadata), and the usual
         // end-of-turn tokens its vocabulary has.
         let mut stop = stop_ids(&tok);

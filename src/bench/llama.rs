@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::infer::eval::{EvalOptions, evaluate};
 use crate::io::rss::status_field_bytes;
-use crate::model::llama::Llama;
+use crate::model::llama::{KvDtype, Llama};
 
 /// What [`bench_llama`] measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -38,6 +38,8 @@ pub struct LlamaBench {
     pub weight_bytes_per_token: u64,
     /// Bytes of cached keys and values one decode step reads, averaged over the generation.
     pub kv_bytes_per_token: u64,
+    /// How the cache stored keys and values (the model's `kv_dtype`).
+    pub kv_cache: KvDtype,
     /// Streaming-read bandwidth of this machine over the same threads, GB/s (best of 3).
     pub read_bandwidth_gb_s: f64,
     /// `(weight + KV bytes per token) · decode tokens/s / bandwidth`: the share of the memory
@@ -112,7 +114,8 @@ pub fn bench_llama(
     let cfg = model.config();
     // Step i reads prompt + i + 1 cached positions of K and V in every layer.
     let mean_keys = prompt.len() as f64 + (generate as f64 + 1.0) / 2.0;
-    let kv_row = (cfg.n_layer * cfg.n_kv_head * cfg.head_dim() * 2 * 4) as f64;
+    let kv_cache = cache.dtype();
+    let kv_row = (cfg.n_layer * cfg.n_kv_head * cfg.head_dim() * 2 * kv_cache.bytes()) as f64;
     let kv_bytes_per_token = (mean_keys * kv_row) as u64;
     let weight_bytes_per_token = model.weights().bytes_per_token();
     let bandwidth = read_bandwidth(256 << 20, 3);
@@ -128,6 +131,7 @@ pub fn bench_llama(
         decode_rounds,
         weight_bytes_per_token,
         kv_bytes_per_token,
+        kv_cache,
         read_bandwidth_gb_s: bandwidth / 1e9,
         decode_share_of_bandwidth: bytes * decode / bandwidth,
         first_generated,

@@ -9,7 +9,9 @@ use crate::bench::llama::LlamaBench;
 use crate::io::rss::mib;
 use crate::io::table::{Align, Block, Report, Table};
 
-/// llama.cpp's figures (what `scripts/bench_llamacpp.py` prints as JSON).
+/// llama.cpp's figures: of the native build (`llama-bench`, see
+/// [`super::llamacpp_native`]), or what the fallback `scripts/bench_llamacpp.py` (the PyPI
+/// wheel) prints as JSON.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LlamaCppTiming {
     /// Prompt tokens per second.
@@ -20,6 +22,14 @@ pub struct LlamaCppTiming {
     pub first_generated: Vec<u32>,
     /// llama.cpp's description of the build and machine.
     pub system_info: String,
+    /// Which llama.cpp ran: `native` (built from source for this machine) or
+    /// `wheel (fallback)` (the PyPI wheel's generic build, when no native build exists).
+    #[serde(default = "wheel_source")]
+    pub source: String,
+}
+
+fn wheel_source() -> String {
+    "wheel (fallback)".into()
 }
 
 /// One model: ours beside the peers that ran, and why the others did not.
@@ -141,17 +151,20 @@ fn row_blocks(r: &LlamaBenchRow, threads: usize) -> Vec<Block> {
         o.prefill_rounds.len()
     ));
     let lc = r.llamacpp.as_ref();
+    let peer = lc.map_or("llama.cpp".to_string(), |l| {
+        format!("llama.cpp {}", l.source)
+    });
     t.row([
         format!("prefill, {} tokens", o.prompt_tokens),
         format!("{:.1}", o.prefill_tokens_per_s),
-        "llama.cpp".into(),
+        peer.clone(),
         opt(lc.map(|l| l.prefill_tokens_per_s)),
         ratio(r.prefill_vs_llamacpp),
     ]);
     t.row([
         format!("decode, {} greedy tokens", o.generated_tokens),
         format!("{:.1}", o.decode_tokens_per_s),
-        "llama.cpp".into(),
+        peer,
         opt(lc.map(|l| l.decode_tokens_per_s)),
         ratio(r.decode_vs_llamacpp),
     ]);
@@ -169,12 +182,13 @@ fn row_blocks(r: &LlamaBenchRow, threads: usize) -> Vec<Block> {
         t.note(format!("    torch: {e}"));
     }
     let mut text = format!(
-        "decode reads {:.1} MB of weights + {:.1} MB of KV cache per token; streaming read \
+        "decode reads {:.1} MB of weights + {:.1} MB of {} KV cache per token; streaming read \
          {:.1} GB/s; decode at {:.0}% of that bound\n\
          resident memory: {} before load, {} after load, {} after generating (peak {}): {} of \
          mapped file pages, {} of heap; weights {}",
         o.weight_bytes_per_token as f64 / 1e6,
         o.kv_bytes_per_token as f64 / 1e6,
+        o.kv_cache,
         o.read_bandwidth_gb_s,
         100.0 * o.decode_share_of_bandwidth,
         mb(r.rss_before_load_bytes),
@@ -189,7 +203,7 @@ fn row_blocks(r: &LlamaBenchRow, threads: usize) -> Vec<Block> {
             "in memory"
         }
     );
-    if let Some(l) = lc {
+    if let Some(l) = lc.filter(|l| !l.first_generated.is_empty()) {
         let same = o
             .first_generated
             .iter()
@@ -220,6 +234,7 @@ mod tests {
             decode_rounds: vec![40.0, 39.0],
             weight_bytes_per_token: 100_000_000,
             kv_bytes_per_token: 1_000_000,
+            kv_cache: crate::model::llama::KvDtype::F16,
             read_bandwidth_gb_s: 10.0,
             decode_share_of_bandwidth: 0.4,
             first_generated: vec![1, 2, 3],
@@ -245,6 +260,7 @@ mod tests {
             decode_tokens_per_s: 50.0,
             first_generated: vec![1, 2, 4],
             system_info: "AVX2".into(),
+            source: "native".into(),
         };
         let both = LlamaBenchRow::new(model.clone(), ours(), Ok(lc), Ok(300.0));
         assert_eq!(both.prefill_vs_llamacpp, Some(2.0));
@@ -265,5 +281,13 @@ mod tests {
         let text = report.render();
         assert!(text.contains("first 2 of 3 greedy tokens"), "{text}");
         assert!(text.contains("llama.cpp: skipped"), "{text}");
+        assert!(text.contains("llama.cpp native") && text.contains("MB of f16 KV cache"));
+        // The fallback script's JSON has no `source`: it is labelled as the wheel.
+        let wheel: LlamaCppTiming = serde_json::from_str(
+            r#"{"prefill_tokens_per_s": 1.0, "decode_tokens_per_s": 2.0,
+                "first_generated": [], "system_info": "x"}"#,
+        )
+        .unwrap();
+        assert_eq!(wheel.source, "wheel (fallback)");
     }
 }

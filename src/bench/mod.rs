@@ -6,6 +6,7 @@
 pub mod init_report;
 pub mod llama;
 pub mod llama_report;
+pub mod llamacpp_native;
 pub mod memory;
 pub mod memory_report;
 pub mod options;

@@ -6,6 +6,7 @@
 pub mod attention;
 pub mod attention_cached;
 pub mod attention_decode;
+pub mod attention_decode_f16;
 pub mod cross_entropy;
 pub mod dropout;
 pub mod embedding;

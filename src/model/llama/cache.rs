@@ -1,16 +1,22 @@
 //! A generation's state: the keys and values of the positions seen so far, the RoPE angles of
 //! every position the cache can hold, and the buffers a forward pass works in, so a decode
 //! step allocates nothing (prefill grows the buffers once for its window and reuses them).
+//!
+//! Keys and values are stored in f32 or, as llama.cpp does by default, in f16 ([`KvDtype`]):
+//! half the bytes a decode step streams, at the cost of rounding each cached key and value
+//! to 11 significant bits (the storage and the attention over it are in [`super::kv_store`]).
 
 use super::config::LlamaConfig;
+use super::kv_store::KvStore;
 use crate::model::ModelError;
 use crate::nn::rope;
+
+pub use super::kv_store::KvDtype;
 
 /// Keys and values per layer (`cap x K·D` each, RoPE applied to keys), and scratch.
 #[derive(Debug, Clone)]
 pub struct KvCache {
-    pub(super) k: Vec<Vec<f32>>,
-    pub(super) v: Vec<Vec<f32>>,
+    pub(super) store: KvStore,
     pub(super) len: usize,
     pub(super) cap: usize,
     /// `cos`, `sin` of every position's angles (`cap x D/2`).
@@ -23,6 +29,11 @@ impl KvCache {
     /// An empty cache for up to `cap` positions of a model shaped `cfg`, with scratch for
     /// one-token steps. `cap` must be between 1 and the model's context.
     pub fn new(cfg: &LlamaConfig, cap: usize) -> crate::Result<Self> {
+        Self::with_dtype(cfg, cap, KvDtype::F32)
+    }
+
+    /// [`new`](Self::new), keys and values stored as `dtype`.
+    pub fn with_dtype(cfg: &LlamaConfig, cap: usize, dtype: KvDtype) -> crate::Result<Self> {
         if cap == 0 || cap > cfg.max_context {
             return Err(ModelError::Config(format!(
                 "a cache of {cap} positions: the model's context is 1 to {}",
@@ -30,9 +41,10 @@ impl KvCache {
             ))
             .into());
         }
-        // K and V of every layer, f32: checked before the allocation, not after an abort.
+        // K and V of every layer: checked before the allocation, not after an abort.
+        let elem = dtype.bytes();
         crate::io::memory::check_fits(
-            crate::io::memory::bytes(&[cap, cfg.n_kv_head, cfg.head_dim(), cfg.n_layer, 2, 4]),
+            crate::io::memory::bytes(&[cap, cfg.n_kv_head, cfg.head_dim(), cfg.n_layer, 2, elem]),
             format_args!("a KV cache of {cap} positions"),
         )?;
         let kvd = cfg.n_kv_head * cfg.head_dim();
@@ -42,8 +54,7 @@ impl KvCache {
         let mut s = Scratch::default();
         s.ensure(cfg, 1, cap, 1);
         Ok(KvCache {
-            k: vec![vec![0.0; cap * kvd]; cfg.n_layer],
-            v: vec![vec![0.0; cap * kvd]; cfg.n_layer],
+            store: KvStore::new(dtype, cfg.n_layer, cap * kvd),
             len: 0,
             cap,
             cos,
@@ -72,10 +83,14 @@ impl KvCache {
         self.len = 0;
     }
 
+    /// How keys and values are stored.
+    pub fn dtype(&self) -> KvDtype {
+        self.store.dtype()
+    }
+
     /// Bytes held: keys, values, RoPE tables and scratch.
     pub fn bytes(&self) -> usize {
-        let kv: usize = self.k.iter().chain(&self.v).map(Vec::len).sum();
-        4 * (kv + self.cos.len() + self.sin.len() + self.s.len())
+        self.store.bytes() + 4 * (self.cos.len() + self.sin.len() + self.s.len())
     }
 }
 

@@ -12,7 +12,7 @@
 //! lives in the [`KvCache`], so a decode step allocates nothing. In the last layer only the
 //! rows whose logits are wanted go past attention.
 
-use super::cache::KvCache;
+use super::cache::{KvCache, KvDtype};
 use super::config::LlamaConfig;
 use super::hessian::Hessians;
 use super::linear::ModelWeights;
@@ -43,6 +43,8 @@ pub struct Llama {
     /// When set, `XᵀX` of every decoder linear layer's input is accumulated here (GPTQ's
     /// calibration), after the online transform and before activation quantisation.
     pub hessians: Option<Hessians>,
+    /// How the caches of [`new_cache`](Self::new_cache) store keys and values (f32 unless set).
+    pub kv_dtype: KvDtype,
 }
 
 /// A thread-safe in-place map on a buffer of rows.
@@ -77,6 +79,7 @@ impl Llama {
             stats: None,
             down_transform: None,
             hessians: None,
+            kv_dtype: KvDtype::F32,
         }
     }
 
@@ -91,6 +94,7 @@ impl Llama {
             stats: None,
             down_transform: None,
             hessians: None,
+            kv_dtype: KvDtype::F32,
         })
     }
 
@@ -116,7 +120,7 @@ impl Llama {
 
     /// An empty KV cache (with its scratch) for up to `cap` positions, `1 ≤ cap ≤ context`.
     pub fn new_cache(&self, cap: usize) -> crate::Result<KvCache> {
-        KvCache::new(&self.cfg, cap)
+        KvCache::with_dtype(&self.cfg, cap, self.kv_dtype)
     }
 
     /// Runs `tokens` (positions `cache.len()..`) through the model, appends their keys and
@@ -174,6 +178,7 @@ impl Llama {
             stats,
             down_transform,
             hessians,
+            ..
         } = self;
         let (c, t, f) = (cfg.d_model, tokens.len(), cfg.d_ff);
         let (nh, nkv, dh) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim());
@@ -199,8 +204,7 @@ impl Llama {
             Stop::Hidden { .. } => t,
         };
         let KvCache {
-            k: kc,
-            v: vc,
+            store,
             cos,
             sin,
             s,
@@ -240,8 +244,7 @@ impl Llama {
             let n = t - r0;
             hooks.layer = l;
             rmsnorm::forward(h, x, &layer.attn_norm, eps);
-            let kl = &mut kc[l][p0 * kvd..(p0 + t) * kvd];
-            let vl = &mut vc[l][p0 * kvd..(p0 + t) * kvd];
+            let (kl, vl) = store.new_rows(l, p0 * kvd..(p0 + t) * kvd);
             let mut qkv = [
                 (&mut q[..], layer.q.view()),
                 (kl, layer.k.view()),
@@ -254,8 +257,11 @@ impl Llama {
             }
             rope::apply(ql, qd, nh, dh, cos, sin, w.rope);
             rope::apply(kl, kvd, nkv, dh, cos, sin, w.rope);
+            store.commit(l, p0 * kvd..(p0 + t) * kvd);
             let (ql, cl) = (HeadLayout::rows(n, qd, dh), HeadLayout::rows(*cap, kvd, dh));
-            attention_cached::forward(
+            store.attend(
+                l,
+                p0,
                 HeadsMut {
                     x: &mut att[r0 * qd..],
                     layout: ql,
@@ -265,14 +271,7 @@ impl Llama {
                     x: &q[r0 * qd..],
                     layout: ql,
                 },
-                Heads {
-                    x: &kc[l],
-                    layout: cl,
-                },
-                Heads {
-                    x: &vc[l],
-                    layout: cl,
-                },
+                cl,
                 attention_cached::CachedDims {
                     b: 1,
                     h: nh,

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod config;
 pub mod forward;
 pub mod hessian;
+pub mod kv_store;
 pub mod linear;
 pub mod load;
 pub mod quant;
@@ -15,7 +16,7 @@ pub mod tokenizer;
 pub mod tokenizer_spm;
 pub mod weights;
 
-pub use cache::KvCache;
+pub use cache::{KvCache, KvDtype};
 pub use config::LlamaConfig;
 pub use forward::{Llama, RowTransform};
 pub use linear::{Layer, Linear, ModelWeights};

@@ -1,0 +1,215 @@
+//! Where a KV cache's keys and values live, in f32 or f16, and the attention over them.
+//!
+//! With f16 storage (llama.cpp's default cache type) the linear layers still write each new
+//! key and value row in f32, into a staging buffer; [`KvStore::commit`] rounds the rows to f16
+//! (round to nearest even) into the cache and writes the rounded values back to the staging
+//! rows, so every attention reads the same rounded keys and values: a decode step reads the
+//! f16 rows directly ([`attention_decode_f16`]), a prefill chunk widens the cached rows before
+//! it into the staging buffer and runs the f32 block kernel over it. Queries, scores, softmax
+//! and outputs stay f32.
+
+use std::ops::Range;
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+use serde::Serialize;
+
+use crate::nn::attention::{HeadLayout, Heads, HeadsMut};
+use crate::nn::attention_cached::{self, CachedDims};
+use crate::nn::attention_decode_f16;
+
+/// The element type of cached keys and values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KvDtype {
+    /// 32-bit floats: the keys and values exactly as computed.
+    #[default]
+    F32,
+    /// IEEE half precision, as llama.cpp caches by default: half the bytes per position.
+    F16,
+}
+
+impl KvDtype {
+    /// Every choice, as the command line names them.
+    pub const NAMES: &'static str = "f32, f16";
+
+    /// Bytes per cached element.
+    pub fn bytes(self) -> usize {
+        match self {
+            KvDtype::F32 => 4,
+            KvDtype::F16 => 2,
+        }
+    }
+
+    /// The name the command line and reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvDtype::F32 => "f32",
+            KvDtype::F16 => "f16",
+        }
+    }
+
+    /// Parses a name (`f32`, `f16`), or says what is allowed.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "f32" => Ok(KvDtype::F32),
+            "f16" => Ok(KvDtype::F16),
+            _ => Err(format!(
+                "unknown KV cache type '{s}': use one of {}",
+                Self::NAMES
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for KvDtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Keys and values of every layer (`cap x K·D` each), in their stored type.
+#[derive(Debug, Clone)]
+pub(crate) enum KvStore {
+    /// f32 rows; the linear layers write straight into them.
+    F32 { k: Vec<Vec<f32>>, v: Vec<Vec<f32>> },
+    /// f16 rows, and one layer's f32 staging rows for keys (`sk`) and values (`sv`).
+    F16 {
+        k: Vec<Vec<f16>>,
+        v: Vec<Vec<f16>>,
+        sk: Vec<f32>,
+        sv: Vec<f32>,
+    },
+}
+
+impl KvStore {
+    /// Zeroed storage for `layers` layers of `per_layer` elements each.
+    pub(super) fn new(dtype: KvDtype, layers: usize, per_layer: usize) -> Self {
+        match dtype {
+            KvDtype::F32 => KvStore::F32 {
+                k: vec![vec![0.0; per_layer]; layers],
+                v: vec![vec![0.0; per_layer]; layers],
+            },
+            KvDtype::F16 => KvStore::F16 {
+                k: vec![vec![f16::ZERO; per_layer]; layers],
+                v: vec![vec![f16::ZERO; per_layer]; layers],
+                sk: vec![0.0; per_layer],
+                sv: vec![0.0; per_layer],
+            },
+        }
+    }
+
+    /// The stored type.
+    pub(super) fn dtype(&self) -> KvDtype {
+        match self {
+            KvStore::F32 { .. } => KvDtype::F32,
+            KvStore::F16 { .. } => KvDtype::F16,
+        }
+    }
+
+    /// Bytes held (staging included).
+    pub(super) fn bytes(&self) -> usize {
+        match self {
+            KvStore::F32 { k, v } => 4 * k.iter().chain(v).map(Vec::len).sum::<usize>(),
+            KvStore::F16 { k, v, sk, sv } => {
+                2 * k.iter().chain(v).map(Vec::len).sum::<usize>() + 4 * (sk.len() + sv.len())
+            }
+        }
+    }
+
+    /// Elements `at` of layer `l`'s keys and values as f32 rows for the linear layers to write
+    /// new positions into (the cache itself, or the staging rows until [`commit`](Self::commit)).
+    pub(super) fn new_rows(&mut self, l: usize, at: Range<usize>) -> (&mut [f32], &mut [f32]) {
+        match self {
+            KvStore::F32 { k, v } => (&mut k[l][at.clone()], &mut v[l][at]),
+            KvStore::F16 { sk, sv, .. } => (&mut sk[at.clone()], &mut sv[at]),
+        }
+    }
+
+    /// Stores the rows written through [`new_rows`](Self::new_rows) (keys with RoPE applied):
+    /// f16 storage rounds them into the cache and writes the rounded values back to staging.
+    pub(super) fn commit(&mut self, l: usize, at: Range<usize>) {
+        if let KvStore::F16 { k, v, sk, sv } = self {
+            for (dst, src) in [(&mut k[l], sk), (&mut v[l], sv)] {
+                dst[at.clone()].convert_from_f32_slice(&src[at.clone()]);
+                dst[at.clone()].convert_to_f32_slice(&mut src[at.clone()]);
+            }
+        }
+    }
+
+    /// Causal attention of `dims.t` queries (at positions `dims.past..`) over layer `l`'s
+    /// cached rows `0..dims.past + dims.t`, laid out by `kv`; `p0` is the number of positions
+    /// cached before this pass (rows from `p0` on were just committed).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attend(
+        &mut self,
+        l: usize,
+        p0: usize,
+        o: HeadsMut,
+        scores: &mut [f32],
+        q: Heads,
+        kv: HeadLayout,
+        dims: CachedDims,
+        scale: f32,
+    ) {
+        match self {
+            KvStore::F32 { k, v } => {
+                let (k, v) = (&k[l], &v[l]);
+                let (k, v) = (Heads { x: k, layout: kv }, Heads { x: v, layout: kv });
+                attention_cached::forward(o, scores, q, k, v, dims, scale);
+            }
+            KvStore::F16 { k, v, .. } if dims.t == 1 => {
+                attention_decode_f16::decode(o, scores, q, (&k[l], &v[l], kv), dims, scale);
+            }
+            KvStore::F16 { k, v, sk, sv } => {
+                // Rows before p0 come from the f16 cache; rows p0.. are already in staging.
+                let before = p0 * kv.row;
+                k[l][..before].convert_to_f32_slice(&mut sk[..before]);
+                v[l][..before].convert_to_f32_slice(&mut sv[..before]);
+                let (k, v) = (Heads { x: sk, layout: kv }, Heads { x: sv, layout: kv });
+                attention_cached::forward(o, scores, q, k, v, dims, scale);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_bytes() {
+        assert_eq!(KvDtype::parse("f16"), Ok(KvDtype::F16));
+        assert_eq!(KvDtype::parse(" F32 "), Ok(KvDtype::F32));
+        let e = KvDtype::parse("q4").unwrap_err();
+        assert!(e.contains("'q4'") && e.contains("f32, f16"), "{e}");
+        assert_eq!((KvDtype::F32.bytes(), KvDtype::F16.bytes()), (4, 2));
+        assert_eq!(KvDtype::default().to_string(), "f32");
+    }
+
+    #[test]
+    fn f16_commit_rounds_storage_and_staging_alike() {
+        let mut s = KvStore::new(KvDtype::F16, 2, 8);
+        let (k, v) = s.new_rows(1, 2..6);
+        k.copy_from_slice(&[1.0, 0.1, -3.3, 1e-3]);
+        v.copy_from_slice(&[2.0, 0.2, 65504.0, 7.0]);
+        s.commit(1, 2..6);
+        let KvStore::F16 { k, sk, .. } = &s else {
+            panic!("f16 store")
+        };
+        let want: Vec<f32> = [1.0f32, 0.1, -3.3, 1e-3]
+            .iter()
+            .map(|&x| f16::from_f32(x).to_f32())
+            .collect();
+        assert_eq!(&sk[2..6], &want[..]);
+        assert_eq!(
+            k[1][2..6].iter().map(|x| x.to_f32()).collect::<Vec<_>>(),
+            want
+        );
+        assert_ne!(
+            sk[3], 0.1,
+            "0.1 is not an f16 value: it must have been rounded"
+        );
+        assert_eq!(s.bytes(), 2 * 2 * 2 * 8 + 4 * 2 * 8);
+    }
+}
