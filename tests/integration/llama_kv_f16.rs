@@ -3,7 +3,7 @@
 //! (both read the same f16-rounded keys and values), logits close to the f32 cache's, and
 //! the cache half the bytes.
 
-mod common;
+use crate::common;
 
 use orthoformer::model::llama::tokenizer::encode;
 use orthoformer::model::llama::{KvDtype, Llama, load_engine};
