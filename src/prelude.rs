@@ -79,15 +79,15 @@
 //! `examples/` for a run on a real model.
 
 pub use crate::data::{Corpus, TokenizerKind};
+pub use crate::infer::CausalLm;
 pub use crate::infer::eval::{EvalOptions, EvalReport, evaluate};
 pub use crate::infer::generate::{SampleOptions, generate_ids, generate_text};
-pub use crate::infer::CausalLm;
 pub use crate::init::options::InitOptions;
 pub use crate::init::run::{InitReport, InitRun, run as init};
 pub use crate::model::llama::{Llama, load_engine};
 pub use crate::model::{AttentionKind, Gpt, GptConfig};
 pub use crate::rotate::{RotateJob, RotateReport, Rotation, RotationKind, run as rotate};
+pub use crate::train::TrainOptions;
 pub use crate::train::progress::Silent;
 pub use crate::train::session::{FreshSpec, Session};
-pub use crate::train::TrainOptions;
 pub use crate::{Error, Result};

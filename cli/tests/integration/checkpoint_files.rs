@@ -142,14 +142,14 @@ fn state_json_is_hashed_and_validated_like_the_command_line() {
         (
             "batch",
             |v| v["options"]["batch"] = 0.into(),
-            "--batch must be at least 1",
+            "`batch` must be at least 1",
         ),
         (
             "iters",
             |v| v["options"]["eval_iters"] = 0.into(),
-            "--eval-iters",
+            "`eval_iters`",
         ),
-        ("lr", |v| v["options"]["lr"] = (-1.0).into(), "--lr"),
+        ("lr", |v| v["options"]["lr"] = (-1.0).into(), "`lr`"),
         ("seq", |v| v["seq_len"] = 0.into(), "seq_len 0"),
         ("seq2", |v| v["seq_len"] = 9.into(), "seq_len 9"),
         ("step", |v| v["step"] = 99.into(), "past the run's 4 steps"),
