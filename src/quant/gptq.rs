@@ -49,13 +49,12 @@ pub struct GptqResult {
     pub loss: f64,
 }
 
-/// The processing order, and `U` (upper Cholesky factor of the damped inverse Hessian,
-/// permuted to that order; row-major `n x n`), and which inputs are dead.
-fn prepare(
-    h: &[f64],
-    n: usize,
-    o: GptqOptions,
-) -> Result<(Vec<usize>, Vec<f64>, Vec<bool>), QuantError> {
+/// The processing order, `U` (upper Cholesky factor of the damped inverse Hessian, permuted
+/// to that order; row-major `n x n`), and which inputs are dead.
+type Prepared = (Vec<usize>, Vec<f64>, Vec<bool>);
+
+/// [`Prepared`] for the Hessian `h` (`n x n`).
+fn prepare(h: &[f64], n: usize, o: GptqOptions) -> Result<Prepared, QuantError> {
     let dead: Vec<bool> = (0..n).map(|i| h[i * n + i] == 0.0).collect();
     let diag: Vec<f64> = (0..n)
         .map(|i| if dead[i] { 1.0 } else { h[i * n + i] })

@@ -110,7 +110,7 @@ impl Format {
             return Err(format!("{bits}-bit weights: use 2 to 8 bits"));
         }
         let span = self.span(cols);
-        if cols % span != 0 {
+        if !cols.is_multiple_of(span) {
             return Err(format!(
                 "rows of {cols} inputs are not a whole number of {span}-weight blocks ({self:?})"
             ));
