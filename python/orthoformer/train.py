@@ -278,11 +278,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as e:
         if not _expected(e):
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_as_flags(str(e))}", file=sys.stderr)
         return 2
     finally:
         if world is not None:
             world.close()
+
+
+def _as_flags(message: str) -> str:
+    """The library names option fields (`lr`); on this command line they are flags (`--lr`)."""
+    dests = {a.dest for a in parser()._actions if a.option_strings}
+    first, sep, rest = message.partition(" ")
+    if sep and first in dests:
+        return f"--{first.replace('_', '-')} {rest}"
+    return message
 
 
 def _stderr(line: str) -> None:
