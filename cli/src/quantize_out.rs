@@ -183,9 +183,6 @@ pub fn run(a: &QuantizeArgs, out: &Path, t: GgufOut) -> anyhow::Result<Outcome> 
         .and_then(|g| Llama::from_gguf(&g).map(|m| (g, m)));
     let (diff, same) = match opened {
         Ok((_g, mut file)) => compare(&mut mem, &mut file, &eval)?,
-        // The engine does not read Q4_K yet: the file is checked by gguf-py instead
-        // (scripts/check_quant_gguf.py) and reported as not compared (NaN).
-        Err(_) if format == Format::Q4K => (f64::NAN, false),
         Err(e) => {
             return Err(anyhow::Error::from(e))
                 .with_context(|| format!("running the written file {}", out.display()));
@@ -194,7 +191,7 @@ pub fn run(a: &QuantizeArgs, out: &Path, t: GgufOut) -> anyhow::Result<Outcome> 
     let report = Report {
         model: a.model.display().to_string(),
         out: out.display().to_string(),
-        method: format!("{method:?}"),
+        method: method_name(&method),
         gguf_type: format!("{t:?}"),
         rotate: format!("{:?}", a.rotate),
         bytes: std::fs::metadata(out).map(|m| m.len()).unwrap_or(0),
@@ -209,9 +206,10 @@ pub fn run(a: &QuantizeArgs, out: &Path, t: GgufOut) -> anyhow::Result<Outcome> 
         print_json(&report)?;
     } else {
         outln!(
-            "wrote {} ({} bytes, {t:?}, {method:?}, rotation {:?})",
+            "wrote {} ({} bytes, {t:?}, {}, rotation {:?})",
             report.out,
             report.bytes,
+            report.method,
             a.rotate
         )?;
         outln!(
@@ -247,4 +245,13 @@ fn compare(a: &mut Llama, b: &mut Llama, ids: &[u32]) -> anyhow::Result<(f64, bo
         .map(|(x, y)| f64::from((x - y).abs()))
         .fold(0.0, f64::max);
     Ok((diff, same))
+}
+
+/// The method as the report names it: `rtn`, `rtn+clip` or `gptq` with its settings.
+fn method_name(method: &qm::Method) -> String {
+    match method {
+        qm::Method::Rtn(Clip::None) => "rtn".into(),
+        qm::Method::Rtn(Clip::Search) => "rtn+clip".into(),
+        qm::Method::Gptq(o) => format!("gptq (damp {}, act-order {})", o.damp, o.act_order),
+    }
 }
