@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod gpt_fixture;
+pub mod llama_logits;
 pub mod raw_gguf;
 pub mod tiny_llama;
 

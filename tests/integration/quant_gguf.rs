@@ -14,9 +14,7 @@ use orthoformer::quant::write::save_quantized_gguf;
 use orthoformer::quant::{Clip, Format, GptqOptions};
 use orthoformer::rotate::{Rotation, fold_norms, rotate_weights};
 
-const PROMPT: [u32; 13] = [
-    2068, 325, 28, 355, 441, 288, 325, 28, 338, 314, 260, 1962, 42,
-];
+use crate::common::llama_logits::PROMPT;
 
 /// Greedy continuation of PROMPT (8 tokens) and the prompt's logits.
 fn run(m: &mut Llama) -> (Vec<u32>, Vec<f32>) {

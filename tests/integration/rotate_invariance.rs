@@ -6,25 +6,10 @@
 use crate::common;
 
 use orthoformer::export::llama::{save_gguf, save_hf_folder};
-use orthoformer::model::llama::{Llama, LlamaWeights, load_model};
+use orthoformer::model::llama::load_model;
 use orthoformer::rotate::{Rotation, fold_norms, rotate_weights};
 
-const PROMPT: [u32; 13] = [
-    2068, 325, 28, 355, 441, 288, 325, 28, 338, 314, 260, 1962, 42,
-];
-
-fn logits(w: LlamaWeights) -> Vec<f32> {
-    let mut m = Llama::new(w);
-    let mut cache = m.new_cache(PROMPT.len()).unwrap();
-    m.forward(&PROMPT, &mut cache, 0).unwrap()
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
-}
+use common::llama_logits::{logits, max_diff};
 
 #[test]
 fn rotation_preserves_logits_tying_and_round_trips() {
