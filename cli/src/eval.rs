@@ -53,6 +53,13 @@ pub struct EvalArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Model mode: how the KV cache stores keys and values: f32 (exact), f16, or 8/4-bit codes
+    /// per token and head (q8, q4; q8-gN, q4-gN for groups of N values).
+    #[arg(long, default_value = "f32", value_parser = super::generate::parse_kv_cache)]
+    pub kv_cache: orthoformer::model::llama::KvDtype,
+    /// Model mode: activation quantisation and R3.
+    #[command(flatten)]
+    pub quant: super::quantize_flags::RuntimeQuantArgs,
 }
 
 impl EvalArgs {
@@ -87,6 +94,11 @@ fn run_checkpoint(args: &EvalArgs) -> anyhow::Result<Outcome> {
     let Some(dir) = args.checkpoint.as_deref() else {
         anyhow::bail!("pass --checkpoint DIR (a folder written by `orthoformer train`)");
     };
+    if args.quant.any() || args.kv_cache != orthoformer::model::llama::KvDtype::F32 {
+        anyhow::bail!(
+            "--abits, --act-clip, --act-asym, --qk-hadamard and --kv-cache apply to --model only"
+        );
+    }
     if args.max_tokens.is_some() || args.context.is_some() {
         anyhow::bail!(
             "--max-tokens and --context apply to --model only; use --eval-iters to evaluate fewer batches"
@@ -182,6 +194,8 @@ fn run_model(args: &EvalArgs) -> anyhow::Result<Outcome> {
     check_cache_fits(loaded.model.config(), context)?;
     let ids = read_tokens(&loaded.tokenizer, data, max_tokens)?;
     let mut model = loaded.model;
+    args.quant.apply(&mut model)?;
+    model.kv_dtype = args.kv_cache;
     let (report, seconds) = timed_eval(&mut model, &ids, &options, args.json)?;
     let r = ModelEval {
         model: path.display().to_string(),

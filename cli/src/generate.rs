@@ -48,9 +48,13 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub json: bool,
     /// With --model: how the KV cache stores keys and values, f16 (llama.cpp's default: half
-    /// the bytes a decode step reads, each key and value rounded to f16) or f32 (exact).
+    /// the bytes a decode step reads, each key and value rounded to f16), f32 (exact), or 8/4-bit
+    /// codes per token and head (q8, q4; q8-gN, q4-gN for groups of N values).
     #[arg(long, default_value = "f16", value_parser = parse_kv_cache)]
     pub kv_cache: KvDtype,
+    /// With --model: activation quantisation and R3.
+    #[command(flatten)]
+    pub quant: super::quantize_flags::RuntimeQuantArgs,
 }
 
 /// `--kv-cache`'s parser (clap reports its error as a usage error, exit 2).
@@ -78,6 +82,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
         let loaded = load_engine(path).context("loading the model")?;
         let (tok, mut model) = (loaded.tokenizer, loaded.model);
         model.kv_dtype = args.kv_cache;
+        args.quant.apply(&mut model)?;
         // The model's own end-of-sequence id (GGUF or config metadata), and the usual
         // end-of-turn tokens its vocabulary has.
         let mut stop = stop_ids(&tok);
@@ -102,6 +107,11 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
         let Some(dir) = args.checkpoint.as_deref() else {
             anyhow::bail!("pass --checkpoint DIR (a folder written by `orthoformer train`)");
         };
+        if args.quant.any() {
+            anyhow::bail!(
+                "--abits, --act-clip, --act-asym and --qk-hadamard apply to --model only"
+            );
+        }
         // One read of the model, verified against the manifest and the state's configuration.
         let (loaded, mut model) = checkpoint::load_with_model(dir)?;
         let mut prompt = loaded.tokenizer.encode(&args.prompt)?;

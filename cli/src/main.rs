@@ -33,6 +33,7 @@ mod params;
 mod parse_error;
 mod pretrained;
 mod quantize;
+mod quantize_flags;
 mod quantize_out;
 mod rotate;
 mod theory;

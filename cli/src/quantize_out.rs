@@ -11,14 +11,15 @@ use serde::Serialize;
 
 use super::Outcome;
 use super::common::print_json;
-use super::quantize::{GgufOut, Method, QuantizeArgs, RotateChoice};
+use super::quantize::{GgufOut, QuantizeArgs};
 use crate::output::outln;
 use orthoformer::model::llama::{Llama, load_model};
 use orthoformer::quant::calibrate::calibrate;
 use orthoformer::quant::model::{self as qm, Plan, quantize_model};
 use orthoformer::quant::write::save_quantized_gguf;
 use orthoformer::quant::{Clip, Format, GptqOptions};
-use orthoformer::rotate::{Rotation, fold_norms, rotate_weights};
+use orthoformer::rotate::quant_study::WeightRounding;
+use orthoformer::rotate::set::{RotationSet, apply_offline};
 
 #[derive(Serialize)]
 struct Report {
@@ -54,16 +55,15 @@ pub fn check_flags(a: &QuantizeArgs, t: GgufOut) -> anyhow::Result<()> {
     if a.table {
         anyhow::bail!("--table runs the study and writes nothing; drop --out or --table");
     }
-    if a.abits != 16 {
+    if a.runtime.any() || a.kv_bits != 16 || a.kv_group != 0 {
         anyhow::bail!(
-            "--abits {}: a GGUF file holds weights only; drop --abits with --out",
-            a.abits
+            "--abits, --act-clip, --act-asym, --qk-hadamard and --kv-bits act at run time, not in \
+             the file: drop them with --out and pass them (--kv-cache q8|q4 for the cache) to \
+             eval or generate"
         );
     }
-    if a.online_hadamard {
-        anyhow::bail!(
-            "--online-hadamard needs a run-time transform no GGUF runner applies; drop it with --out"
-        );
+    if a.seed.len() != 1 || a.methods().len() != 1 {
+        anyhow::bail!("--out writes one file: give one --seed and one --method");
     }
     if a.wbits != 16 && a.wbits != f.bits() {
         anyhow::bail!(
@@ -139,28 +139,28 @@ pub fn run(a: &QuantizeArgs, out: &Path, t: GgufOut) -> anyhow::Result<Outcome> 
     let data = a.data.first().map(|p| p.as_path());
     let eval = super::pretrained::read_tokens(&loaded.tokenizer, data, 64)?;
     let mut w = loaded.weights.clone();
-    let rotation = match a.rotate {
-        RotateChoice::None => None,
-        RotateChoice::Random => Some(Rotation::random(w.cfg.d_model, a.seed)?),
-        RotateChoice::Hadamard => Some(Rotation::hadamard(w.cfg.d_model, a.seed)?),
+    // R3 acts at run time only; R1, R2 and R4 are folded into the file.
+    let set = RotationSet {
+        qk: false,
+        ..a.rotations()
     };
-    if let Some(r) = &rotation {
-        fold_norms(&mut w);
-        rotate_weights(&mut w, r)?;
-    }
+    let down = apply_offline(&mut w, &set, a.seed[0])?;
     let t0 = Instant::now();
-    let method = match a.method {
-        Method::Rtn if a.clip => qm::Method::Rtn(Clip::Search),
-        Method::Rtn => qm::Method::Rtn(Clip::None),
-        Method::Gptq => qm::Method::Gptq(GptqOptions {
+    let method = match a.methods()[0] {
+        WeightRounding::Rtn => qm::Method::Rtn(Clip::None),
+        WeightRounding::RtnClip => qm::Method::Rtn(Clip::Search),
+        WeightRounding::Gptq => qm::Method::Gptq(GptqOptions {
             damp: a.damp,
             act_order: !a.no_act_order,
         }),
     };
-    let needs_calib = matches!(method, qm::Method::Gptq(_)) || a.clip;
+    let needs_calib = method != qm::Method::Rtn(Clip::None);
     let (hessians, ncal) = if needs_calib {
         let ids = calibration_tokens(&loaded.tokenizer, data, a.calib_tokens)?;
-        (Some(calibrate(&w, None, &ids, a.context)?), ids.len())
+        (
+            Some(calibrate(&w, down.clone(), &ids, a.context)?),
+            ids.len(),
+        )
     } else {
         (None, 0)
     };
@@ -175,10 +175,13 @@ pub fn run(a: &QuantizeArgs, out: &Path, t: GgufOut) -> anyhow::Result<Outcome> 
     let q = quantize_model(&mut w, &plan, hessians.as_ref(), &mut |_| {})?;
     drop(hessians);
     let t_q = t1.elapsed().as_secs_f64();
-    save_quantized_gguf(&w, &q, format, meta, out)
+    let signs = down.as_ref().and_then(|h| h.signs());
+    save_quantized_gguf(&w, &q, format, meta, signs, out)
         .with_context(|| format!("writing {}", out.display()))?;
-    // The file, run by the engine as a user would, against the in-memory model.
+    // The file, run by the engine as a user would (its R4 read back from the file), against
+    // the in-memory model.
     let mut mem = Llama::new(w);
+    mem.down_hadamard = down;
     let opened = orthoformer::io::gguf::GgufFile::open(out)
         .and_then(|g| Llama::from_gguf(&g).map(|m| (g, m)));
     let (diff, same) = match opened {
@@ -193,7 +196,7 @@ pub fn run(a: &QuantizeArgs, out: &Path, t: GgufOut) -> anyhow::Result<Outcome> 
         out: out.display().to_string(),
         method: method_name(&method),
         gguf_type: format!("{t:?}"),
-        rotate: format!("{:?}", a.rotate),
+        rotate: set.label(),
         bytes: std::fs::metadata(out).map(|m| m.len()).unwrap_or(0),
         calibration_tokens: ncal,
         gptq_loss: matches!(method, qm::Method::Gptq(_)).then_some(q.gptq_loss),
@@ -206,12 +209,18 @@ pub fn run(a: &QuantizeArgs, out: &Path, t: GgufOut) -> anyhow::Result<Outcome> 
         print_json(&report)?;
     } else {
         outln!(
-            "wrote {} ({} bytes, {t:?}, {}, rotation {:?})",
+            "wrote {} ({} bytes, {t:?}, {}, rotations {})",
             report.out,
             report.bytes,
             report.method,
-            a.rotate
+            report.rotate
         )?;
+        if set.down {
+            outln!(
+                "down_proj expects the online Hadamard (R4) this engine applies: run the file \
+                 with eval or generate (llama.cpp refuses it)"
+            )?;
+        }
         outln!(
             "embedding and lm_head: Q8_0; calibration tokens: {ncal}; time: calibrate {t_cal:.1} s, quantise {t_q:.1} s"
         )?;

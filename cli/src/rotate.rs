@@ -84,6 +84,10 @@ pub struct RotateArgs {
     /// Seed of the rotation (Haar draw or Hadamard signs).
     #[arg(long, default_value_t = RotateOptions::default().seed)]
     pub seed: u64,
+    /// Also rotate every value head by its own matrix of the same kind and undo it inside
+    /// o_proj (QuaRot's R2, exact; drawn from --seed + 2).
+    #[arg(long)]
+    pub rotate_heads: bool,
     /// Tensor type of a GGUF output.
     #[arg(long, value_enum, default_value_t = GgufType::of(RotateOptions::default().gguf_type))]
     pub gguf_type: GgufType,
@@ -115,6 +119,7 @@ impl RotateArgs {
         RotateOptions {
             rotation: self.rotation.into(),
             seed: self.seed,
+            heads: self.rotate_heads,
             gguf_type: self.gguf_type.ggml(),
             check_tokens: self.check_tokens,
             context: self.context,
@@ -162,6 +167,9 @@ fn print_text(report: &RotateReport, args: &RotateArgs, o: &RotateOptions) -> an
         o.seed
     )?;
     outln!("RMSNorm weights folded into q/k/v, gate/up and lm_head before rotating (f64)")?;
+    if report.heads {
+        outln!("value heads rotated too (R2), each undone inside o_proj")?;
+    }
     if report.lm_head_untied_by_fold {
         outln!("note: lm_head was tied to the embedding; folding the final norm unties it")?;
     }

@@ -42,6 +42,7 @@ fn rotate_model(
         options: RotateOptions {
             rotation: rotation.parse::<RotationKind>().or_py()?,
             seed,
+            heads: d.heads,
             gguf_type: gguf_type_named(gguf_type).or_py()?,
             check_tokens: check_tokens.unwrap_or(d.check_tokens),
             context: context.unwrap_or(d.context),

@@ -115,7 +115,8 @@ pub fn bench_llama(
     // Step i reads prompt + i + 1 cached positions of K and V in every layer.
     let mean_keys = prompt.len() as f64 + (generate as f64 + 1.0) / 2.0;
     let kv_cache = cache.dtype();
-    let kv_row = (cfg.n_layer * cfg.n_kv_head * cfg.head_dim() * 2 * kv_cache.bytes()) as f64;
+    let kv_width = cfg.n_kv_head * cfg.head_dim();
+    let kv_row = (cfg.n_layer * 2 * kv_cache.row_bytes(kv_width, cfg.head_dim())) as f64;
     let kv_bytes_per_token = (mean_keys * kv_row) as u64;
     let weight_bytes_per_token = model.weights().bytes_per_token();
     let bandwidth = read_bandwidth(256 << 20, 3);

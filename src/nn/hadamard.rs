@@ -3,15 +3,17 @@
 //!
 //! `H_n = H_{m₁} ⊗ … ⊗ H_{m_k} ⊗ H_{2^a}` where each `H_m` (`m = q + 1`, `q` a prime ≡ 3 mod 4:
 //! 12, 20, 24, 44, 48, …) comes from Paley's first construction and `H_{2^a}` is Sylvester's.
-//! 576 = 12·12·4, the width of SmolLM2-135M, is covered (QuaRot uses the same trick). Applying
-//! a Kronecker product factor by factor costs `n·(Σ m_i + a)` instead of `n²`.
+//! 576 = 12·12·4, the width of SmolLM2-135M, is covered (QuaRot uses the same trick). Orders
+//! Paley cannot give come from Williamson quadruples (`hadamard_williamson`: 28, 76, 172, so
+//! 11008 = 172·64 is covered). Applying a Kronecker product factor by factor costs
+//! `n·(Σ m_i + a)` instead of `n²`.
 
 /// One Kronecker factor of a Hadamard matrix.
 #[derive(Debug, Clone)]
 pub enum Factor {
     /// Sylvester's `H_{2^a}` (symmetric), applied by butterflies.
     Sylvester(usize),
-    /// A dense `m x m` ±1 matrix (row-major), from Paley's construction.
+    /// A dense `m x m` ±1 matrix (row-major), from Paley's or Williamson's construction.
     Dense(usize, Vec<f64>),
 }
 
@@ -66,11 +68,20 @@ pub fn paley(q: usize) -> Option<Vec<f64>> {
     Some(h)
 }
 
-/// The largest dense (Paley) factor [`factors`] uses (QuaRot's largest is 172).
+/// The largest dense (Paley or Williamson) factor [`factors`] uses (QuaRot's largest is 172).
 pub const MAX_DENSE_ORDER: usize = 1024;
 
+/// A dense Hadamard matrix of order `m` (a multiple of 4 above 4) from Paley's first
+/// construction or a Williamson quadruple, if either gives one.
+pub fn dense(m: usize) -> Option<Vec<f64>> {
+    if m < 12 || !m.is_multiple_of(4) {
+        return None;
+    }
+    paley(m - 1).or_else(|| super::hadamard_williamson::williamson(m))
+}
+
 /// Kronecker factors of a Hadamard matrix of order `n`, or `None` when this construction has
-/// none (for example `n` odd > 1, or 2·3).
+/// none (for example `n` odd > 1, or 2·3); [`unavailable`] says which orders there are.
 pub fn factors(n: usize) -> Option<Vec<Factor>> {
     if n == 0 {
         return None;
@@ -78,15 +89,16 @@ pub fn factors(n: usize) -> Option<Vec<Factor>> {
     if n.is_power_of_two() {
         return Some(vec![Factor::Sylvester(n)]);
     }
-    // Try the smallest Paley order first: a dense factor of order m costs m per element, so
+    // Try the smallest dense order first: a dense factor of order m costs m per element, so
     // 576 = 12·12·4 (26 per element) beats 48·12 (60). Orders above MAX_DENSE_ORDER are not
     // tried: they would cost more than they save, the matrix alone is m² values, and the
-    // search over a huge n would never end.
+    // search over a huge n would never end. A power of two is left to Sylvester's butterflies
+    // (log2 m per element, not m).
     let mut m = 12;
     while m <= n.min(MAX_DENSE_ORDER) {
         if n.is_multiple_of(m)
-            && m % 4 == 0
-            && let Some(h) = paley(m - 1)
+            && !m.is_power_of_two()
+            && let Some(h) = dense(m)
             && let Some(mut rest) = factors(n / m)
         {
             rest.insert(0, Factor::Dense(m, h));
@@ -95,6 +107,26 @@ pub fn factors(n: usize) -> Option<Vec<Factor>> {
         m += 4;
     }
     None
+}
+
+/// The one-line refusal for an order [`factors`] cannot build: the order, and the orders there
+/// are.
+pub fn unavailable(n: usize) -> String {
+    let paley: Vec<String> = (12..=100)
+        .step_by(4)
+        .filter(|&m| paley(m - 1).is_some())
+        .map(|m| m.to_string())
+        .collect();
+    let will: Vec<String> = super::hadamard_williamson::orders()
+        .map(|m| m.to_string())
+        .collect();
+    format!(
+        "no Hadamard matrix of order {n} is built here: the orders available are 2^a times a \
+         product of Paley orders q+1 (q a prime = 3 mod 4, up to {MAX_DENSE_ORDER}: {}, ...) and \
+         Williamson orders {}",
+        paley.join(", "),
+        will.join(", ")
+    )
 }
 
 /// `x ← x·H` for a row vector `x` (length `Π orders`), `H = F₁ ⊗ … ⊗ F_k`, unnormalised.

@@ -8,8 +8,7 @@
 //! Forward: `u = s ⊙ x`, `v = H·u`, `y_o = v_{π(o)}/√C`. Backward to the input:
 //! `g_{π(o)} = dy_o`, `dx = s ⊙ (Hᵀ·g)/√C`. No weight gradient: it is frozen.
 
-use super::hadamard::{Factor, dense_factor, factors};
-use super::simd::dispatch;
+use super::hadamard_rows::{FactorF32, LANES, apply_factors, factors_f32};
 use crate::init::rng::seeded;
 use rand::Rng as _;
 use rayon::prelude::*;
@@ -24,33 +23,12 @@ pub struct Srht {
     perm: Vec<usize>,
 }
 
-#[derive(Clone, Debug)]
-enum FactorF32 {
-    Sylvester(usize),
-    Dense { m: usize, f: Vec<f32>, ft: Vec<f32> },
-}
-
-/// Rows transformed together (one vector lane each).
-const LANES: usize = 16;
-
 impl Srht {
     /// The projection of width `c` drawn from `seed` (signs, then a Fisher-Yates permutation,
     /// from the project's seeded ChaCha8 stream); `None` when no Hadamard matrix of order `c`
-    /// is known to [`factors`].
+    /// is known to [`super::hadamard::factors`].
     pub fn new(c: usize, seed: u64) -> Option<Self> {
-        let fs = factors(c)?;
-        let factors = fs
-            .iter()
-            .map(|f| match f {
-                Factor::Sylvester(n) => FactorF32::Sylvester(*n),
-                Factor::Dense(m, _) => {
-                    let d = dense_factor(f);
-                    let f: Vec<f32> = d.iter().map(|&x| x as f32).collect();
-                    let ft = (0..m * m).map(|k| f[(k % m) * m + k / m]).collect();
-                    FactorF32::Dense { m: *m, f, ft }
-                }
-            })
-            .collect();
+        let factors = factors_f32(c)?;
         let mut rng = seeded(seed);
         let signs = (0..c)
             .map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 })
@@ -73,7 +51,7 @@ impl Srht {
     }
 
     /// The random signs `s` (`C` values, ±1), for other implementations of the transform
-    /// (the Python package's PyTorch module); the factors are [`factors`]`(C)`.
+    /// (the Python package's PyTorch module); the factors are [`super::hadamard::factors`]`(C)`.
     pub fn signs(&self) -> &[f32] {
         &self.signs
     }
@@ -156,61 +134,6 @@ impl Srht {
         let mut cols = vec![0.0f32; c * c];
         self.forward(&mut cols, &eye);
         (0..c * c).map(|k| cols[(k % c) * c + k / c]).collect()
-    }
-}
-
-dispatch! {
-    /// `x ← x·(F₁' ⊗ … ⊗ F_k' ⊗ I)`: `x` read as `C` blocks of interleaved row vectors (the
-    /// innermost axis), `F'` each factor or, with `transpose`, its transpose.
-    fn apply_factors(x: &mut [f32], scratch: &mut [f32], factors: &[FactorF32], transpose: bool) {
-        let n = x.len();
-        let mut inner = n;
-        for f in factors {
-            match f {
-                FactorF32::Sylvester(m) => {
-                    let m = *m;
-                    inner /= m;
-                    // Symmetric: the transpose is itself.
-                    let mut h = 1;
-                    while h < m {
-                        for o in (0..n).step_by(m * inner) {
-                            for blk in (0..m).step_by(2 * h) {
-                                for k in blk..blk + h {
-                                    let (a, b) = (o + k * inner, o + (k + h) * inner);
-                                    let (lo, hi) = x.split_at_mut(b);
-                                    for (p, q) in lo[a..a + inner].iter_mut().zip(&mut hi[..inner]) {
-                                        let (u, v) = (*p, *q);
-                                        *p = u + v;
-                                        *q = u - v;
-                                    }
-                                }
-                            }
-                        }
-                        h *= 2;
-                    }
-                }
-                FactorF32::Dense { m, f, ft } => {
-                    let m = *m;
-                    inner /= m;
-                    let fm = if transpose { ft } else { f };
-                    scratch.fill(0.0);
-                    // View x as (outer, m, inner): y[o, j, i] = Σ_k x[o, k, i]·F[k, j].
-                    for o in (0..n).step_by(m * inner) {
-                        for k in 0..m {
-                            let src = &x[o + k * inner..o + (k + 1) * inner];
-                            for j in 0..m {
-                                let cf = fm[k * m + j];
-                                let dst = &mut scratch[o + j * inner..o + (j + 1) * inner];
-                                for (d, s) in dst.iter_mut().zip(src) {
-                                    *d += cf * s;
-                                }
-                            }
-                        }
-                    }
-                    x.copy_from_slice(scratch);
-                }
-            }
-        }
     }
 }
 

@@ -4,16 +4,18 @@
 //! when asked) gives every layer's Hessian at once; GPTQ's reference instead quantises layer
 //! by layer and feeds each layer the quantised layers' outputs, which this does not do.
 
+use crate::model::llama::Llama;
 use crate::model::llama::LlamaWeights;
 use crate::model::llama::hessian::Hessians;
-use crate::model::llama::{Llama, RowTransform};
+use crate::nn::hadamard_rows::OnlineHadamard;
 
 use super::QuantError;
 
-/// `XᵀX` of every decoder linear layer's input over `tokens`, in windows of `window`.
+/// `XᵀX` of every decoder linear layer's input over `tokens`, in windows of `window`, with
+/// `down_hadamard` applied to `down_proj`'s input (`w` must then hold its inverse folded in).
 pub fn calibrate(
     w: &LlamaWeights,
-    down_transform: Option<RowTransform>,
+    down_hadamard: Option<OnlineHadamard>,
     tokens: &[u32],
     window: usize,
 ) -> crate::Result<Hessians> {
@@ -29,7 +31,7 @@ pub fn calibrate(
         format_args!("GPTQ's calibration sums (XᵀX of every linear layer's input, f64)"),
     )?;
     let mut m = Llama::new(w.clone());
-    m.down_transform = down_transform;
+    m.down_hadamard = down_hadamard;
     m.hessians = Some(Hessians::new(&w.cfg));
     let layers = w.cfg.n_layer;
     let mut cache = m.new_cache(window)?;

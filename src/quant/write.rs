@@ -12,6 +12,7 @@ use super::model::QuantizedModel;
 use crate::export::llama::gguf_metadata;
 use crate::io::gguf::{RawTensor, Value, keys, write_gguf_raw};
 use crate::model::llama::LlamaWeights;
+use crate::model::llama::online::DOWN_SIGNS;
 use crate::model::llama::weights::permute_rope_rows;
 
 /// The ggml type id of a block format (`None` for the study's affine grid).
@@ -55,12 +56,15 @@ fn bytes(m: &QuantMatrix, rope_heads: Option<(usize, usize)>) -> Result<Vec<u8>,
 }
 
 /// Writes `q` (with `w` holding its grid values, norms and config) as a GGUF file at `path`,
-/// metadata from `source_meta` (a GGUF input's) with `general.file_type` for `main`.
+/// metadata from `source_meta` (a GGUF input's) with `general.file_type` for `main`, and the
+/// signs of an online `down_proj` Hadamard transform folded into `w` as the tensor
+/// [`DOWN_SIGNS`] (the engine applies it; llama.cpp refuses such a file).
 pub fn save_quantized_gguf(
     w: &LlamaWeights,
     q: &QuantizedModel,
     main: Format,
     source_meta: &[(String, Value)],
+    down_signs: Option<&[f32]>,
     path: &Path,
 ) -> crate::Result<()> {
     let ft = file_type(main)
@@ -111,6 +115,17 @@ pub fn save_quantized_gguf(
     ts.push((keys::OUTPUT_NORM.into(), vec![d], 0, norm(&w.final_norm)));
     if let Some(h) = &q.lm_head {
         ts.push(mat(keys::OUTPUT.into(), h, None)?);
+    }
+    if let Some(s) = down_signs {
+        if s.len() != c.d_ff {
+            return Err(QuantError::Invalid(format!(
+                "{} online Hadamard signs for an FFN of {}",
+                s.len(),
+                c.d_ff
+            ))
+            .into());
+        }
+        ts.push((DOWN_SIGNS.into(), vec![c.d_ff as u64], 0, norm(s)));
     }
     let raw: Vec<RawTensor<'_>> = ts
         .iter()

@@ -9,7 +9,8 @@ use super::rotation::Rotation;
 use crate::model::llama::LlamaWeights;
 
 /// `W_down ← W_down·H` for every layer (`H` of order `F`): the weight half of QuaRot's online
-/// Hadamard on `down_proj`'s input; the forward applies `x ← x·H` to the activation.
+/// Hadamard on `down_proj`'s input; the engine applies `x ← x·H` to the activation
+/// ([`crate::nn::hadamard_rows::OnlineHadamard`]).
 pub fn rotate_down_inputs(w: &mut LlamaWeights, h: &Rotation) -> Result<(), RotateError> {
     if h.order() != w.cfg.d_ff {
         return Err(RotateError::Invalid(format!(
@@ -22,16 +23,6 @@ pub fn rotate_down_inputs(w: &mut LlamaWeights, h: &Rotation) -> Result<(), Rota
         rotate_reader(&mut l.w_down, h);
     }
     Ok(())
-}
-
-/// The activation half of [`rotate_down_inputs`]: a closure applying `x ← x·H` (in f64) to
-/// each row of a buffer.
-pub fn online_transform(h: Rotation) -> impl Fn(&mut [f32]) + Send + Sync {
-    move |x: &mut [f32]| {
-        let mut y: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
-        h.apply_rows(&mut y);
-        x.iter_mut().zip(&y).for_each(|(o, &v)| *o = v as f32);
-    }
 }
 
 /// `W ← W·Q` for `W` of `rows x C`, through f64.

@@ -12,9 +12,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::RotateError;
 use super::check::{Comparison, compare_models};
 use super::options::RotateOptions;
-use super::{RotateError, Rotation, RotationKind, fold_norms, rotate_weights};
+use super::rotation::RotationKind;
+use super::set::{RotateChoice, RotationSet, apply_offline};
 use crate::export::llama::{save_gguf, save_hf_folder};
 use crate::infer::text::{check_cache_fits, read_tokens};
 use crate::io::folder_kind::{self, FolderKind};
@@ -46,6 +48,8 @@ pub struct RotateReport {
     pub rotation: RotationKind,
     /// Its seed.
     pub seed: u64,
+    /// Whether the value heads were rotated too (`R2`).
+    pub heads: bool,
     /// The model width `C` (the order of the rotation).
     pub width: usize,
     /// The model tied `lm_head` to the embedding; folding the final norm untied it.
@@ -146,9 +150,14 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
     let mut w = loaded.weights.clone();
     let was_tied = w.lm_head.is_none();
     let c = w.cfg.d_model;
-    let r = Rotation::of_kind(o.rotation, c, o.seed)?;
-    fold_norms(&mut w);
-    rotate_weights(&mut w, &r)?;
+    let set = RotationSet {
+        heads: o.heads,
+        ..RotationSet::residual(match o.rotation {
+            RotationKind::Random => RotateChoice::Random,
+            RotationKind::Hadamard => RotateChoice::Hadamard,
+        })
+    };
+    apply_offline(&mut w, &set, o.seed)?;
     let t_rot = t1.elapsed().as_secs_f64();
     // With outputs to write, the check runs on a copy.
     let (for_check, for_writes) = match (&check_ids, job.out.is_empty()) {
@@ -190,6 +199,7 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
         model: job.model.display().to_string(),
         rotation: o.rotation,
         seed: o.seed,
+        heads: o.heads,
         width: c,
         lm_head_untied_by_fold: was_tied,
         outputs: job.out.iter().map(|p| p.display().to_string()).collect(),

@@ -9,12 +9,13 @@ pub mod job;
 pub mod options;
 pub use crate::nn::hadamard;
 pub mod procrustes;
-pub mod quant;
 pub mod quant_options;
+pub mod quant_report;
 pub mod quant_study;
 pub mod rotation;
+pub mod set;
 
-pub use apply::{online_transform, rotate_down_inputs, rotate_weights};
+pub use apply::{rotate_down_inputs, rotate_weights};
 pub use fold::fold_norms;
 pub use job::{RotateJob, RotateReport, run};
 pub use rotation::{Rotation, RotationKind};

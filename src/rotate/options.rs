@@ -12,6 +12,9 @@ pub struct RotateOptions {
     pub rotation: RotationKind,
     /// Seed of the rotation (Haar draw or Hadamard signs).
     pub seed: u64,
+    /// Also rotate every value head and undo it inside `o_proj` (QuaRot's `R2`, of the same
+    /// kind, drawn from `seed + 2`).
+    pub heads: bool,
     /// Tensor type of a GGUF output (F32 or F16).
     pub gguf_type: GgmlType,
     /// Tokens the logit check scores.
@@ -23,12 +26,13 @@ pub struct RotateOptions {
 }
 
 impl Default for RotateOptions {
-    /// A randomised Hadamard rotation from seed 0 written as F32, checked on 256 tokens in
+    /// A randomised Hadamard rotation from seed 0 (residual stream only) written as F32, checked on 256 tokens in
     /// windows of 128 to within 1e-2 of the original logits.
     fn default() -> Self {
         RotateOptions {
             rotation: RotationKind::Hadamard,
             seed: 0,
+            heads: false,
             gguf_type: GgmlType::F32,
             check_tokens: 256,
             context: 128,

@@ -1,65 +1,118 @@
 //! What `orthoformer quantize` runs: one configuration (with its baselines) or QuaRot's grid,
-//! over how many tokens of each text, with which study settings. `Default` holds the
-//! command's only defaults.
+//! over how many tokens of each text, with which study settings, methods and seeds.
+//! `Default` holds the command's only defaults.
 
 use super::quant_study::{
-    QuantConfig, RotateChoice, StudySettings, quarot_grid, single_with_baselines,
+    QuantConfig, RotateChoice, RotationSet, StudySettings, WeightRounding, quarot_grid,
+    single_with_baselines,
 };
 
 impl Default for StudySettings {
-    /// Perplexity windows of 256 (stride 128), one weight scale per output channel, seed 0.
+    /// Perplexity windows of 256 (stride 128), one weight scale per output channel,
+    /// symmetric activations over their full range, one KV group per head.
     fn default() -> Self {
         StudySettings {
             context: 256,
             group: 0,
-            seed: 0,
-            weights: super::quant_study::WeightRounding::Rtn,
+            act_clip: 1.0,
+            act_symmetric: true,
+            kv_group: 0,
         }
     }
 }
 
-/// The options of `orthoformer quantize`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The options of `orthoformer quantize`'s study.
+#[derive(Clone, Debug, PartialEq)]
 pub struct QuantizeOptions {
     /// Weight bits (16: unquantised).
     pub wbits: u32,
     /// Activation bits at the inputs of the decoder's linear layers (16: unquantised).
     pub abits: u32,
-    /// Rotation before quantising.
-    pub rotate: RotateChoice,
-    /// QuaRot's online Hadamard transform on every down_proj input.
-    pub online_hadamard: bool,
+    /// KV-cache bits (16: f32).
+    pub kv_bits: u32,
+    /// Rotations (for `table`, `R1`'s kind, Hadamard when none).
+    pub rotations: RotationSet,
+    /// Weight roundings, each run in the same study.
+    pub method: Vec<WeightRounding>,
     /// Run QuaRot's whole grid instead of one configuration.
     pub table: bool,
     /// Tokens scored per text (at most).
     pub max_tokens: usize,
-    /// Window, weight group and seed.
+    /// Rotation seeds (a rotated configuration runs once per seed).
+    pub seed: Vec<u64>,
+    /// Window, weight group, activation and KV settings.
     pub study: StudySettings,
 }
 
 impl Default for QuantizeOptions {
-    /// The unquantised, unrotated model on 1,024 tokens per text, [`StudySettings::default`].
+    /// The unquantised, unrotated model on 1,024 tokens per text, RTN, seed 0,
+    /// [`StudySettings::default`].
     fn default() -> Self {
         QuantizeOptions {
             wbits: 16,
             abits: 16,
-            rotate: RotateChoice::None,
-            online_hadamard: false,
+            kv_bits: 16,
+            rotations: RotationSet::NONE,
+            method: vec![WeightRounding::Rtn],
             table: false,
             max_tokens: 1024,
+            seed: vec![0],
             study: StudySettings::default(),
         }
     }
 }
 
 impl QuantizeOptions {
+    /// Why these options are not a study, naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let s = &self.study;
+        if s.context < 2 {
+            return Err(format!("`context` must be at least 2 (got {})", s.context));
+        }
+        if !(s.act_clip > 0.0 && s.act_clip <= 1.0) {
+            return Err(format!(
+                "`act_clip` {}: use a ratio above 0 and at most 1",
+                s.act_clip
+            ));
+        }
+        for (name, b) in [("wbits", self.wbits), ("abits", self.abits)] {
+            if !matches!(b, 4 | 8 | 16) {
+                return Err(format!("`{name}` {b}: use 16, 8 or 4"));
+            }
+        }
+        if !matches!(self.kv_bits, 4 | 8 | 16) {
+            return Err(format!("`kv_bits` {}: use 16, 8 or 4", self.kv_bits));
+        }
+        if self.method.is_empty() {
+            return Err("`method`: give at least one".into());
+        }
+        if self.seed.is_empty() {
+            return Err("`seed`: give at least one".into());
+        }
+        if self.max_tokens < 2 {
+            return Err(format!(
+                "`max_tokens` must be at least 2 (got {})",
+                self.max_tokens
+            ));
+        }
+        Ok(())
+    }
+
     /// The configurations these options run: QuaRot's grid, or the one asked for with the
     /// baselines it is read against.
     pub fn configs(&self) -> Vec<QuantConfig> {
         if self.table {
-            quarot_grid()
+            let r = match self.rotations.residual {
+                RotateChoice::None => RotateChoice::Hadamard,
+                r => r,
+            };
+            quarot_grid(&self.method, r)
         } else {
-            single_with_baselines(self.wbits, self.abits, self.rotate, self.online_hadamard)
+            single_with_baselines(
+                (self.wbits, self.abits, self.kv_bits),
+                self.rotations,
+                &self.method,
+            )
         }
     }
 }

@@ -1,207 +1,22 @@
-//! The quantisation study of `orthoformer quantize`: configurations (bits, rotation, QuaRot's
-//! online Hadamard), the grid QuaRot's table runs, the perplexity of each configuration on
-//! real text, and the statistics of the activations entering the linear layers. The report
-//! is a library type rendered by the one table writer (`io::table`).
+//! The quantisation study of `orthoformer quantize`: configurations (weight, activation and
+//! KV-cache bits, QuaRot's rotation set, the weight rounding), the grid QuaRot's table runs,
+//! and the perplexity of each configuration on real text, measured by the engine itself: the
+//! model is rotated and its weights rounded offline ([`super::set`], `crate::quant`), then run
+//! with the engine's online transforms, activation quantisation and quantised KV cache
+//! ([`RuntimeQuant`], [`KvDtype`]), exactly as `eval` runs a written file with those flags.
+//! The report is in [`super::quant_report`].
 
 use serde::Serialize;
 
-use super::quant::quantize_model_weights;
-use super::{Rotation, fold_norms, online_transform, rotate_down_inputs, rotate_weights};
+use super::quant_report::{QuantRow, QuantStatsRow};
+use super::set::apply_offline;
+pub use super::set::{RotateChoice, RotationSet};
 use crate::infer::eval::{EvalOptions, evaluate};
-use crate::io::table::{Align, Block, Report, Table};
-use crate::model::llama::RowTransform;
-use crate::model::llama::quant::{ActStats, SiteStats};
-use crate::model::llama::{Llama, LlamaWeights};
-
-/// Whether and how the residual stream is rotated before quantising.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RotateChoice {
-    /// Quantise the original model.
-    None,
-    /// Haar-random rotation first.
-    Random,
-    /// Randomised Hadamard rotation first.
-    Hadamard,
-}
-
-/// One configuration of the study.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QuantConfig {
-    /// Row label (`W4A8 RTN + rotation`).
-    pub name: String,
-    /// Weight bits (16: unquantised).
-    pub wbits: u32,
-    /// Activation bits at the inputs of the decoder's linear layers (16: unquantised).
-    pub abits: u32,
-    /// Rotation before quantising.
-    pub rotate: RotateChoice,
-    /// QuaRot's online Hadamard transform on every down_proj input.
-    pub online_hadamard: bool,
-}
-
-impl QuantConfig {
-    fn new(
-        name: impl Into<String>,
-        wbits: u32,
-        abits: u32,
-        rotate: RotateChoice,
-        on: bool,
-    ) -> Self {
-        QuantConfig {
-            name: name.into(),
-            wbits,
-            abits,
-            rotate,
-            online_hadamard: on,
-        }
-    }
-
-    /// Whether neither weights nor activations are quantised.
-    pub fn is_full_precision(&self) -> bool {
-        self.wbits >= 16 && self.abits >= 16
-    }
-}
-
-/// QuaRot's grid: FP, W8A8, W4A16, W4A8 and W4A4, each as RTN, with a Hadamard rotation and
-/// with the rotation plus the online Hadamard transform.
-pub fn quarot_grid() -> Vec<QuantConfig> {
-    let h = RotateChoice::Hadamard;
-    let mut c = vec![
-        QuantConfig::new("FP", 16, 16, RotateChoice::None, false),
-        QuantConfig::new("FP + rotation", 16, 16, h, false),
-        QuantConfig::new("FP + rotation + online H", 16, 16, h, true),
-    ];
-    for (wb, ab) in [(8, 8), (4, 16), (4, 8), (4, 4)] {
-        c.push(QuantConfig::new(
-            format!("W{wb}A{ab} RTN"),
-            wb,
-            ab,
-            RotateChoice::None,
-            false,
-        ));
-        c.push(QuantConfig::new(
-            format!("W{wb}A{ab} RTN + rotation"),
-            wb,
-            ab,
-            h,
-            false,
-        ));
-        c.push(QuantConfig::new(
-            format!("W{wb}A{ab} RTN + rot + online H"),
-            wb,
-            ab,
-            h,
-            true,
-        ));
-    }
-    c
-}
-
-/// One configuration with the baselines that make it readable: the unquantised model (when
-/// anything is changed) and the rotated unquantised model (when rotated and quantised).
-pub fn single_with_baselines(
-    wbits: u32,
-    abits: u32,
-    rotate: RotateChoice,
-    online: bool,
-) -> Vec<QuantConfig> {
-    let quantised = wbits < 16 || abits < 16;
-    let rotated = rotate != RotateChoice::None || online;
-    let mut c = Vec::new();
-    if rotated || quantised {
-        c.push(QuantConfig::new("FP", 16, 16, RotateChoice::None, false));
-    }
-    if rotated && quantised {
-        c.push(QuantConfig::new("FP + rotation", 16, 16, rotate, online));
-    }
-    c.push(QuantConfig::new(
-        format!("W{wbits}A{abits}"),
-        wbits,
-        abits,
-        rotate,
-        online,
-    ));
-    c
-}
-
-/// The model of configuration `c` built from `base`: norms folded and rotated, down_proj
-/// inputs transformed, weights rounded to `c.wbits` (one scale per output channel, or per
-/// `group` inputs), activations rounded to `c.abits` at run time.
-pub fn prepare(
-    base: &LlamaWeights,
-    c: &QuantConfig,
-    s: StudySettings,
-    calib: &[u32],
-) -> crate::Result<Llama> {
-    let (seed, group) = (s.seed, s.group);
-    let mut w = base.clone();
-    let d = w.cfg.d_model;
-    let r = match c.rotate {
-        RotateChoice::None => None,
-        RotateChoice::Random => Some(Rotation::random(d, seed)?),
-        RotateChoice::Hadamard => Some(Rotation::hadamard(d, seed)?),
-    };
-    if let Some(r) = r {
-        fold_norms(&mut w);
-        rotate_weights(&mut w, &r)?;
-    }
-    let mut transform = None;
-    if c.online_hadamard {
-        let h = Rotation::hadamard(w.cfg.d_ff, seed.wrapping_add(1))?;
-        rotate_down_inputs(&mut w, &h)?;
-        transform = Some(RowTransform(std::sync::Arc::new(online_transform(h))));
-    }
-    match s.weights {
-        WeightRounding::Rtn => quantize_model_weights(&mut w, c.wbits, group),
-        _ if c.wbits >= 16 => {}
-        r => {
-            use crate::quant::model::{Method, Plan, quantize_model};
-            let method = match r {
-                WeightRounding::Gptq => Method::Gptq(crate::quant::GptqOptions::default()),
-                _ => Method::Rtn(crate::quant::Clip::Search),
-            };
-            let plan = Plan {
-                method,
-                format: crate::quant::Format::Affine {
-                    bits: c.wbits,
-                    group,
-                    symmetric: true,
-                },
-                fallback: None,
-                embed_format: None,
-            };
-            // Calibration on the model as it will run: rotated, with the online transform.
-            let hs = crate::quant::calibrate::calibrate(&w, transform.clone(), calib, s.context)?;
-            quantize_model(&mut w, &plan, Some(&hs), &mut |_| {})?;
-        }
-    }
-    let mut m = Llama::new(w);
-    m.down_transform = transform;
-    m.act_bits = Some(c.abits);
-    Ok(m)
-}
-
-/// One text the study is measured on.
-pub struct StudyText<'a> {
-    /// Name in the report (a file name, or the embedded corpus's).
-    pub name: String,
-    /// Its token ids.
-    pub tokens: &'a [u32],
-}
-
-/// Settings shared by every configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StudySettings {
-    /// Window of the sliding-window perplexity (stride: half of it).
-    pub context: usize,
-    /// Weight group size along the input dimension (0: one scale per output channel).
-    pub group: usize,
-    /// Seed of the rotations.
-    pub seed: u64,
-    /// How quantised weights are rounded.
-    pub weights: WeightRounding,
-}
+use crate::model::llama::quant::ActStats;
+use crate::model::llama::{KvDtype, Llama, LlamaWeights, RuntimeQuant};
+use crate::nn::group_quant::GroupQuant;
+use crate::quant::model::{Method, Plan, quantize_model};
+use crate::quant::{Clip, Format, GptqOptions};
 
 /// How the study rounds weights (symmetric, per output channel or group).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -216,177 +31,314 @@ pub enum WeightRounding {
     Gptq,
 }
 
-/// Perplexity of every configuration on every text, with the activation statistics of the
-/// unquantised configurations. `calib` calibrates GPTQ and the clipping search (unused by
-/// plain RTN). `on_tokens` receives the number of tokens scored so far.
+impl WeightRounding {
+    /// The name in row labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            WeightRounding::Rtn => "RTN",
+            WeightRounding::RtnClip => "RTN+clip",
+            WeightRounding::Gptq => "GPTQ",
+        }
+    }
+
+    /// Whether it needs calibration text.
+    pub fn calibrates(self) -> bool {
+        self != WeightRounding::Rtn
+    }
+}
+
+/// One configuration of the study.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuantConfig {
+    /// Row label (`W4A4KV4 GPTQ + R1+R2+R3+R4`).
+    pub name: String,
+    /// Weight bits (16: unquantised).
+    pub wbits: u32,
+    /// Activation bits at the inputs of the decoder's linear layers (16: unquantised).
+    pub abits: u32,
+    /// KV-cache bits (16: f32).
+    pub kv_bits: u32,
+    /// Rotations.
+    pub rotations: RotationSet,
+    /// How weights are rounded (when `wbits < 16`).
+    pub method: WeightRounding,
+}
+
+impl QuantConfig {
+    /// A configuration labelled from its fields.
+    pub fn new(
+        (wbits, abits, kv_bits): (u32, u32, u32),
+        rotations: RotationSet,
+        method: WeightRounding,
+    ) -> Self {
+        let fp = wbits >= 16 && abits >= 16 && kv_bits >= 16;
+        let mut name = if fp {
+            "FP".to_string()
+        } else {
+            let kv = if kv_bits < 16 {
+                format!("KV{kv_bits}")
+            } else {
+                String::new()
+            };
+            format!("W{wbits}A{abits}{kv}")
+        };
+        if wbits < 16 {
+            name = format!("{name} {}", method.label());
+        }
+        if rotations.any() {
+            name = format!("{name} + {}", rotations.label());
+        }
+        QuantConfig {
+            name,
+            wbits,
+            abits,
+            kv_bits,
+            rotations,
+            method,
+        }
+    }
+
+    /// Whether neither weights, activations nor the KV cache are quantised.
+    pub fn is_full_precision(&self) -> bool {
+        self.wbits >= 16 && self.abits >= 16 && self.kv_bits >= 16
+    }
+
+    /// Whether anything in it is drawn from the seed (a rotation).
+    pub fn is_seeded(&self) -> bool {
+        let r = self.rotations;
+        r.residual != RotateChoice::None || r.heads || r.down
+    }
+}
+
+/// The bit widths of QuaRot's table: W8A8, W4A16, W4A8, W4A4 and W4A4KV4.
+pub const GRID_BITS: [(u32, u32, u32); 5] =
+    [(8, 8, 16), (4, 16, 16), (4, 8, 16), (4, 4, 16), (4, 4, 4)];
+
+/// QuaRot's grid: the unquantised model unrotated, with `R1` and with `R1`-`R4`; then for
+/// every method in `methods` and every one of those rotation sets, the [`GRID_BITS`].
+pub fn quarot_grid(methods: &[WeightRounding], residual: RotateChoice) -> Vec<QuantConfig> {
+    let sets = [
+        RotationSet::NONE,
+        RotationSet::residual(residual),
+        RotationSet::full(residual),
+    ];
+    let first = methods.first().copied().unwrap_or(WeightRounding::Rtn);
+    let mut c: Vec<QuantConfig> = sets
+        .iter()
+        .map(|&s| QuantConfig::new((16, 16, 16), s, first))
+        .collect();
+    for &m in methods {
+        for &s in &sets {
+            c.extend(GRID_BITS.iter().map(|&b| QuantConfig::new(b, s, m)));
+        }
+    }
+    c
+}
+
+/// One configuration per method with the baselines that make it readable: the unquantised
+/// model (when anything is changed) and the rotated unquantised model (when rotated and
+/// quantised).
+pub fn single_with_baselines(
+    bits: (u32, u32, u32),
+    rotations: RotationSet,
+    methods: &[WeightRounding],
+) -> Vec<QuantConfig> {
+    let quantised = bits.0 < 16 || bits.1 < 16 || bits.2 < 16;
+    let first = methods.first().copied().unwrap_or(WeightRounding::Rtn);
+    let mut c = Vec::new();
+    if rotations.any() || quantised {
+        c.push(QuantConfig::new((16, 16, 16), RotationSet::NONE, first));
+    }
+    if rotations.any() && quantised {
+        c.push(QuantConfig::new((16, 16, 16), rotations, first));
+    }
+    if quantised && bits.0 < 16 {
+        c.extend(
+            methods
+                .iter()
+                .map(|&m| QuantConfig::new(bits, rotations, m)),
+        );
+    } else {
+        c.push(QuantConfig::new(bits, rotations, first));
+    }
+    c
+}
+
+/// Settings shared by every configuration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StudySettings {
+    /// Window of the sliding-window perplexity (stride: half of it).
+    pub context: usize,
+    /// Weight group size along the input dimension (0: one scale per output channel).
+    pub group: usize,
+    /// Activations keep this fraction of their range (per token; 1: the full range).
+    pub act_clip: f32,
+    /// Activations rounded symmetrically (else asymmetric, with a zero point).
+    pub act_symmetric: bool,
+    /// Values per KV-cache group inside a head (0: one per head).
+    pub kv_group: usize,
+}
+
+/// The weights of configuration `c` built from `base` with `seed`: rotated offline and rounded
+/// to `c.wbits` by `c.method` (one scale per output channel, or per `group` inputs,
+/// symmetric), calibrated (GPTQ, clipping search) on `calib` as the model will run, with
+/// `R4` online. The run-time settings are [`configure`]'s.
+pub fn prepare(
+    base: &LlamaWeights,
+    c: &QuantConfig,
+    s: StudySettings,
+    seed: u64,
+    calib: &[u32],
+) -> crate::Result<Llama> {
+    let mut w = base.clone();
+    let down = apply_offline(&mut w, &c.rotations, seed)?;
+    if c.wbits < 16 {
+        let method = match c.method {
+            WeightRounding::Rtn => Method::Rtn(Clip::None),
+            WeightRounding::RtnClip => Method::Rtn(Clip::Search),
+            WeightRounding::Gptq => Method::Gptq(GptqOptions::default()),
+        };
+        let plan = Plan {
+            method,
+            format: Format::Affine {
+                bits: c.wbits,
+                group: s.group,
+                symmetric: true,
+            },
+            fallback: None,
+            embed_format: None,
+        };
+        let hs = if c.method.calibrates() {
+            Some(crate::quant::calibrate::calibrate(
+                &w,
+                down.clone(),
+                calib,
+                s.context,
+            )?)
+        } else {
+            None
+        };
+        quantize_model(&mut w, &plan, hs.as_ref(), &mut |_| {})?;
+    }
+    let mut m = Llama::new(w);
+    m.down_hadamard = down;
+    Ok(m)
+}
+
+/// Sets `model`'s activation quantiser, `R3` and KV-cache type for configuration `c`.
+pub fn configure(model: &mut Llama, c: &QuantConfig, s: StudySettings) -> crate::Result<()> {
+    let act = if c.abits < 16 {
+        let q = GroupQuant::new(c.abits, 0, s.act_symmetric, s.act_clip).map_err(|e| {
+            let e = e
+                .replace("`bits`", "`abits`")
+                .replace("`clip`", "`act_clip`");
+            super::RotateError::Invalid(e)
+        })?;
+        Some(q)
+    } else {
+        None
+    };
+    model.set_runtime(&RuntimeQuant {
+        act,
+        qk_hadamard: c.rotations.qk,
+    })?;
+    model.kv_dtype = if c.kv_bits < 16 {
+        KvDtype::Quant {
+            bits: c.kv_bits,
+            group: s.kv_group,
+        }
+    } else {
+        KvDtype::F32
+    };
+    Ok(())
+}
+
+/// One text the study is measured on.
+pub struct StudyText<'a> {
+    /// Name in the report (a file name, or the embedded corpus's).
+    pub name: String,
+    /// Its token ids.
+    pub tokens: &'a [u32],
+}
+
+/// The seeds configuration `c` runs with: every one of `seeds` when it is rotated, else the
+/// first.
+pub fn seeds_of<'s>(c: &QuantConfig, seeds: &'s [u64]) -> &'s [u64] {
+    if c.is_seeded() {
+        seeds
+    } else {
+        &seeds[..seeds.len().min(1)]
+    }
+}
+
+/// Perplexity of every configuration on every text, for each seed of a rotated configuration
+/// (mean, least and greatest), with the activation statistics of the unquantised
+/// configurations (first seed). `calib` calibrates GPTQ and the clipping search (unused by
+/// plain RTN). Consecutive configurations with the same rotations, weight bits and method
+/// share one prepared model. `on_tokens` receives the number of tokens scored so far.
 pub fn run_study(
     base: &LlamaWeights,
     configs: &[QuantConfig],
     texts: &[StudyText<'_>],
     s: StudySettings,
+    seeds: &[u64],
     calib: &[u32],
     on_tokens: &mut dyn FnMut(usize),
 ) -> crate::Result<(Vec<QuantRow>, Vec<QuantStatsRow>)> {
+    if seeds.is_empty() {
+        return Err(super::RotateError::Invalid("`seed`: give at least one".into()).into());
+    }
     let options = EvalOptions::sliding(s.context);
     let (mut rows, mut stats, mut done) = (Vec::new(), Vec::new(), 0usize);
+    let mut last: Option<((RotationSet, u32, WeightRounding, u64), Llama)> = None;
     for c in configs {
-        let mut model = prepare(base, c, s, calib)?;
-        let mut ppl = Vec::new();
-        for text in texts {
-            model.stats = c.is_full_precision().then(ActStats::default);
-            let before = done;
-            let p = evaluate(&mut model, text.tokens, &options, &mut |n| {
-                on_tokens(before + n)
-            })?;
-            done += text.tokens.len().saturating_sub(1);
-            // A finite but huge loss (a quantised model losing the text) is a result; NaN, or
-            // a full-precision loss that is not finite, is a broken model.
-            if p.loss.is_nan() || (c.is_full_precision() && !p.loss.is_finite()) {
-                let (name, loss) = (&c.name, p.loss);
-                let msg = format!(
-                    "{name}: the loss on {} is {loss} (NaN or infinite weights, or logits that overflow)",
-                    text.name
-                );
-                return Err(super::RotateError::Invalid(msg).into());
+        let mut by_seed = Vec::new();
+        for (k, &seed) in seeds_of(c, seeds).iter().enumerate() {
+            let key = (c.rotations, c.wbits.min(16), c.method, seed);
+            let mut model = match last.take() {
+                Some((k0, m)) if k0 == key => m,
+                _ => prepare(base, c, s, seed, calib)?,
+            };
+            configure(&mut model, c, s)?;
+            let mut ppl = Vec::new();
+            for text in texts {
+                model.stats = (c.is_full_precision() && k == 0).then(ActStats::default);
+                let before = done;
+                let p = evaluate(&mut model, text.tokens, &options, &mut |n| {
+                    on_tokens(before + n)
+                })?;
+                done += text.tokens.len().saturating_sub(1);
+                // A finite but huge loss (a quantised model losing the text) is a result; NaN,
+                // or a full-precision loss that is not finite, is a broken model.
+                if p.loss.is_nan() || (c.is_full_precision() && !p.loss.is_finite()) {
+                    let msg = format!(
+                        "{}: the loss on {} is {} (NaN or infinite weights, or logits that \
+                         overflow)",
+                        c.name, text.name, p.loss
+                    );
+                    return Err(super::RotateError::Invalid(msg).into());
+                }
+                ppl.push(p.perplexity);
+                if let Some(st) = model.stats.take() {
+                    stats.push(QuantStatsRow {
+                        rotations: c.rotations,
+                        data: text.name.clone(),
+                        stats: st,
+                    });
+                }
             }
-            ppl.push(p.perplexity);
-            if let Some(st) = model.stats.take() {
-                stats.push(QuantStatsRow {
-                    rotate: c.rotate,
-                    online_hadamard: c.online_hadamard,
-                    data: text.name.clone(),
-                    stats: st,
-                });
-            }
+            by_seed.push((seed, ppl));
+            last = Some((key, model));
         }
-        rows.push(QuantRow {
-            config: c.name.clone(),
-            wbits: c.wbits,
-            abits: c.abits,
-            rotate: c.rotate,
-            online_hadamard: c.online_hadamard,
-            ppl,
-        });
+        rows.push(QuantRow::new(c, by_seed));
     }
     Ok((rows, stats))
 }
 
-/// One configuration's perplexities.
-#[derive(Debug, Clone, Serialize)]
-pub struct QuantRow {
-    /// Row label.
-    pub config: String,
-    /// Weight bits.
-    pub wbits: u32,
-    /// Activation bits.
-    pub abits: u32,
-    /// Rotation before quantising.
-    pub rotate: RotateChoice,
-    /// Online Hadamard on down_proj inputs.
-    pub online_hadamard: bool,
-    /// Perplexity per text, in the report's `data` order.
-    pub ppl: Vec<f64>,
-}
-
-/// Activation statistics of one unquantised configuration on one text.
-#[derive(Debug, Clone, Serialize)]
-pub struct QuantStatsRow {
-    /// Rotation applied.
-    pub rotate: RotateChoice,
-    /// Online Hadamard applied.
-    pub online_hadamard: bool,
-    /// The text.
-    pub data: String,
-    /// Statistics per site.
-    pub stats: ActStats,
-}
-
-/// What the scaling of quantisation errors means, printed under the tables.
-pub const NOTE: &str = "the FP baseline is itself dequantised from the GGUF's Q4_1/Q8_0 \
-    weights; RTN is symmetric round-to-nearest, weights per output channel (or group), \
-    activations per token at the inputs of every decoder linear layer (lm_head and embedding \
-    stay FP); rotation folds RMSNorm weights first and changes the inputs of q/k/v and gate/up \
-    only (o_proj and down_proj inputs are not on the residual stream); online H adds QuaRot's \
-    run-time Hadamard transform on every down_proj input";
-
-/// Everything `orthoformer quantize` reports.
-#[derive(Debug, Clone, Serialize)]
-pub struct QuantReport {
-    /// The model file or folder.
-    pub model: String,
-    /// How to read the figures.
-    pub note: &'static str,
-    /// The texts, in column order.
-    pub data: Vec<String>,
-    /// Tokens scored per text (at most).
-    pub tokens_per_text: usize,
-    /// Perplexity window.
-    pub context: usize,
-    /// Weight group size (0: per output channel).
-    pub group: usize,
-    /// How weights were rounded.
-    pub weights: WeightRounding,
-    /// One row per configuration.
-    pub rows: Vec<QuantRow>,
-    /// Activation statistics of the unquantised configurations.
-    pub activation_stats: Vec<QuantStatsRow>,
-}
-
-fn file_name(d: &str) -> String {
-    std::path::Path::new(d)
-        .file_name()
-        .map_or(d.to_string(), |n| n.to_string_lossy().into_owned())
-}
-
-impl Report for QuantReport {
-    fn blocks(&self) -> Vec<Block> {
-        let (l, r) = (Align::Left, Align::Right);
-        let names: Vec<String> = self.data.iter().map(|d| file_name(d)).collect();
-        let mut cols = vec![("config", l)];
-        cols.extend(names.iter().map(|n| (n.as_str(), r)));
-        let mut ppl = Table::new(&cols).with_title(format!(
-            "perplexity of {} ({} tokens per text, window {}, weights {:?})",
-            self.model, self.tokens_per_text, self.context, self.weights
-        ));
-        for row in &self.rows {
-            let mut cells = vec![row.config.clone()];
-            cells.extend(row.ppl.iter().map(|p| format!("{p:.3}")));
-            ppl.row(cells);
-        }
-        let mut st = Table::new(&[
-            ("rotation", l),
-            ("data", l),
-            ("q/k/v in", r),
-            ("gate/up in", r),
-            ("o_proj in", r),
-            ("down in", r),
-        ])
-        .with_title(
-            "activations entering the linear layers (mean per-token kurtosis; mean \
-             max|x|/mean|x|)",
-        );
-        let f = |x: &SiteStats| format!("{:.1}; {:.1}", x.mean_kurtosis, x.mean_max_over_mean);
-        for s in &self.activation_stats {
-            let rot = format!(
-                "{}{}",
-                serde_json::to_value(s.rotate)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                if s.online_hadamard { " + online H" } else { "" }
-            );
-            st.row([
-                rot,
-                file_name(&s.data),
-                f(&s.stats.attn_in),
-                f(&s.stats.mlp_in),
-                f(&s.stats.o_in),
-                f(&s.stats.down_in),
-            ]);
-        }
-        st.note(format!("note: {}", self.note));
-        vec![Block::Table(ppl), Block::Table(st)]
-    }
+/// Tokens [`run_study`] scores in all: every text once per configuration and seed.
+pub fn study_tokens(configs: &[QuantConfig], texts: &[StudyText<'_>], seeds: &[u64]) -> usize {
+    let per: usize = texts.iter().map(|t| t.tokens.len().saturating_sub(1)).sum();
+    configs.iter().map(|c| seeds_of(c, seeds).len() * per).sum()
 }
 
 #[cfg(test)]
@@ -395,56 +347,29 @@ mod tests {
 
     #[test]
     fn the_grid_and_single_configurations() {
-        let g = quarot_grid();
-        assert_eq!(g.len(), 15);
-        assert!(g[0].is_full_precision() && g[0].rotate == RotateChoice::None);
-        let one = single_with_baselines(4, 8, RotateChoice::Hadamard, false);
+        let methods = [WeightRounding::Rtn, WeightRounding::Gptq];
+        let g = quarot_grid(&methods, RotateChoice::Hadamard);
+        assert_eq!(g.len(), 3 + 2 * 3 * 5);
+        assert!(g[0].is_full_precision() && !g[0].rotations.any());
+        assert_eq!(g[2].name, "FP + R1+R2+R3+R4");
+        let names: Vec<&str> = g.iter().map(|c| c.name.as_str()).collect();
+        assert!(names.contains(&"W4A4KV4 GPTQ + R1+R2+R3+R4"), "{names:?}");
+        assert!(names.contains(&"W8A8 RTN"), "{names:?}");
+        let one = single_with_baselines(
+            (4, 8, 16),
+            RotationSet::residual(RotateChoice::Hadamard),
+            &[WeightRounding::Rtn],
+        );
         let names: Vec<&str> = one.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["FP", "FP + rotation", "W4A8"]);
-        assert_eq!(
-            single_with_baselines(16, 16, RotateChoice::None, false).len(),
-            1
-        );
-        assert_eq!(
-            single_with_baselines(8, 8, RotateChoice::None, false).len(),
-            2
-        );
-    }
-
-    #[test]
-    fn headers_and_cells_agree() {
-        let row = QuantRow {
-            config: "W4A8 RTN + rot + online H".into(),
-            wbits: 4,
-            abits: 8,
-            rotate: RotateChoice::Hadamard,
-            online_hadamard: true,
-            ppl: vec![12.3456, 7.0],
-        };
-        let report = QuantReport {
-            model: "m.gguf".into(),
-            note: NOTE,
-            data: vec!["/a/one.txt".into(), "two.txt".into()],
-            tokens_per_text: 1024,
-            context: 256,
-            group: 0,
-            weights: WeightRounding::Gptq,
-            rows: vec![row],
-            activation_stats: vec![QuantStatsRow {
-                rotate: RotateChoice::Hadamard,
-                online_hadamard: true,
-                data: "two.txt".into(),
-                stats: ActStats::default(),
-            }],
-        };
-        for t in report.tables() {
-            t.check().unwrap();
-        }
-        let text = report.render();
-        assert!(
-            text.contains("one.txt") && text.contains("12.346"),
-            "{text}"
-        );
-        assert!(text.contains("hadamard + online H"), "{text}");
+        assert_eq!(names, ["FP", "FP + R1", "W4A8 RTN + R1"]);
+        let none = single_with_baselines((16, 16, 16), RotationSet::NONE, &methods);
+        assert_eq!(none.len(), 1);
+        let w8 = single_with_baselines((8, 8, 16), RotationSet::NONE, &methods);
+        assert_eq!(w8.len(), 3, "FP, then one row per method");
+        let kv = single_with_baselines((16, 16, 4), RotationSet::NONE, &methods);
+        assert_eq!(kv[1].name, "W16A16KV4");
+        assert!(!g[0].is_seeded() && g[1].is_seeded());
+        assert_eq!(seeds_of(&g[0], &[3, 4]), &[3]);
+        assert_eq!(seeds_of(&g[1], &[3, 4]), &[3, 4]);
     }
 }

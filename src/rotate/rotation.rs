@@ -9,7 +9,7 @@ use rand::Rng as _;
 use rayon::prelude::*;
 
 use super::RotateError;
-use super::hadamard::{Factor, apply_row, factors};
+use super::hadamard::{Factor, apply_row, factors, unavailable};
 
 /// Which orthogonal matrix rotates the residual stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -87,10 +87,7 @@ impl Rotation {
     /// A randomised Hadamard rotation of order `n` (signs from `seed`).
     pub fn hadamard(n: usize, seed: u64) -> Result<Self, RotateError> {
         let factors = factors(n).ok_or_else(|| {
-            RotateError::Invalid(format!(
-                "no Hadamard matrix of order {n} is known here (need 2^a times orders q+1 with q \
-                 a prime = 3 mod 4, e.g. 12, 20, 48); set `rotation` to random"
-            ))
+            RotateError::Invalid(format!("{}; set `rotation` to random", unavailable(n)))
         })?;
         let mut rng = crate::init::rng::seeded(seed);
         let signs = (0..n)
@@ -104,6 +101,14 @@ impl Rotation {
         match self {
             Rotation::Dense { n, .. } => *n,
             Rotation::Hadamard { signs, .. } => signs.len(),
+        }
+    }
+
+    /// The ±1 diagonal of a Hadamard rotation (empty for a dense one).
+    pub fn signs(&self) -> &[f64] {
+        match self {
+            Rotation::Dense { .. } => &[],
+            Rotation::Hadamard { signs, .. } => signs,
         }
     }
 

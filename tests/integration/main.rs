@@ -35,6 +35,7 @@ mod nn_qmatvec;
 mod params_accounting;
 mod quant_gguf;
 mod quant_gptq;
+mod quant_online;
 mod quantize_rtn;
 mod rotate_hadamard;
 mod rotate_heads;

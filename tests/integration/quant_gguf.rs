@@ -75,7 +75,7 @@ fn quantised_files_run_as_the_in_memory_model() {
         };
         let q = quantize_model(&mut w, &plan, Some(&hs), &mut |_| {}).unwrap();
         let file = dir.join(format!("{format:?}-{rotate}.gguf"));
-        save_quantized_gguf(&w, &q, format, &meta, &file).unwrap();
+        save_quantized_gguf(&w, &q, format, &meta, None, &file).unwrap();
         let g = GgufFile::open(&file).unwrap();
         // Exactly the grid values, in llama.cpp's row order for Q/K.
         let (c, dh) = (w.cfg.d_model, w.cfg.head_dim());

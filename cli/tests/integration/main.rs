@@ -27,4 +27,5 @@ mod llama_cli;
 mod mqar_cli;
 mod non_finite;
 mod output_failures;
+mod quantize_cli;
 mod theory_cli;

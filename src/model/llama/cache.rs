@@ -4,7 +4,8 @@
 //!
 //! Keys and values are stored in f32 or, as llama.cpp does by default, in f16 ([`KvDtype`]):
 //! half the bytes a decode step streams, at the cost of rounding each cached key and value
-//! to 11 significant bits (the storage and the attention over it are in [`super::kv_store`]).
+//! to 11 significant bits; or as 8- or 4-bit group codes, as QuaRot does (the storage and the
+//! attention over it are in [`super::kv_store`] and [`super::kv_quant`]).
 
 use super::config::LlamaConfig;
 use super::kv_store::KvStore;
@@ -41,20 +42,24 @@ impl KvCache {
             ))
             .into());
         }
-        // K and V of every layer: checked before the allocation, not after an abort.
-        let elem = dtype.bytes();
+        check_dtype(dtype, cfg.head_dim())?;
+        let kvd = cfg.n_kv_head * cfg.head_dim();
+        // K and V of every layer (and a quantised cache's f32 staging rows): checked before
+        // the allocation, not after an abort.
+        let row = dtype.row_bytes(kvd, cfg.head_dim());
+        let staging = if dtype == KvDtype::F32 { 0 } else { 8 * kvd };
         crate::io::memory::check_fits(
-            crate::io::memory::bytes(&[cap, cfg.n_kv_head, cfg.head_dim(), cfg.n_layer, 2, elem]),
+            crate::io::memory::bytes(&[cap, cfg.n_layer, 2, row])
+                .and_then(|b| b.checked_add(cap.checked_mul(staging)?)),
             format_args!("a KV cache of {cap} positions"),
         )?;
-        let kvd = cfg.n_kv_head * cfg.head_dim();
         let half = cfg.head_dim() / 2;
         let (mut cos, mut sin) = (vec![0.0; cap * half], vec![0.0; cap * half]);
         rope::tables(&mut cos, &mut sin, 0..cap, cfg.head_dim(), cfg.rope_theta);
         let mut s = Scratch::default();
         s.ensure(cfg, 1, cap, 1);
         Ok(KvCache {
-            store: KvStore::new(dtype, cfg.n_layer, cap * kvd),
+            store: KvStore::new(dtype, cfg.n_layer, cap * kvd, kvd, cfg.head_dim()),
             len: 0,
             cap,
             cos,
@@ -94,6 +99,27 @@ impl KvCache {
     }
 }
 
+/// Why keys and values of heads of `head_dim` cannot be stored as `dtype`, if they cannot.
+fn check_dtype(dtype: KvDtype, head_dim: usize) -> crate::Result<()> {
+    let KvDtype::Quant { bits, group } = dtype else {
+        return Ok(());
+    };
+    let max = crate::nn::attention_decode_q::MAX_HEAD_DIM;
+    let msg = if bits != 4 && bits != 8 {
+        format!("a quantised KV cache of {bits} bits: use 8 or 4")
+    } else if head_dim > max || !head_dim.is_multiple_of(2) {
+        format!("a quantised KV cache needs an even head width of at most {max}, not {head_dim}")
+    } else if group != 0 && !head_dim.is_multiple_of(group) {
+        format!(
+            "`kv_cache` groups of {group} values do not divide the head width {head_dim}: use a \
+             divisor of {head_dim} (or no group: one per head)"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(ModelError::Config(msg).into())
+}
+
 /// The buffers of a forward pass over `rows` tokens (row-major, one row per token).
 #[derive(Debug, Clone, Default)]
 pub(super) struct Scratch {
@@ -113,6 +139,8 @@ pub(super) struct Scratch {
     pub u: Vec<f32>,
     /// A quantised copy of a linear layer's input, when activations are quantised.
     pub xq: Vec<f32>,
+    /// Scratch of the online Hadamard transforms.
+    pub had: Vec<f32>,
     /// Attention scores (`H x rows x keys`).
     pub scores: Vec<f32>,
     /// Logits of the scored rows (`rows x V`).
@@ -153,6 +181,7 @@ impl Scratch {
             &self.g,
             &self.u,
             &self.xq,
+            &self.had,
             &self.scores,
             &self.logits,
         ]

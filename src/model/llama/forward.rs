@@ -16,48 +16,41 @@ use super::cache::{KvCache, KvDtype};
 use super::config::LlamaConfig;
 use super::hessian::Hessians;
 use super::linear::ModelWeights;
-use super::quant::{ActStats, LinearSite, quantize_rows};
+use super::quant::{ActStats, LinearSite};
 use super::weights::LlamaWeights;
 use crate::io::gguf::GgufFile;
 use crate::model::ModelError;
 use crate::nn::attention::{HeadLayout, Heads, HeadsMut};
+use crate::nn::group_quant::GroupQuant;
+use crate::nn::hadamard_rows::OnlineHadamard;
 use crate::nn::qmatmul::matmul_xwt_many;
 use crate::nn::qmatvec::{QMatrix, dequantize_rows};
 use crate::nn::{attention_cached, rmsnorm, rope, simd, swiglu};
 
-/// A model ready to run: weights, and optional simulated activation quantisation and
-/// activation statistics at the inputs of the linear layers.
+/// A model ready to run: weights, and what runs around them: QuaRot's online Hadamard
+/// transforms, activation quantisation and activation statistics at the inputs of the linear
+/// layers, and the type of the KV cache.
 #[derive(Debug, Clone)]
 pub struct Llama {
     cfg: LlamaConfig,
     w: ModelWeights,
-    /// Quantise each decoder linear layer's input per token to this many bits (symmetric RTN;
-    /// `lm_head`'s input is left alone).
-    pub act_bits: Option<u32>,
+    /// Quantise each decoder linear layer's input per token (round to nearest in groups,
+    /// [`GroupQuant`]; `lm_head`'s input is left alone).
+    pub act_quant: Option<GroupQuant>,
     /// When set, statistics of every linear layer's input are accumulated here.
     pub stats: Option<ActStats>,
-    /// An orthogonal map applied online to each row of `down_proj`'s input (`F` wide) before
-    /// it is quantised, as QuaRot does with a Hadamard transform; `w_down` must already hold
-    /// `W_down·H` so the product is unchanged.
-    pub down_transform: Option<RowTransform>,
+    /// QuaRot's `R4`: an orthogonal map applied online to each row of `down_proj`'s input
+    /// (`F` wide) before it is quantised; `w_down` must already hold `W_down·H` so the
+    /// product is unchanged.
+    pub down_hadamard: Option<OnlineHadamard>,
+    /// QuaRot's `R3`: an orthogonal map of order `D` applied online to every query and key
+    /// head after RoPE, so the KV cache holds rotated keys; scores `q·k` are unchanged.
+    pub qk_hadamard: Option<OnlineHadamard>,
     /// When set, `XᵀX` of every decoder linear layer's input is accumulated here (GPTQ's
     /// calibration), after the online transform and before activation quantisation.
     pub hessians: Option<Hessians>,
     /// How the caches of [`new_cache`](Self::new_cache) store keys and values (f32 unless set).
     pub kv_dtype: KvDtype,
-}
-
-/// A thread-safe in-place map on a buffer of rows.
-pub type RowFn = dyn Fn(&mut [f32]) + Send + Sync;
-
-/// `x ← x·H` on each `F`-wide row of a buffer (shared, thread-safe).
-#[derive(Clone)]
-pub struct RowTransform(pub std::sync::Arc<RowFn>);
-
-impl std::fmt::Debug for RowTransform {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RowTransform")
-    }
 }
 
 /// What a pass leaves in the cache's scratch.
@@ -75,24 +68,28 @@ impl Llama {
         Llama {
             cfg: w.cfg.clone(),
             w: ModelWeights::from_owned(w),
-            act_bits: None,
+            act_quant: None,
             stats: None,
-            down_transform: None,
+            down_hadamard: None,
+            qk_hadamard: None,
             hessians: None,
             kv_dtype: KvDtype::F32,
         }
     }
 
-    /// A model whose weights stay in the GGUF file's mapping, in their stored types.
+    /// A model whose weights stay in the GGUF file's mapping, in their stored types, with
+    /// the online `down_proj` transform the file was written for, if any
+    /// ([`super::online::down_hadamard_of`]).
     pub fn from_gguf(g: &GgufFile) -> crate::Result<Self> {
         let cfg = LlamaConfig::from_gguf(g)?;
         let w = ModelWeights::from_gguf(g, &cfg)?;
         Ok(Llama {
+            down_hadamard: super::online::down_hadamard_of(g, &cfg)?,
             cfg,
             w,
-            act_bits: None,
+            act_quant: None,
             stats: None,
-            down_transform: None,
+            qk_hadamard: None,
             hessians: None,
             kv_dtype: KvDtype::F32,
         })
@@ -174,9 +171,10 @@ impl Llama {
         let Llama {
             cfg,
             w,
-            act_bits,
+            act_quant,
             stats,
-            down_transform,
+            down_hadamard,
+            qk_hadamard,
             hessians,
             ..
         } = self;
@@ -213,12 +211,13 @@ impl Llama {
         } = cache;
         s.ensure(cfg, t, p0 + t, t - from);
         let mut hooks = Hooks {
-            act_bits: *act_bits,
+            act_quant: *act_quant,
             stats,
             xq: &mut s.xq,
             hessians,
             layer: 0,
         };
+        let had = &mut s.had;
         let (x, h) = (&mut s.x[..t * c], &mut s.h[..t * c]);
         let (q, att, y) = (&mut s.q[..t * qd], &mut s.att[..t * qd], &mut s.y[..t * c]);
         let (g, u) = (&mut s.g[..t * f], &mut s.u[..t * f]);
@@ -257,6 +256,10 @@ impl Llama {
             }
             rope::apply(ql, qd, nh, dh, cos, sin, w.rope);
             rope::apply(kl, kvd, nkv, dh, cos, sin, w.rope);
+            if let Some(r3) = qk_hadamard {
+                r3.apply(ql, had);
+                r3.apply(kl, had);
+            }
             store.commit(l, p0 * kvd..(p0 + t) * kvd);
             let (ql, cl) = (HeadLayout::rows(n, qd, dh), HeadLayout::rows(*cap, kvd, dh));
             store.attend(
@@ -295,8 +298,8 @@ impl Llama {
             let mut gu = [(&mut gr[..], layer.gate.view()), (ur, layer.up.view())];
             hooks.linear(LinearSite::MlpIn, &mut gu, hr, n);
             swiglu::forward(gr, &u[..n * f]);
-            if let Some(tr) = down_transform {
-                (tr.0)(gr);
+            if let Some(r4) = down_hadamard {
+                r4.apply(gr, had);
             }
             hooks.linear(LinearSite::DownIn, &mut [(yr, layer.down.view())], gr, n);
             simd::add_assign_par(xr, yr);
@@ -309,7 +312,7 @@ impl Llama {
             let logits = &mut s.logits[..rows * cfg.vocab_size];
             let mut head = [(logits, w.head().view())];
             let mut hooks = Hooks {
-                act_bits: *act_bits,
+                act_quant: *act_quant,
                 stats,
                 xq: &mut s.xq,
                 hessians,
@@ -333,7 +336,7 @@ fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 /// The research hooks around every linear layer: statistics of its input, and simulated
 /// quantisation of it.
 struct Hooks<'a> {
-    act_bits: Option<u32>,
+    act_quant: Option<GroupQuant>,
     stats: &'a mut Option<ActStats>,
     xq: &'a mut Vec<f32>,
     hessians: &'a mut Option<Hessians>,
@@ -361,14 +364,14 @@ impl Hooks<'_> {
             hs.record(self.layer, site, x, in_dim);
         }
         // lm_head's input stays in full precision, as in QuaRot.
-        let x = match self.act_bits {
-            Some(b) if b < 16 && site != LinearSite::HeadIn => {
+        let x = match self.act_quant {
+            Some(q) if site != LinearSite::HeadIn => {
                 if self.xq.len() < x.len() {
                     self.xq.resize(x.len(), 0.0);
                 }
                 let xq = &mut self.xq[..x.len()];
                 xq.copy_from_slice(x);
-                quantize_rows(xq, in_dim, b);
+                q.fake_quant_rows(xq, in_dim);
                 &*xq
             }
             _ => x,

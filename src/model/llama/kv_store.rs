@@ -1,4 +1,5 @@
-//! Where a KV cache's keys and values live, in f32 or f16, and the attention over them.
+//! Where a KV cache's keys and values live, in f32, f16 or group-quantised codes
+//! ([`super::kv_quant`]), and the attention over them.
 //!
 //! With f16 storage (llama.cpp's default cache type) the linear layers still write each new
 //! key and value row in f32, into a staging buffer; [`KvStore::commit`] rounds the rows to f16
@@ -18,59 +19,98 @@ use crate::nn::attention::{HeadLayout, Heads, HeadsMut};
 use crate::nn::attention_cached::{self, CachedDims};
 use crate::nn::attention_decode_f16;
 
+use super::kv_quant::QuantStore;
+
 /// The element type of cached keys and values.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum KvDtype {
     /// 32-bit floats: the keys and values exactly as computed.
     #[default]
     F32,
     /// IEEE half precision, as llama.cpp caches by default: half the bytes per position.
     F16,
+    /// `bits`-bit codes (8 or 4) per token, in groups of `group` values inside each head
+    /// (0: one group per head), each with an f32 scale and zero point (asymmetric min/max
+    /// round to nearest, as QuaRot quantises its KV cache; [`super::kv_quant`]).
+    Quant {
+        /// Bits per code: 8 or 4.
+        bits: u32,
+        /// Values per group (0: the head width).
+        group: usize,
+    },
 }
 
 impl KvDtype {
     /// Every choice, as the command line names them.
-    pub const NAMES: &'static str = "f32, f16";
+    pub const NAMES: &'static str = "f32, f16, q8, q4 (q8-gN, q4-gN: groups of N values in a head)";
 
-    /// Bytes per cached element.
-    pub fn bytes(self) -> usize {
+    /// Bytes of one position's keys (or values) in one layer: `width` values in heads of
+    /// `head_dim`, with the scales and zero points of a quantised cache.
+    pub fn row_bytes(self, width: usize, head_dim: usize) -> usize {
         match self {
-            KvDtype::F32 => 4,
-            KvDtype::F16 => 2,
+            KvDtype::F32 => 4 * width,
+            KvDtype::F16 => 2 * width,
+            KvDtype::Quant { bits, group } => {
+                let g = if group == 0 { head_dim } else { group }.max(1);
+                (width * bits as usize).div_ceil(8) + 8 * width.div_ceil(g)
+            }
         }
     }
 
-    /// The name the command line and reports use.
-    pub fn name(self) -> &'static str {
+    /// The name the command line and reports use (`f32`, `f16`, `q4`, `q4-g32`).
+    pub fn name(self) -> String {
         match self {
-            KvDtype::F32 => "f32",
-            KvDtype::F16 => "f16",
+            KvDtype::F32 => "f32".into(),
+            KvDtype::F16 => "f16".into(),
+            KvDtype::Quant { bits, group: 0 } => format!("q{bits}"),
+            KvDtype::Quant { bits, group } => format!("q{bits}-g{group}"),
         }
     }
 
-    /// Parses a name (`f32`, `f16`), or says what is allowed.
+    /// Parses a name (`f32`, `f16`, `q8`, `q4`, `q8-g32`, ...), or says what is allowed.
     pub fn parse(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "f32" => Ok(KvDtype::F32),
-            "f16" => Ok(KvDtype::F16),
-            _ => Err(format!(
-                "unknown KV cache type '{s}': use one of {}",
-                Self::NAMES
-            )),
+        let name = s.trim().to_ascii_lowercase();
+        let bad = || format!("unknown KV cache type '{s}': use one of {}", Self::NAMES);
+        match name.as_str() {
+            "f32" => return Ok(KvDtype::F32),
+            "f16" => return Ok(KvDtype::F16),
+            _ => {}
         }
+        let (bits, group) = match name.split_once("-g") {
+            Some((b, g)) => (b, g.parse::<usize>().map_err(|_| bad())?),
+            None => (name.as_str(), 0),
+        };
+        let bits = match bits {
+            "q8" => 8,
+            "q4" => 4,
+            _ => return Err(bad()),
+        };
+        if name.contains("-g") && group == 0 {
+            return Err(format!(
+                "KV cache type '{s}': a group holds at least 1 value"
+            ));
+        }
+        Ok(KvDtype::Quant { bits, group })
     }
 }
 
 impl std::fmt::Display for KvDtype {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.write_str(&self.name())
+    }
+}
+
+impl Serialize for KvDtype {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
     }
 }
 
 /// Keys and values of every layer (`cap x K·D` each), in their stored type.
 #[derive(Debug, Clone)]
 pub(crate) enum KvStore {
+    /// Group-quantised codes, with staging rows.
+    Quant(Box<QuantStore>),
     /// f32 rows; the linear layers write straight into them.
     F32 { k: Vec<Vec<f32>>, v: Vec<Vec<f32>> },
     /// f16 rows, and one layer's f32 staging rows for keys (`sk`) and values (`sv`).
@@ -83,9 +123,27 @@ pub(crate) enum KvStore {
 }
 
 impl KvStore {
-    /// Zeroed storage for `layers` layers of `per_layer` elements each.
-    pub(super) fn new(dtype: KvDtype, layers: usize, per_layer: usize) -> Self {
+    /// Zeroed storage for `layers` layers of `per_layer` elements each, rows of `width`
+    /// values in heads of `head_dim` (a quantised cache's group must divide `head_dim`,
+    /// checked by the cache).
+    pub(super) fn new(
+        dtype: KvDtype,
+        layers: usize,
+        per_layer: usize,
+        width: usize,
+        head_dim: usize,
+    ) -> Self {
         match dtype {
+            KvDtype::Quant { bits, group } => {
+                let g = if group == 0 { head_dim } else { group };
+                KvStore::Quant(Box::new(QuantStore::new(
+                    bits,
+                    g,
+                    layers,
+                    per_layer / width.max(1),
+                    width,
+                )))
+            }
             KvDtype::F32 => KvStore::F32 {
                 k: vec![vec![0.0; per_layer]; layers],
                 v: vec![vec![0.0; per_layer]; layers],
@@ -104,6 +162,10 @@ impl KvStore {
         match self {
             KvStore::F32 { .. } => KvDtype::F32,
             KvStore::F16 { .. } => KvDtype::F16,
+            KvStore::Quant(q) => KvDtype::Quant {
+                bits: q.bits(),
+                group: q.group(),
+            },
         }
     }
 
@@ -114,6 +176,7 @@ impl KvStore {
             KvStore::F16 { k, v, sk, sv } => {
                 2 * k.iter().chain(v).map(Vec::len).sum::<usize>() + 4 * (sk.len() + sv.len())
             }
+            KvStore::Quant(q) => q.bytes(),
         }
     }
 
@@ -123,13 +186,16 @@ impl KvStore {
         match self {
             KvStore::F32 { k, v } => (&mut k[l][at.clone()], &mut v[l][at]),
             KvStore::F16 { sk, sv, .. } => (&mut sk[at.clone()], &mut sv[at]),
+            KvStore::Quant(q) => q.new_rows(at),
         }
     }
 
     /// Stores the rows written through [`new_rows`](Self::new_rows) (keys with RoPE applied):
     /// f16 storage rounds them into the cache and writes the rounded values back to staging.
     pub(super) fn commit(&mut self, l: usize, at: Range<usize>) {
-        if let KvStore::F16 { k, v, sk, sv } = self {
+        if let KvStore::Quant(q) = self {
+            q.commit(l, at);
+        } else if let KvStore::F16 { k, v, sk, sv } = self {
             for (dst, src) in [(&mut k[l], sk), (&mut v[l], sv)] {
                 dst[at.clone()].convert_from_f32_slice(&src[at.clone()]);
                 dst[at.clone()].convert_to_f32_slice(&mut src[at.clone()]);
@@ -153,6 +219,7 @@ impl KvStore {
         scale: f32,
     ) {
         match self {
+            KvStore::Quant(qs) => qs.attend(l, p0, o, scores, q, kv, dims, scale),
             KvStore::F32 { k, v } => {
                 let (k, v) = (&k[l], &v[l]);
                 let (k, v) = (Heads { x: k, layout: kv }, Heads { x: v, layout: kv });
@@ -181,15 +248,40 @@ mod tests {
     fn names_parse_and_bytes() {
         assert_eq!(KvDtype::parse("f16"), Ok(KvDtype::F16));
         assert_eq!(KvDtype::parse(" F32 "), Ok(KvDtype::F32));
-        let e = KvDtype::parse("q4").unwrap_err();
-        assert!(e.contains("'q4'") && e.contains("f32, f16"), "{e}");
-        assert_eq!((KvDtype::F32.bytes(), KvDtype::F16.bytes()), (4, 2));
+        let q4 = KvDtype::Quant { bits: 4, group: 0 };
+        assert_eq!(KvDtype::parse("q4"), Ok(q4));
+        let q8g = KvDtype::Quant { bits: 8, group: 32 };
+        assert_eq!(KvDtype::parse("Q8-g32"), Ok(q8g));
+        for bad in ["q3", "q4-g", "q4-g0", "q4-gx", "f8"] {
+            let e = KvDtype::parse(bad).unwrap_err();
+            assert!(e.contains(&format!("'{bad}'")), "{e}");
+        }
+        assert!(
+            KvDtype::parse("i8")
+                .unwrap_err()
+                .contains("f32, f16, q8, q4")
+        );
+        assert_eq!(
+            (
+                KvDtype::F32.row_bytes(128, 64),
+                KvDtype::F16.row_bytes(128, 64)
+            ),
+            (512, 256)
+        );
+        // 4-bit codes, one scale and zero (8 bytes) per head of 64 or per 32 values.
+        assert_eq!(q4.row_bytes(128, 64), 64 + 16);
+        assert_eq!(q8g.row_bytes(128, 64), 128 + 32);
         assert_eq!(KvDtype::default().to_string(), "f32");
+        assert_eq!(
+            (q4.to_string(), q8g.to_string()),
+            ("q4".into(), "q8-g32".into())
+        );
+        assert_eq!(serde_json::to_string(&q8g).unwrap(), "\"q8-g32\"");
     }
 
     #[test]
     fn f16_commit_rounds_storage_and_staging_alike() {
-        let mut s = KvStore::new(KvDtype::F16, 2, 8);
+        let mut s = KvStore::new(KvDtype::F16, 2, 8, 4, 4);
         let (k, v) = s.new_rows(1, 2..6);
         k.copy_from_slice(&[1.0, 0.1, -3.3, 1e-3]);
         v.copy_from_slice(&[2.0, 0.2, 65504.0, 7.0]);

@@ -6,9 +6,11 @@ pub mod cache;
 pub mod config;
 pub mod forward;
 pub mod hessian;
+pub mod kv_quant;
 pub mod kv_store;
 pub mod linear;
 pub mod load;
+pub mod online;
 pub mod quant;
 pub mod special_tokens;
 pub mod supported;
@@ -18,9 +20,10 @@ pub mod weights;
 
 pub use cache::{KvCache, KvDtype};
 pub use config::LlamaConfig;
-pub use forward::{Llama, RowTransform};
+pub use forward::Llama;
 pub use linear::{Layer, Linear, ModelWeights};
 pub use load::{LoadedEngine, LoadedModel, load_engine, load_model};
+pub use online::RuntimeQuant;
 pub use special_tokens::SpecialTokens;
 /// The Hugging Face tokenizer a pretrained model carries.
 pub use tokenizers::Tokenizer;

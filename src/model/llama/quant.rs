@@ -1,29 +1,32 @@
-//! Simulated symmetric round-to-nearest quantisation, and statistics of the activations that
-//! enter the linear layers (kurtosis, max/mean ratio): the outliers rotation removes.
+//! Simulated symmetric round-to-nearest quantisation (the grids of
+//! [`GroupQuant`](crate::nn::group_quant::GroupQuant), one scale per slice, row or group), and
+//! statistics of the activations that enter the linear layers (kurtosis, max/mean ratio): the
+//! outliers rotation removes.
 //!
 //! Symmetric RTN with `b` bits on a group `x`: `s = max|x| / (2^(b−1) − 1)`,
 //! `x̂ = s·clamp(round(x/s), −(2^(b−1)−1), 2^(b−1)−1)`.
 
 use serde::Serialize;
 
+use crate::nn::group_quant::GroupQuant;
+
+fn symmetric(bits: u32, group: usize) -> GroupQuant {
+    GroupQuant {
+        bits,
+        group,
+        symmetric: true,
+        clip: 1.0,
+    }
+}
+
 /// Quantises `x` in place with one scale for the whole slice.
 pub fn quantize_group(x: &mut [f32], bits: u32) {
-    let qmax = ((1u32 << (bits - 1)) - 1) as f32;
-    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    if amax == 0.0 || !amax.is_finite() {
-        return;
-    }
-    let s = amax / qmax;
-    for v in x.iter_mut() {
-        *v = (*v / s).round().clamp(-qmax, qmax) * s;
-    }
+    symmetric(bits, 0).fake_quant(x);
 }
 
 /// Quantises every row (`width` values, e.g. one token's activation) with its own scale.
 pub fn quantize_rows(x: &mut [f32], width: usize, bits: u32) {
-    for r in x.chunks_exact_mut(width) {
-        quantize_group(r, bits);
-    }
+    symmetric(bits, 0).fake_quant_rows(x, width);
 }
 
 /// Quantises a weight (`rows x cols`) per output channel (`group = 0`) or per `group` inputs.
@@ -33,11 +36,7 @@ pub fn quantize_weight(w: &mut [f32], cols: usize, bits: u32, group: usize) {
     } else {
         group
     };
-    for r in w.chunks_exact_mut(cols) {
-        for chunk in r.chunks_mut(g) {
-            quantize_group(chunk, bits);
-        }
-    }
+    symmetric(bits, g).fake_quant_rows(w, cols);
 }
 
 /// Where a linear layer's input comes from.

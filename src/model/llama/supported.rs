@@ -190,7 +190,13 @@ pub fn check_gguf(g: &GgufFile, cfg: &LlamaConfig) -> Result<(), ModelError> {
     ];
     for t in &g.tensors {
         let n = t.name.as_str();
-        let known = ["token_embd.weight", "output_norm.weight", "output.weight"].contains(&n)
+        let known = [
+            "token_embd.weight",
+            "output_norm.weight",
+            "output.weight",
+            super::online::DOWN_SIGNS,
+        ]
+        .contains(&n)
             || n.strip_prefix("blk.")
                 .and_then(|r| r.split_once('.'))
                 .is_some_and(|(i, rest)| {

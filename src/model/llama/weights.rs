@@ -103,9 +103,11 @@ impl LlamaWeights {
         self.lm_head.as_deref().unwrap_or(&self.embed)
     }
 
-    /// Loads and dequantises a Llama GGUF file.
+    /// Loads and dequantises a Llama GGUF file (refusing one written for an online
+    /// transform these weights would lose, [`super::online::refuse_owned`]).
     pub fn from_gguf(g: &GgufFile) -> crate::Result<Self> {
         let cfg = LlamaConfig::from_gguf(g)?;
+        super::online::refuse_owned(g)?;
         let (c, v, f) = (cfg.d_model as u64, cfg.vocab_size as u64, cfg.d_ff as u64);
         let dh = cfg.head_dim();
         let kv = (cfg.n_kv_head * dh) as u64;
