@@ -275,7 +275,7 @@ pub fn seeds_of<'s>(c: &QuantConfig, seeds: &'s [u64]) -> &'s [u64] {
 /// (mean, least and greatest), with the activation statistics of the unquantised
 /// configurations (first seed). `calib` calibrates GPTQ and the clipping search (unused by
 /// plain RTN). Consecutive configurations with the same rotations, weight bits and method
-/// share one prepared model. `on_tokens` receives the number of tokens scored so far.
+/// share one prepared model per seed. `on_tokens` receives the number of tokens scored so far.
 pub fn run_study(
     base: &LlamaWeights,
     configs: &[QuantConfig],
@@ -289,49 +289,61 @@ pub fn run_study(
         return Err(super::RotateError::Invalid("`seed`: give at least one".into()).into());
     }
     let options = EvalOptions::sliding(s.context);
-    let (mut rows, mut stats, mut done) = (Vec::new(), Vec::new(), 0usize);
-    let mut last: Option<((RotationSet, u32, WeightRounding, u64), Llama)> = None;
-    for c in configs {
-        let mut by_seed = Vec::new();
-        for (k, &seed) in seeds_of(c, seeds).iter().enumerate() {
-            let key = (c.rotations, c.wbits.min(16), c.method, seed);
-            let mut model = match last.take() {
-                Some((k0, m)) if k0 == key => m,
-                _ => prepare(base, c, s, seed, calib)?,
-            };
-            configure(&mut model, c, s)?;
-            let mut ppl = Vec::new();
-            for text in texts {
-                model.stats = (c.is_full_precision() && k == 0).then(ActStats::default);
-                let before = done;
-                let p = evaluate(&mut model, text.tokens, &options, &mut |n| {
-                    on_tokens(before + n)
-                })?;
-                done += text.tokens.len().saturating_sub(1);
-                // A finite but huge loss (a quantised model losing the text) is a result; NaN,
-                // or a full-precision loss that is not finite, is a broken model.
-                if p.loss.is_nan() || (c.is_full_precision() && !p.loss.is_finite()) {
-                    let msg = format!(
-                        "{}: the loss on {} is {} (NaN or infinite weights, or logits that \
-                         overflow)",
-                        c.name, text.name, p.loss
-                    );
-                    return Err(super::RotateError::Invalid(msg).into());
+    let mut by_seed: Vec<Vec<(u64, Vec<f64>)>> = vec![Vec::new(); configs.len()];
+    let mut stats = Vec::new();
+    let mut done = 0usize;
+    let key = |c: &QuantConfig| (c.rotations, c.wbits.min(16), c.method);
+    let mut start = 0;
+    while start < configs.len() {
+        // A run of configurations sharing their weights; each seed prepares them once.
+        let end = start
+            + configs[start..]
+                .iter()
+                .take_while(|c| key(c) == key(&configs[start]))
+                .count();
+        let run = start..end;
+        for (k, &seed) in seeds_of(&configs[start], seeds).iter().enumerate() {
+            let mut model = prepare(base, &configs[start], s, seed, calib)?;
+            for i in run.clone() {
+                let c = &configs[i];
+                configure(&mut model, c, s)?;
+                let mut ppl = Vec::new();
+                for text in texts {
+                    model.stats = (c.is_full_precision() && k == 0).then(ActStats::default);
+                    let before = done;
+                    let p = evaluate(&mut model, text.tokens, &options, &mut |n| {
+                        on_tokens(before + n)
+                    })?;
+                    done += text.tokens.len().saturating_sub(1);
+                    // A finite but huge loss (a quantised model losing the text) is a result;
+                    // NaN, or a full-precision loss that is not finite, is a broken model.
+                    if p.loss.is_nan() || (c.is_full_precision() && !p.loss.is_finite()) {
+                        let msg = format!(
+                            "{}: the loss on {} is {} (NaN or infinite weights, or logits that \
+                             overflow)",
+                            c.name, text.name, p.loss
+                        );
+                        return Err(super::RotateError::Invalid(msg).into());
+                    }
+                    ppl.push(p.perplexity);
+                    if let Some(st) = model.stats.take() {
+                        stats.push(QuantStatsRow {
+                            rotations: c.rotations,
+                            data: text.name.clone(),
+                            stats: st,
+                        });
+                    }
                 }
-                ppl.push(p.perplexity);
-                if let Some(st) = model.stats.take() {
-                    stats.push(QuantStatsRow {
-                        rotations: c.rotations,
-                        data: text.name.clone(),
-                        stats: st,
-                    });
-                }
+                by_seed[i].push((seed, ppl));
             }
-            by_seed.push((seed, ppl));
-            last = Some((key, model));
         }
-        rows.push(QuantRow::new(c, by_seed));
+        start = end;
     }
+    let rows = configs
+        .iter()
+        .zip(by_seed)
+        .map(|(c, b)| QuantRow::new(c, b))
+        .collect();
     Ok((rows, stats))
 }
 
