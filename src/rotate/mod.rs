@@ -1,6 +1,7 @@
 //! Computational invariance of pretrained RMSNorm models: fold norms, rotate the residual
 //! stream by an orthogonal matrix, quantise, and align hidden-state spaces.
 
+pub mod align;
 pub mod apply;
 pub mod check;
 pub mod fold;
@@ -12,6 +13,8 @@ pub mod procrustes;
 pub mod quant;
 pub mod quant_options;
 pub mod quant_study;
+pub mod quantize_job;
+pub mod quantize_out;
 pub mod rotation;
 
 pub use apply::{online_transform, rotate_down_inputs, rotate_weights};

@@ -22,6 +22,4 @@ pub use forward::{Llama, RowTransform};
 pub use linear::{Layer, Linear, ModelWeights};
 pub use load::{LoadedEngine, LoadedModel, load_engine, load_model};
 pub use special_tokens::SpecialTokens;
-/// The Hugging Face tokenizer a pretrained model carries.
-pub use tokenizers::Tokenizer;
 pub use weights::{LayerWeights, LlamaWeights};
