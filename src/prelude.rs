@@ -88,6 +88,6 @@ pub use crate::model::llama::{Llama, load_engine};
 pub use crate::model::{AttentionKind, Gpt, GptConfig};
 pub use crate::rotate::{RotateJob, RotateReport, Rotation, RotationKind, run as rotate};
 pub use crate::train::TrainOptions;
-pub use crate::train::progress::Silent;
+pub use crate::train::observer::Silent;
 pub use crate::train::session::{FreshSpec, Session};
 pub use crate::{Error, Result};

@@ -26,8 +26,8 @@ use rand::Rng as _;
 use rand::seq::IndexedRandom as _;
 use serde_json::Value;
 
-use orthoformer::data::bpe::BpeTokenizer;
 use orthoformer::data::char_level::CharTokenizer;
+use orthoformer::data::hf::HfTokenizer;
 use orthoformer::data::{Tokenizer, hf_tokenizer};
 use orthoformer::init::rng::seeded;
 use orthoformer::io::gguf::GgufFile;
@@ -113,7 +113,7 @@ impl Tally {
 /// Loads `text` with both tokenizer readers, then encodes and decodes `sentence`.
 fn read_tokenizer(text: &str, sentence: &str) -> Vec<orthoformer::Error> {
     let mut errors = Vec::new();
-    match BpeTokenizer::from_json(text) {
+    match HfTokenizer::from_json(text) {
         Ok(t) => match t.encode(sentence) {
             Ok(ids) => errors.extend(t.decode(&ids).err()),
             Err(e) => errors.push(e),
@@ -121,8 +121,8 @@ fn read_tokenizer(text: &str, sentence: &str) -> Vec<orthoformer::Error> {
         Err(e) => errors.push(e),
     }
     match llama_tok::tokenizer_from_json(text, "tokenizer.json") {
-        Ok(t) => match llama_tok::encode(&t, sentence) {
-            Ok(ids) => errors.extend(llama_tok::decode(&t, &ids).err()),
+        Ok(t) => match t.encode(sentence) {
+            Ok(ids) => errors.extend(t.decode(&ids).err()),
             Err(e) => errors.push(e),
         },
         Err(e) => errors.push(e),
@@ -147,7 +147,7 @@ fn hostile_tokenizer_options_and_gguf_metadata_are_refused_before_a_dependency()
 
     // The documents: a trained BPE, the character tokenizer as WordLevel, a GGUF's tokenizer.
     let sample = "the cat sat on the mat.\nthat cat, that hat!\n".repeat(30);
-    let bpe = BpeTokenizer::train(&sample, 300)
+    let bpe = orthoformer::data::bpe::train(&sample, 300)
         .unwrap()
         .to_json()
         .unwrap();
@@ -157,11 +157,12 @@ fn hostile_tokenizer_options_and_gguf_metadata_are_refused_before_a_dependency()
     std::fs::create_dir_all(&dir).unwrap();
     let gguf_path = dir.join("tiny.gguf");
     common::tiny_llama::write_tiny(&gguf_path, None);
-    let llama = orthoformer::model::llama::load_model(&gguf_path)
-        .unwrap()
-        .tokenizer
-        .to_string(false)
-        .unwrap();
+    let llama = hf_tokenizer::tokenizer_json(
+        &orthoformer::model::llama::load_model(&gguf_path)
+            .unwrap()
+            .tokenizer,
+    )
+    .unwrap();
     // Each with a sentence it encodes.
     let docs: Vec<(Value, &str)> = [
         (bpe, "the cat sat on the mat, 日本! ab ab\n  x"),

@@ -27,13 +27,14 @@ use std::time::Instant;
 use rand::Rng as _;
 use rand::seq::IndexedRandom as _;
 
-use orthoformer::data::bpe::BpeTokenizer;
+use orthoformer::data::hf::HfTokenizer;
 use orthoformer::data::{Corpus, Split, Tokenizer, TokenizerKind};
 use orthoformer::init::rng::{Rng, seeded};
 use orthoformer::io::gguf::GgufFile;
 use orthoformer::model::{AttentionKind, GptConfig};
+use orthoformer::train::Silent;
 use orthoformer::train::TrainOptions;
-use orthoformer::train::session::{FreshSpec, Progress, Session};
+use orthoformer::train::session::{FreshSpec, Session};
 
 /// No reader may ask for more than this at once (1 GiB).
 const MAX_ALLOCATION: usize = 1 << 30;
@@ -325,10 +326,7 @@ fn read_gguf(path: &Path, bytes: &[u8], dequantize: bool) -> Vec<orthoformer::Er
     }
     if dequantize && let Some(m) = collect(orthoformer::model::llama::load_model(path), &mut errors)
     {
-        let _ = collect(
-            orthoformer::model::llama::tokenizer::encode(&m.tokenizer, "ab c"),
-            &mut errors,
-        );
+        let _ = collect(m.tokenizer.encode("ab c"), &mut errors);
     }
     // The engine that keeps weights in the mapping: load, then one decode step reads every
     // tensor in its stored type.
@@ -341,12 +339,6 @@ fn read_gguf(path: &Path, bytes: &[u8], dequantize: bool) -> Vec<orthoformer::Er
         }
     }
     errors
-}
-
-struct Quiet;
-impl Progress for Quiet {
-    fn step(&mut self, _: usize, _: f32, _: f64) {}
-    fn eval(&mut self, _: &orthoformer::train::RunState) {}
 }
 
 /// A checkpoint trained in process: a tiny frozen-orthogonal model on a small text file.
@@ -375,7 +367,7 @@ fn trained_checkpoint() -> PathBuf {
         },
     };
     let mut s = Session::fresh(&corpus, TokenizerKind::Char, 0, spec, &dir).unwrap();
-    s.run(None, None, &mut Quiet).unwrap();
+    s.run(None, None, &mut Silent).unwrap();
     dir
 }
 
@@ -403,7 +395,7 @@ fn mutated_inputs_never_panic_over_allocate_or_print_several_lines() {
     let model_st = std::fs::read(ck.join("model.safetensors")).unwrap();
     let state = std::fs::read(ck.join("state.json")).unwrap();
     let sample = "the cat sat on the mat.\nthat cat, that hat!\n".repeat(30);
-    let bpe = BpeTokenizer::train(&sample, 300).unwrap();
+    let bpe = orthoformer::data::bpe::train(&sample, 300).unwrap();
     // Keys sorted (serde_json's map), so the same seed mutates the same document: the
     // tokenizers crate writes its vocabulary in hash order.
     let tok_json = serde_json::from_str::<serde_json::Value>(&bpe.to_json().unwrap())
@@ -547,7 +539,7 @@ fn mutated_inputs_never_panic_over_allocate_or_print_several_lines() {
             let Ok(text) = std::str::from_utf8(b) else {
                 return errors;
             };
-            if let Some(t) = collect(BpeTokenizer::from_json(text), &mut errors)
+            if let Some(t) = collect(HfTokenizer::from_json(text), &mut errors)
                 && let Some(ids) = collect(t.encode("the cat sat, 日本!"), &mut errors)
             {
                 let _ = collect(t.decode(&ids), &mut errors);
@@ -555,14 +547,9 @@ fn mutated_inputs_never_panic_over_allocate_or_print_several_lines() {
             if let Some(t) = collect(
                 orthoformer::model::llama::tokenizer::tokenizer_from_json(text, "tokenizer.json"),
                 &mut errors,
-            ) && let Some(ids) = collect(
-                orthoformer::model::llama::tokenizer::encode(&t, "the cat"),
-                &mut errors,
-            ) {
-                let _ = collect(
-                    orthoformer::model::llama::tokenizer::decode(&t, &ids),
-                    &mut errors,
-                );
+            ) && let Some(ids) = collect(t.encode("the cat"), &mut errors)
+            {
+                let _ = collect(t.decode(&ids), &mut errors);
             }
             errors
         });

@@ -83,7 +83,7 @@ pub struct BenchArgs {
     pub no_llamacpp: bool,
     /// With --model: how our KV cache stores keys and values, f16 (llama.cpp's default, which
     /// its side uses too) or f32.
-    #[arg(long, default_value = "f16", value_parser = super::generate::parse_kv_cache)]
+    #[arg(long, default_value_t = BenchOptions::default().kv_cache, value_parser = super::generate::parse_kv_cache)]
     pub kv_cache: orthoformer::model::llama::KvDtype,
 }
 
@@ -107,22 +107,9 @@ impl BenchArgs {
             prompt_tokens: self.prompt_tokens,
             gen_tokens: self.gen_tokens,
             eval_tokens: self.eval_tokens,
+            kv_cache: self.kv_cache,
         })
     }
-}
-
-/// Sets up a global pool of `--threads` workers (every core by default), on which the
-/// model's kernels and gemm run; returns its size.
-pub fn setup_threads(opts: &BenchOptions) -> anyhow::Result<usize> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = opts.threads.unwrap_or(cores);
-    // More workers than cores only slow a timing down, and a huge count would spawn that many
-    // threads (each with its own stack) before anything else happens.
-    if threads == 0 || threads > cores {
-        anyhow::bail!("--threads {threads}: this machine runs 1 to {cores} threads at once");
-    }
-    orthoformer::nn::threads::set_global_threads(threads);
-    Ok(threads)
 }
 
 /// Runs `orthoformer bench`.
@@ -132,7 +119,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Outcome> {
         return super::bench_llama::run(args, &opts);
     }
     opts.validate_steps()?;
-    let threads = setup_threads(&opts)?;
+    let threads = opts.setup_threads()?;
     let rows = opts.configs.len() * opts.attention.len();
     let total = (opts.rounds() * (rows + 1)) as u64;
     let bar = super::common::progress_bar(total, "bench", args.json);

@@ -13,19 +13,14 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::bench::BenchArgs;
-use super::pretrained::read_tokens;
-use orthoformer::bench::llama::{EvalPlan, bench_llama};
-use orthoformer::bench::llama_report::{
-    LlamaBenchModel, LlamaBenchReport, LlamaBenchRow, LlamaCppTiming,
-};
-use orthoformer::bench::llamacpp_native;
+use orthoformer::bench::llama_report::{LlamaBenchReport, LlamaBenchRow, LlamaCppTiming};
 use orthoformer::bench::options::BenchOptions;
-use orthoformer::model::llama::load_engine;
+use orthoformer::bench::{llama_run, llamacpp_native};
 
 /// Runs the `--model` mode of `orthoformer bench`.
 pub fn run(args: &BenchArgs, opts: &BenchOptions) -> anyhow::Result<Outcome> {
     opts.validate_model()?;
-    let threads = super::bench::setup_threads(opts)?;
+    let threads = opts.setup_threads()?;
     let mut rows = Vec::new();
     for path in &args.model {
         rows.push(bench_one(args, opts, path, threads)?);
@@ -40,60 +35,18 @@ fn bench_one(
     path: &Path,
     threads: usize,
 ) -> anyhow::Result<LlamaBenchRow> {
-    let rss_before = status_bytes("VmRSS");
-    let file_bytes = std::fs::metadata(path).map_or(0, |m| if m.is_file() { m.len() } else { 0 });
-    let loaded = load_engine(path).with_context(|| format!("loading {}", path.display()))?;
-    let mut model = loaded.model;
-    model.kv_dtype = args.kv_cache;
-    let need = opts.prompt_tokens + opts.gen_tokens;
-    if need > model.context() {
-        anyhow::bail!(
-            "--prompt-tokens + --gen-tokens = {need} exceed the model's context {}",
-            model.context()
-        );
-    }
-    // The embedded TinyShakespeare, so every run (and llama.cpp) sees the same real text.
-    let n_text = opts.prompt_tokens.max(opts.eval_tokens + 1);
-    let ids = read_tokens(&loaded.tokenizer, None, n_text)?;
-    if ids.len() <= n_text {
-        anyhow::bail!(
-            "the embedded text has {} tokens, fewer than the {} asked for: use smaller \
-             --prompt-tokens or --eval-tokens",
-            ids.len(),
-            n_text + 1
-        );
-    }
-    let prompt = &ids[..opts.prompt_tokens];
-    let eval = (opts.eval_tokens > 0).then(|| EvalPlan {
-        tokens: ids[..=opts.eval_tokens].to_vec(),
-        context: 256.min(model.context()),
-    });
-    let mapped = model.weights().embed.is_mapped();
-    let ours = bench_llama(
-        &mut model,
-        prompt,
-        opts.gen_tokens,
-        opts.rounds,
-        eval.as_ref(),
-    )?;
-    drop(model);
+    let run = llama_run::run(path, opts)?;
     let llamacpp = if args.no_llamacpp {
         Err("skipped (--no-llamacpp)".to_string())
     } else {
-        run_llamacpp(args, opts, path, prompt, threads).map_err(|e| format!("{e:#}"))
+        run_llamacpp(args, opts, path, &run.prompt, threads).map_err(|e| format!("{e:#}"))
     };
     let torch = if args.no_torch || opts.eval_tokens == 0 {
         Err("skipped".to_string())
     } else {
         run_torch(args, opts, path, threads).map_err(|e| format!("{e:#}"))
     };
-    let model = LlamaBenchModel {
-        model: path.display().to_string(),
-        file_bytes,
-        weights_mapped: mapped,
-        rss_before_load_bytes: rss_before,
-    };
-    Ok(LlamaBenchRow::new(model, ours, llamacpp, torch))
+    Ok(LlamaBenchRow::new(run.model, run.ours, llamacpp, torch))
 }
 
 /// Times llama.cpp: the native build when the cache has one, else the wheel's script.
@@ -206,7 +159,7 @@ fn run_torch(
         .arg(&args.llama_torch_script)
         .arg(path)
         .arg(opts.eval_tokens.to_string())
-        .arg("256")
+        .arg(llama_run::EVAL_WINDOW.to_string())
         .arg(threads.to_string())
         .output()
         .with_context(|| {
@@ -235,10 +188,4 @@ fn run_torch(
     v["tokens_per_s"]
         .as_f64()
         .with_context(|| format!("no tokens_per_s in {line}"))
-}
-
-/// A `/proc/self/status` field in bytes (Linux only).
-fn status_bytes(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    orthoformer::io::rss::status_field_bytes(&status, field)
 }

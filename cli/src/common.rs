@@ -27,6 +27,40 @@ pub fn progress_bar(len: u64, message: &str, quiet: bool) -> ProgressBar {
     bar
 }
 
+/// A progress bar made at the first report, when the library has said the total (hidden
+/// when `quiet`).
+pub struct LazyBar {
+    bar: Option<ProgressBar>,
+    message: &'static str,
+    quiet: bool,
+}
+
+impl LazyBar {
+    /// No bar yet; its first [`LazyBar::set`] makes one labelled `message`.
+    pub fn new(message: &'static str, quiet: bool) -> Self {
+        LazyBar {
+            bar: None,
+            message,
+            quiet,
+        }
+    }
+
+    /// `done` of `total`.
+    pub fn set(&mut self, done: usize, total: usize) {
+        let (message, quiet) = (self.message, self.quiet);
+        self.bar
+            .get_or_insert_with(|| progress_bar(total as u64, message, quiet))
+            .set_position(done as u64);
+    }
+
+    /// Clears the bar, if one was shown.
+    pub fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 /// The Python interpreter the commands that time PyTorch run by default.
 pub const PYTHON: &str = "python3";
 
@@ -59,4 +93,19 @@ pub fn emit<R: orthoformer::io::table::Report>(report: &R, json: bool) -> anyhow
     crate::output::write_all(report.render().as_bytes())?;
     crate::output::flush()?;
     Ok(())
+}
+
+/// A flag whose values are the library's `names`, read by the library's `parse`: clap lists
+/// the names in the help and refuses any other, so the command line writes no list of its own.
+pub fn library_values<T, E>(
+    names: &[&'static str],
+    parse: fn(&str) -> Result<T, E>,
+) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: Clone + Send + Sync + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync + 'static>> + 'static,
+{
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(names.iter().copied())
+        .try_map(move |s: String| parse(&s))
 }

@@ -12,11 +12,14 @@ use super::train::{
 };
 use crate::output::outln;
 use orthoformer::data::Corpus;
+use orthoformer::experiments::compare::options::default_out;
 use orthoformer::experiments::compare::{
     self, CompareOptions, ComparePlan, CompareSummary, Limits, plan::PLAN_FILE,
 };
+use orthoformer::model::Gpt;
+use orthoformer::train::Observer;
 use orthoformer::train::recipe::recipe;
-use orthoformer::train::session::{Progress, data_record, prepare};
+use orthoformer::train::session::{data_record, prepare};
 
 /// Flags of `orthoformer compare`.
 ///
@@ -76,7 +79,7 @@ struct Bars {
     run: Option<BarProgress>,
 }
 
-impl Progress for Bars {
+impl Observer<Gpt> for Bars {
     fn start(&mut self, label: &str, steps: usize, done: usize) {
         if let Some(old) = self.run.take() {
             old.bar.finish();
@@ -89,9 +92,14 @@ impl Progress for Bars {
             r.step(step, loss, lr);
         }
     }
-    fn eval(&mut self, state: &orthoformer::train::RunState) {
-        if let Some(r) = &mut self.run {
-            r.eval(state);
+    fn eval(
+        &mut self,
+        model: &Gpt,
+        state: &orthoformer::train::RunState,
+    ) -> orthoformer::Result<()> {
+        match &mut self.run {
+            Some(r) => r.eval(model, state),
+            None => Ok(()),
         }
     }
 }
@@ -167,9 +175,6 @@ impl CompareArgs {
             o.recipe = r.clone();
         }
         if let Some(n) = self.seeds {
-            if n == 0 {
-                anyhow::bail!("--seeds must be at least 1");
-            }
             o.seeds = n;
         }
         Ok(o)
@@ -189,12 +194,7 @@ fn new_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, PathBuf)
     let (model, options) = recipe(name)?;
     let model = args.model.config_over(model, None)?;
     let options = args.optim.over(options);
-    let n = chosen.seeds;
-    let first = options.seed;
-    let seeds: Vec<u64> = (0..n as u64)
-        .map(|i| first.checked_add(i))
-        .collect::<Option<_>>()
-        .ok_or_else(|| anyhow::anyhow!("--seed {first} + --seeds {n} overflows 64 bits"))?;
+    let seeds = chosen.seed_list(options.seed)?;
     let (tokenizer, bpe_vocab) = args.data.tokenizer()?;
     let corpus = args.data.corpus()?;
     let plan = ComparePlan::new(
@@ -233,18 +233,7 @@ fn resumed_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, Path
         );
     }
     let plan = ComparePlan::read(&out)?;
-    let corpus = match &args.data.data {
-        Some(path) => Corpus::load(path)?,
-        None if plan.data.source == orthoformer::data::corpus::TINY_SHAKESPEARE_NAME => {
-            Corpus::tiny_shakespeare()
-        }
-        None => Corpus::load(Path::new(&plan.data.source)).map_err(|e| {
-            anyhow::anyhow!(e).context(format!(
-                "reloading the comparison's text {}: pass it with --data",
-                plan.data.source
-            ))
-        })?,
-    };
+    let corpus = plan.corpus(args.data.data.as_deref())?;
     Ok((plan, corpus, out))
 }
 
@@ -261,29 +250,4 @@ fn print_table(s: &CompareSummary, out: &Path) -> anyhow::Result<()> {
         }
     )?;
     Ok(())
-}
-
-/// `runs/compare-YYYYMMDD-HHMMSS` (UTC).
-fn default_out() -> PathBuf {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    PathBuf::from(format!(
-        "runs/compare-{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    ))
 }

@@ -13,7 +13,7 @@ use orthoformer::bench::init_report::InitBenchOptions;
 use orthoformer::bench::memory_report::MemoryOptions;
 use orthoformer::bench::options::BenchOptions;
 use orthoformer::experiments::compare::CompareOptions;
-use orthoformer::infer::generate::SampleOptions;
+use orthoformer::infer::GenerateJob;
 use orthoformer::init::options::InitOptions;
 use orthoformer::rotate::options::{AlignOptions, RotateOptions};
 use orthoformer::rotate::quant_options::QuantizeOptions;
@@ -68,7 +68,7 @@ fn every_command_without_flags_is_its_library_default() {
     let Command::Generate(a) = parse(&["generate", "--checkpoint", "c"]) else {
         panic!()
     };
-    assert_eq!(a.sample_options(), SampleOptions::default());
+    assert_eq!(a.job(), GenerateJob::default());
     let Command::Rotate(a) = parse(&["rotate", "--model", "m"]) else {
         panic!()
     };
@@ -81,7 +81,7 @@ fn every_command_without_flags_is_its_library_default() {
     let Command::Quantize(a) = parse(&["quantize", "--model", "m"]) else {
         panic!()
     };
-    assert_eq!(a.options(), QuantizeOptions::default());
+    assert_eq!(a.options().unwrap(), QuantizeOptions::default());
 }
 
 #[test]
@@ -107,6 +107,11 @@ fn help_shows_the_library_defaults() {
     );
     let rotate = help(&mut cli, "rotate");
     assert!(rotate.contains("[default: hadamard]"), "{rotate}");
+    assert!(rotate.contains("[default: f32]"), "{rotate}");
+    let generate = help(&mut cli, "generate");
+    assert!(generate.contains("[default: f16]"), "{generate}");
+    let quantize = help(&mut cli, "quantize");
+    assert!(quantize.contains("[default: none]"), "{quantize}");
     // compare's flags are optional (`--resume` refuses them), so its help states the
     // defaults in words: they must be the library's.
     let compare = help(&mut cli, "compare");

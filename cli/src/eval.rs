@@ -1,23 +1,14 @@
 //! `orthoformer eval`: loss and perplexity of a trained checkpoint (`--checkpoint DIR`, on
 //! the validation split of its training text or `--data`) or of a pretrained Llama-style model
-//! (`--model FILE`, on `--data` or the embedded TinyShakespeare), both through the library's
-//! one evaluation (`infer::eval`); the flags become its `EvalOptions`.
+//! (`--model FILE`, on `--data` or the embedded TinyShakespeare). The flags become the
+//! library's [`EvalJob`], run by its operation for the model kind
+//! ([`orthoformer::train::checkpoint::eval::run`], [`eval_job::run_pretrained`]).
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
-
-use anyhow::Context;
+use std::path::PathBuf;
 
 use super::Outcome;
-use super::common::{emit, progress_bar};
-use super::pretrained::{
-    DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, check_cache_fits, data_name, read_tokens,
-};
-use orthoformer::data::{Corpus, Split, token_files};
-use orthoformer::infer::CausalLm;
-use orthoformer::infer::eval::{EvalOptions, EvalReport, evaluate};
-use orthoformer::infer::eval_report::{CheckpointEval, ModelEval};
-use orthoformer::model::llama::load_engine;
+use super::common::{LazyBar, emit};
+use orthoformer::infer::eval_job::{self, EvalJob};
 use orthoformer::train::checkpoint;
 
 /// Flags of `orthoformer eval`.
@@ -63,177 +54,40 @@ pub struct EvalArgs {
 }
 
 impl EvalArgs {
-    /// `base` (the mode's defaults, from the library) with every option these flags give.
-    fn options(&self, base: EvalOptions) -> anyhow::Result<EvalOptions> {
-        if self.eval_iters == Some(0) {
-            anyhow::bail!(
-                "--eval-iters 0 scores nothing: use at least 1 (or leave it out to score the whole text)"
-            );
-        }
-        Ok(EvalOptions {
-            stride: self.stride.or(base.stride),
-            max_batches: self.eval_iters.or(base.max_batches),
-            ..base
+    /// The library's job these flags ask for.
+    pub fn job(&self) -> anyhow::Result<EvalJob> {
+        Ok(EvalJob {
+            data: self.data.clone(),
+            max_tokens: self.max_tokens,
+            context: self.context,
+            stride: self.stride,
+            eval_iters: self.eval_iters,
+            kv_cache: self.kv_cache,
+            runtime: self.quant.runtime()?,
         })
     }
 }
 
 /// Runs `orthoformer eval`.
 pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
-    if args.model.is_some() {
-        run_model(args)
+    let job = args.job()?;
+    let mut bar = LazyBar::new("eval", args.json);
+    let mut progress = |done: usize, total: usize| bar.set(done, total);
+    if let Some(path) = &args.model {
+        let report = eval_job::run_pretrained(path, &job, &mut progress);
+        bar.finish();
+        emit(&report?, args.json)?;
+    } else if let Some(dir) = &args.checkpoint {
+        if args.quant.any() || args.kv_cache != orthoformer::model::llama::KvDtype::F32 {
+            anyhow::bail!(
+                "--abits, --act-clip, --act-asym, --qk-hadamard and --kv-cache apply to --model only"
+            );
+        }
+        let report = checkpoint::eval::run(dir, &job, &mut progress);
+        bar.finish();
+        emit(&report?, args.json)?;
     } else {
-        run_checkpoint(args)
+        anyhow::bail!("pass --checkpoint DIR or --model FILE");
     }
-}
-
-/// `eval --checkpoint`: loss, perplexity and bits per character (char tokenizer) or per
-/// byte (BPE) of a trained checkpoint, on the validation split of its training text by
-/// default or on any UTF-8 file with `--data`.
-fn run_checkpoint(args: &EvalArgs) -> anyhow::Result<Outcome> {
-    let Some(dir) = args.checkpoint.as_deref() else {
-        anyhow::bail!("pass --checkpoint DIR (a folder written by `orthoformer train`)");
-    };
-    if args.quant.any() || args.kv_cache != orthoformer::model::llama::KvDtype::F32 {
-        anyhow::bail!(
-            "--abits, --act-clip, --act-asym, --qk-hadamard and --kv-cache apply to --model only"
-        );
-    }
-    if args.max_tokens.is_some() || args.context.is_some() {
-        anyhow::bail!(
-            "--max-tokens and --context apply to --model only; use --eval-iters to evaluate fewer batches"
-        );
-    }
-    // One read of the model, verified against the manifest and the state's configuration.
-    let (loaded, mut model) = checkpoint::load_with_model(dir)?;
-    let st = &loaded.state_file;
-    let options = args.options(EvalOptions {
-        batch: st.options.batch,
-        ..EvalOptions::default()
-    })?;
-    let tok = &loaded.tokenizer;
-    let (tokens, text_desc, units_per) = match &args.data {
-        Some(path) => {
-            let corpus = Corpus::load(path)?;
-            let tokens = tok
-                .encode(&corpus.text)
-                .with_context(|| format!("tokenizing {}", path.display()))?;
-            let upt = tok.units_per_token(&corpus.text, tokens.len());
-            (tokens, path.display().to_string(), upt)
-        }
-        None if token_files::is_token_folder(Path::new(&st.data.source)) => {
-            // Trained on prepared token files: their validation file; its text (for bits per
-            // unit) is what the checkpoint's tokenizer decodes it to.
-            let dir = Path::new(&st.data.source);
-            let val = token_files::read_split(dir, "val")
-                .with_context(|| format!("reading the validation tokens of {}", dir.display()))?;
-            let upt = tok.units_per_token(&tok.decode(&val)?, val.len());
-            (val, format!("val.bin of {}", dir.display()), upt)
-        }
-        None => {
-            let corpus = if st.data.source == orthoformer::data::corpus::TINY_SHAKESPEARE_NAME {
-                Corpus::tiny_shakespeare()
-            } else {
-                Corpus::load(Path::new(&st.data.source)).with_context(|| {
-                    "the checkpoint's training text is needed for its validation split; pass --data"
-                })?
-            };
-            let tokens = tok.encode(&corpus.text)?;
-            let split = Split::new(&tokens, model.config().context)?;
-            // Units of the validation part itself (BPE bytes per token vary along a text).
-            let upt = tok.units_per_token(&tok.decode(&split.val)?, split.val.len());
-            (
-                split.val,
-                format!("validation split of {}", corpus.source),
-                upt,
-            )
-        }
-    };
-    let (report, seconds) = timed_eval(&mut model, &tokens, &options, args.json)?;
-    let out = CheckpointEval {
-        checkpoint: dir.to_path_buf(),
-        data: text_desc,
-        step: st.step,
-        tokenizer: tok.name(),
-        tokens_per_second: per_second(&report, seconds),
-        report: report.with_units(units_per, tok.unit()),
-        seconds,
-    };
-    emit(&out, args.json)?;
     Ok(Outcome::Success)
-}
-
-/// `eval --model`: sliding-window perplexity of a GGUF or Hugging Face model on a text.
-fn run_model(args: &EvalArgs) -> anyhow::Result<Outcome> {
-    let path = args.model.as_deref().context("--model is required")?;
-    let data = args.data.as_deref();
-    let context = args.context.unwrap_or(DEFAULT_CONTEXT);
-    let max_tokens = args.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-    if context < 2 {
-        anyhow::bail!("--context must be at least 2 (got {context})");
-    }
-    if max_tokens == 0 {
-        anyhow::bail!("--max-tokens must be at least 1");
-    }
-    if let Some(s) = args.stride
-        && (s == 0 || s >= context)
-    {
-        anyhow::bail!(
-            "--stride must be 1 to --context − 1 = {} (got {s})",
-            context - 1
-        );
-    }
-    let options = args.options(EvalOptions::sliding(context))?;
-    let loaded = load_engine(path).context("loading the model")?;
-    if context > loaded.model.context() {
-        anyhow::bail!(
-            "--context {context} exceeds the model's {}",
-            loaded.model.context()
-        );
-    }
-    check_cache_fits(loaded.model.config(), context)?;
-    let ids = read_tokens(&loaded.tokenizer, data, max_tokens)?;
-    let mut model = loaded.model;
-    args.quant.apply(&mut model)?;
-    model.kv_dtype = args.kv_cache;
-    let (report, seconds) = timed_eval(&mut model, &ids, &options, args.json)?;
-    let r = ModelEval {
-        model: path.display().to_string(),
-        data: data_name(data),
-        context,
-        tokens_per_second: per_second(&report, seconds),
-        report,
-        seconds,
-    };
-    emit(&r, args.json)?;
-    Ok(Outcome::Success)
-}
-
-/// The evaluation with a progress bar (hidden under `--json`) and its wall time.
-fn timed_eval<M: CausalLm>(
-    model: &mut M,
-    tokens: &[u32],
-    options: &EvalOptions,
-    json: bool,
-) -> anyhow::Result<(EvalReport, f64)> {
-    let bar = progress_bar(tokens.len().saturating_sub(1) as u64, "eval", json);
-    let start = Instant::now();
-    let report = evaluate(model, tokens, options, &mut |n| bar.set_position(n as u64))?;
-    bar.finish_and_clear();
-    // A NaN or infinite loss is no measurement: weights holding NaN or infinity (or logits
-    // that overflow) are refused, not reported.
-    if !report.loss.is_finite() {
-        anyhow::bail!(
-            "the loss over {} tokens is {} (the model's weights hold NaN or infinity, or its \
-             logits overflow): no evaluation to report",
-            report.tokens,
-            report.loss
-        );
-    }
-    Ok((report, start.elapsed().as_secs_f64()))
-}
-
-/// Tokens scored per second.
-fn per_second(report: &EvalReport, seconds: f64) -> f64 {
-    report.tokens as f64 / seconds
 }

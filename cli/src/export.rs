@@ -4,12 +4,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use super::Outcome;
 use super::common::print_json;
 use crate::output::outln;
-use orthoformer::export::checkpoint::{export_gpt2, reference_logits};
+use orthoformer::export::checkpoint::ExportJob;
 
 /// Flags of `orthoformer export`.
 #[derive(Debug, clap::Args)]
@@ -35,43 +33,32 @@ pub struct ExportArgs {
 
 /// Runs `orthoformer export`.
 pub fn run(args: &ExportArgs) -> anyhow::Result<Outcome> {
-    // The reference is computed first: a bad text writes nothing.
-    let reference = match (&args.logits_text, &args.logits_out) {
-        (Some(text), Some(_)) => Some(
-            reference_logits(&args.checkpoint, text)
-                .with_context(|| format!("reference logits of {}", args.checkpoint.display()))?,
-        ),
-        _ => None,
+    let job = ExportJob {
+        checkpoint: args.checkpoint.clone(),
+        out: args.out.clone(),
+        logits: args.logits_text.clone().zip(args.logits_out.clone()),
     };
-    let report = export_gpt2(&args.checkpoint, &args.out)
-        .with_context(|| format!("exporting {}", args.checkpoint.display()))?;
-    let mut ids_json = None;
-    if let (Some((ids, logits)), Some(path)) = (&reference, &args.logits_out) {
-        let v = logits.len() / ids.len();
-        orthoformer::io::npy::write(path, logits, &[ids.len(), v])?;
-        ids_json = Some(serde_json::json!({"file": path, "ids": ids, "shape": [ids.len(), v]}));
-    }
+    let r = orthoformer::export::checkpoint::run(&job)?;
     if args.json {
-        print_json(&serde_json::json!({
-            "checkpoint": args.checkpoint,
-            "out": args.out,
-            "format": "gpt2",
-            "export": report,
-            "reference_logits": ids_json,
-        }))?;
+        print_json(&r)?;
     } else {
         outln!(
             "exported {} (step {}, attention {}, {} tokenizer) as a Hugging Face GPT-2 model",
             args.checkpoint.display(),
-            report.step,
-            report.attention,
-            report.tokenizer
+            r.export.step,
+            r.export.attention,
+            r.export.tokenizer
         )?;
-        for f in &report.files {
+        for f in &r.export.files {
             outln!("wrote {}", args.out.join(f).display())?;
         }
-        if let Some(r) = &ids_json {
-            outln!("wrote {} (token ids {})", r["file"], r["ids"])?;
+        if let Some(l) = &r.reference_logits {
+            // As JSON (the file quoted, the ids a list), as they were always printed.
+            let (file, ids) = (
+                serde_json::to_string(&l.file)?,
+                serde_json::to_string(&l.ids)?,
+            );
+            outln!("wrote {file} (token ids {ids})")?;
         }
     }
     Ok(Outcome::Success)

@@ -1,19 +1,18 @@
 //! `orthoformer generate`: sample text from a trained checkpoint (`--checkpoint DIR`) or a
 //! pretrained Llama-style model (`--model FILE`), streamed to stdout and reproducible by seed.
-//! Both run the library's one `generate_ids` over the `CausalLm` interface; `--json` prints
+//! The flags become the library's one [`GenerateJob`], run by [`generate_job::run`] (prompt,
+//! empty-prompt and stop rules, checks, the same for both model families); `--json` prints
 //! the text with the prompt and decode speeds instead of streaming.
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use super::Outcome;
 use crate::output::{StdoutError, out, outln};
-use orthoformer::infer::CausalLm;
-use orthoformer::infer::generate::{GenerateReport, SampleOptions, generate_text};
-use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
-use orthoformer::model::llama::{KvDtype, load_engine};
-use orthoformer::train::checkpoint;
+use orthoformer::infer::generate::{GenerateReport, SampleOptions};
+use orthoformer::infer::generate_job::{self, GenerateJob};
+use orthoformer::infer::{CausalLm, TextModel};
+use orthoformer::model::llama::KvDtype;
+use orthoformer::train::checkpoint::load_text_model;
 
 /// Flags of `orthoformer generate`.
 #[derive(Debug, clap::Args)]
@@ -25,7 +24,8 @@ pub struct GenerateArgs {
     /// A pretrained model: a `.gguf` file, or a folder with `model.safetensors` + `config.json`.
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// The text to continue.
+    /// The text to continue; empty starts from the model's beginning-of-sequence token (id 0
+    /// for a checkpoint).
     #[arg(long, default_value_t)]
     pub prompt: String,
     /// How many tokens to generate.
@@ -50,7 +50,7 @@ pub struct GenerateArgs {
     /// With --model: how the KV cache stores keys and values, f16 (llama.cpp's default: half
     /// the bytes a decode step reads, each key and value rounded to f16), f32 (exact), or 8/4-bit
     /// codes per token and head (q8, q4; q8-gN, q4-gN for groups of N values).
-    #[arg(long, default_value = "f16", value_parser = parse_kv_cache)]
+    #[arg(long, default_value_t = GenerateJob::default().kv_cache, value_parser = parse_kv_cache)]
     pub kv_cache: KvDtype,
     /// With --model: activation quantisation and R3.
     #[command(flatten)]
@@ -63,64 +63,40 @@ pub fn parse_kv_cache(s: &str) -> Result<KvDtype, String> {
 }
 
 impl GenerateArgs {
-    /// The sampling settings, validated the same way for both modes.
-    pub fn sample_options(&self) -> SampleOptions {
-        SampleOptions {
-            max_new_tokens: self.max_new_tokens,
-            temperature: self.temperature,
-            top_k: self.top_k,
-            top_p: self.top_p,
-            seed: self.seed,
+    /// The library's job these flags ask for.
+    pub fn job(&self) -> GenerateJob {
+        GenerateJob {
+            prompt: self.prompt.clone(),
+            options: SampleOptions {
+                max_new_tokens: self.max_new_tokens,
+                temperature: self.temperature,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                seed: self.seed,
+            },
+            kv_cache: self.kv_cache,
         }
     }
 }
 
 /// Runs `orthoformer generate`.
 pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
-    args.sample_options().validate()?;
-    let report = if let Some(path) = args.model.as_deref() {
-        let loaded = load_engine(path).context("loading the model")?;
-        let (tok, mut model) = (loaded.tokenizer, loaded.model);
-        model.kv_dtype = args.kv_cache;
-        args.quant.apply(&mut model)?;
-        // The model's own end-of-sequence id (GGUF or config metadata), and the usual
-        // end-of-turn tokens its vocabulary has.
-        let mut stop = stop_ids(&tok);
-        stop.extend(loaded.special.eos.filter(|e| !stop.contains(e)));
-        let prompt = encode(&tok, &args.prompt)?;
-        if prompt.is_empty() {
-            anyhow::bail!("the prompt is empty: pass --prompt TEXT");
+    let report = match (&args.model, &args.checkpoint) {
+        (Some(path), _) => {
+            let runtime = args.quant.runtime()?;
+            generate(args, || {
+                TextModel::pretrained(path, args.kv_cache)?.with_runtime(&runtime)
+            })?
         }
-        let max = model.context();
-        if prompt.len().saturating_add(args.max_new_tokens) > max {
-            anyhow::bail!(
-                "prompt ({} tokens) + --max-new-tokens {} exceed the model's context of {max}",
-                prompt.len(),
-                args.max_new_tokens
-            );
+        (None, Some(dir)) => {
+            if args.quant.any() {
+                anyhow::bail!(
+                    "--abits, --act-clip, --act-asym and --qk-hadamard apply to --model only"
+                );
+            }
+            generate(args, || load_text_model(dir))?
         }
-        let cap = prompt.len() + args.max_new_tokens;
-        super::pretrained::check_cache_fits(model.config(), cap)?;
-        let detok = |ids: &[u32]| decode(&tok, ids);
-        stream(&mut model, args, &prompt, &stop, &detok)?
-    } else {
-        let Some(dir) = args.checkpoint.as_deref() else {
-            anyhow::bail!("pass --checkpoint DIR (a folder written by `orthoformer train`)");
-        };
-        if args.quant.any() {
-            anyhow::bail!(
-                "--abits, --act-clip, --act-asym and --qk-hadamard apply to --model only"
-            );
-        }
-        // One read of the model, verified against the manifest and the state's configuration.
-        let (loaded, mut model) = checkpoint::load_with_model(dir)?;
-        let mut prompt = loaded.tokenizer.encode(&args.prompt)?;
-        if prompt.is_empty() {
-            // An empty prompt starts from token 0 (a newline for character-level Shakespeare).
-            prompt.push(0);
-        }
-        let detok = |ids: &[u32]| loaded.tokenizer.decode(ids);
-        stream(&mut model, args, &prompt, &[], &detok)?
+        (None, None) => anyhow::bail!("pass --checkpoint DIR or --model FILE"),
     };
     if args.json {
         super::common::print_json(&report)?;
@@ -128,20 +104,16 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-/// Generates after `prompt` with `model`, streaming the text to stdout (unless `--json`).
-fn stream<M: CausalLm>(
-    model: &mut M,
+/// The library's generation of the flags' job with the model `open` gives, streaming the
+/// prompt and the text to stdout (unless `--json`).
+fn generate<M: CausalLm>(
     args: &GenerateArgs,
-    prompt: &[u32],
-    stop: &[u32],
-    detok: &dyn Fn(&[u32]) -> orthoformer::Result<String>,
+    open: impl FnOnce() -> orthoformer::Result<TextModel<M>>,
 ) -> anyhow::Result<GenerateReport> {
-    let opts = args.sample_options();
+    let job = args.job();
     if args.json {
-        return generate_text(model, &args.prompt, prompt, opts, stop, detok, None)
-            .context("generating");
+        return Ok(generate_job::run(&job, open, None)?);
     }
-    out!("{}", args.prompt)?;
     // The library sees a failed write as its own error; the write's reason is kept here so
     // `main` still tells a closed pipe (exit 0) from a full device (exit 2).
     let mut failed: Option<StdoutError> = None;
@@ -157,19 +129,11 @@ fn stream<M: CausalLm>(
                 lib
             })
     };
-    let report = generate_text(
-        model,
-        &args.prompt,
-        prompt,
-        opts,
-        stop,
-        detok,
-        Some(&mut print),
-    );
+    let report = generate_job::run(&job, open, Some(&mut print));
     if let Some(e) = failed {
         return Err(e.into());
     }
-    let report = report.context("generating")?;
+    let report = report?;
     outln!()?;
     Ok(report)
 }

@@ -5,16 +5,12 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Instant;
-
-use anyhow::Context;
 
 use super::Outcome;
 use super::common::{PYTHON, emit, progress_bar};
-use orthoformer::bench::init_report::{
-    InitBenchOptions, InitBenchReport, InitBenchRow, TorchInitReport,
-};
-use orthoformer::init::orthogonal::{OrthoMethod, ortho_error, orthogonal_f64};
+use orthoformer::bench::init_bench;
+use orthoformer::bench::init_report::{InitBenchOptions, InitBenchReport, TorchInitReport};
+use orthoformer::init::orthogonal::OrthoMethod;
 
 /// Flags of `orthoformer init-bench`.
 #[derive(Debug, clap::Args)]
@@ -131,56 +127,22 @@ impl InitBenchArgs {
 /// Runs `orthoformer init-bench`.
 pub fn run(args: &InitBenchArgs) -> anyhow::Result<Outcome> {
     let opts = args.options()?;
-    opts.validate()?;
-    let InitBenchOptions {
-        shapes,
-        runs,
-        methods,
-    } = opts;
     let bar = progress_bar(
-        (shapes.len() * methods.len()) as u64,
+        (opts.shapes.len() * opts.methods.len()) as u64,
         "init-bench",
         args.json,
     );
-    let mut rows = Vec::new();
-    for &(m, n) in &shapes {
-        for &method in &methods {
-            bar.set_prefix(format!("{} {m}x{n}", method.name()));
-            // One warm-up, then timed runs with distinct seeds.
-            let w = orthogonal_f64(m, n, method, 1.0, 0).context("generating")?;
-            let mut e64: f64 = ortho_error(&w, m, n, 1.0);
-            let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
-            let mut e32: f64 = ortho_error(&w32, m, n, 1.0);
-            let mut times = Vec::with_capacity(runs);
-            for r in 0..runs {
-                let t0 = Instant::now();
-                let w = orthogonal_f64(m, n, method, 1.0, 1 + r as u64)?;
-                times.push(t0.elapsed().as_secs_f64() * 1e3);
-                if r < 3 {
-                    e64 = e64.max(ortho_error(&w, m, n, 1.0));
-                    let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
-                    e32 = e32.max(ortho_error(&w32, m, n, 1.0));
-                }
-            }
-            rows.push(InitBenchRow {
-                method: method.name(),
-                rows: m,
-                cols: n,
-                haar: method.is_haar(),
-                ortho_error_f32: e32,
-                ortho_error_f64: e64,
-                median_ms: orthoformer::stats::median(&mut times),
-                runs,
-            });
-            bar.inc(1);
-        }
-    }
+    let rows = init_bench::time_methods(&opts, &mut |label, done| {
+        bar.set_prefix(label.to_string());
+        bar.set_position(done as u64);
+    })?;
     bar.finish_and_clear();
+    let (shapes, runs) = (&opts.shapes, opts.runs);
     let torch = if args.torch {
         if !args.json {
             crate::output::warn_ln!("timing PyTorch ({})...", args.python);
         }
-        run_torch(&args.python, &shapes, runs).map(Some)
+        run_torch(&args.python, shapes, runs).map(Some)
     } else {
         Ok(None)
     };

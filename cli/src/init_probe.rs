@@ -4,16 +4,12 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
-
 use super::Outcome;
 use super::common::{print_json, progress_bar};
 use crate::output::outln;
-use orthoformer::analysis::signal_probe::plot::ProbeFigure;
 use orthoformer::analysis::signal_probe::{
-    Activation, ProbeCurve, ProbeOptions, default_inits, probe,
+    self, Activation, ProbeCurve, ProbeOptions, default_inits,
 };
-use orthoformer::io::figure::write_figure;
 
 /// Flags of `orthoformer init-probe`.
 #[derive(Debug, clap::Args)]
@@ -42,17 +38,6 @@ pub struct InitProbeArgs {
     pub json: bool,
 }
 
-#[derive(serde::Serialize)]
-struct Report<'a> {
-    depth: usize,
-    width: usize,
-    batch: usize,
-    seed: u64,
-    curves: &'a [ProbeCurve],
-    png: String,
-    svg: String,
-}
-
 impl InitProbeArgs {
     /// The library's options these flags ask for.
     pub fn options(&self) -> ProbeOptions {
@@ -68,54 +53,19 @@ impl InitProbeArgs {
 /// Runs `orthoformer init-probe`.
 pub fn run(args: &InitProbeArgs) -> anyhow::Result<Outcome> {
     let o = args.options();
-    for (name, v) in [
-        ("--depth", o.depth),
-        ("--width", o.width),
-        ("--batch", o.batch),
-    ] {
-        if v == 0 {
-            bail!("{name} 0: it must be at least 1");
-        }
-    }
-    let inits = default_inits();
-    let bar = progress_bar((inits.len() * 3) as u64, "init-probe", args.json);
-    let mut curves = Vec::new();
-    for act in Activation::ALL {
-        for init in &inits {
-            bar.set_prefix(format!("{} {}", init.label, act.name()));
-            curves.push(probe(init, act, o.depth, o.width, o.batch, o.seed)?);
-            bar.inc(1);
-        }
-    }
+    let total = (default_inits().len() * Activation::ALL.len()) as u64;
+    let bar = progress_bar(total, "init-probe", args.json);
+    let report = signal_probe::run::run(&o, &args.out_dir, &mut |label, done| {
+        bar.set_prefix(label.to_string());
+        bar.set_position(done as u64);
+    });
     bar.finish_and_clear();
-    // Created only now, so a refused or failed probe leaves no folder behind.
-    orthoformer::io::folder_kind::claim(
-        &args.out_dir,
-        orthoformer::io::folder_kind::FolderKind::Report,
-    )?;
-    let png = args.out_dir.join("init_probe.png");
-    let svg = args.out_dir.join("init_probe.svg");
-    let figure = ProbeFigure {
-        curves: &curves,
-        depth: o.depth,
-        width: o.width,
-        batch: o.batch,
-    };
-    write_figure(&figure, &png, &svg)
-        .map_err(|e| anyhow::anyhow!("cannot write the plot {}: {}", e.path.display(), e.why))?;
+    let report = report?;
     if args.json {
-        print_json(&Report {
-            depth: o.depth,
-            width: o.width,
-            batch: o.batch,
-            seed: o.seed,
-            curves: &curves,
-            png: png.display().to_string(),
-            svg: svg.display().to_string(),
-        })?;
+        print_json(&report)?;
     } else {
-        print_table(&curves, o.depth)?;
-        outln!("\nplot: {} and {}", png.display(), svg.display())?;
+        print_table(&report.curves, o.depth)?;
+        outln!("\nplot: {} and {}", report.png, report.svg)?;
     }
     Ok(Outcome::Success)
 }

@@ -31,7 +31,6 @@ mod mqar;
 mod output;
 mod params;
 mod parse_error;
-mod pretrained;
 mod quantize;
 mod quantize_flags;
 mod quantize_out;

@@ -1,16 +1,8 @@
 //! `orthoformer memory`: the peak resident memory of real training runs, measured, next to the
-//! prediction. For each configuration and attention variant it runs this binary as a child
-//! (`orthoformer train --steps 3` on the embedded TinyShakespeare, char tokens), which reports
-//! its own peak resident set size (`VmHWM`) after its final checkpoint, and compares it with
-//! the prediction: the measured process baseline, the data, and the model's account from
-//! `orthoformer params` (weights, gradients, AdamW, activations, checkpoint write).
-//!
-//! The baseline is measured, never fitted to the rows: the peak of a child training the
-//! `tiny` preset for the same steps on the first [`BASELINE_TEXT_BYTES`] bytes of the corpus,
-//! less that run's own (negligible) predicted model and data. It holds what any training
-//! process holds: the binary's code pages the training path executes, libraries, the rayon
-//! workers and their allocator arenas. The idle binary (`orthoformer params`) is reported
-//! beside it.
+//! prediction. The library ([`memory_run::measure_all`]) says which runs to measure and makes
+//! the report; this command runs each as a child of its own binary (`orthoformer train
+//! --steps 3 ... --json`, which reports its own peak resident set size, `VmHWM`, after its
+//! final checkpoint). The idle binary (`orthoformer params`) is reported beside the baseline.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,12 +11,9 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::common::comma_default;
-use orthoformer::bench::memory::{DataMemory, predict};
-use orthoformer::bench::memory_report::{MemoryBaseline, MemoryOptions, MemoryReport, MemoryRow};
+use orthoformer::bench::memory_report::MemoryOptions;
+use orthoformer::bench::memory_run::{self, ChildRun};
 use orthoformer::bench::options::BenchShape;
-use orthoformer::data::{Corpus, TokenizerKind};
-use orthoformer::model::GptConfig;
-use orthoformer::train::session::prepare;
 
 /// Flags of `orthoformer memory`.
 #[derive(Debug, clap::Args)]
@@ -53,9 +42,6 @@ pub struct MemoryArgs {
     #[arg(long)]
     pub json: bool,
 }
-
-/// Bytes of text the baseline run trains on.
-pub const BASELINE_TEXT_BYTES: usize = 16 * 1024;
 
 impl MemoryArgs {
     /// The library's options these flags ask for (names checked; no `--attention`: every
@@ -100,17 +86,33 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<Outcome> {
             work.display()
         )
     })?;
-    let result = measure_all(&opts, args.json, &exe, &work);
+    let bar = super::common::progress_bar(
+        (2 + opts.configs.len() * opts.attention.len()) as u64,
+        "memory",
+        args.json,
+    );
+    // A child's failure is kept as it was said, and the library sees a stand-in.
+    let mut failed: Option<anyhow::Error> = None;
+    let result = child_json(&exe, &["params", "--preset", "tiny", "--json"]).and_then(|idle| {
+        bar.inc(1);
+        let idle = idle
+            .get("process_peak_rss_bytes")
+            .and_then(serde_json::Value::as_u64);
+        let mut measure = |child: &ChildRun| {
+            train_peak(&exe, child).map_err(|e| {
+                let lib = orthoformer::Error::io(&child.out, std::io::Error::other(e.to_string()));
+                failed = Some(e);
+                lib
+            })
+        };
+        let report = memory_run::measure_all(&opts, &work, idle, &mut measure, &mut || bar.inc(1));
+        report.map_err(|e| failed.take().unwrap_or_else(|| e.into()))
+    });
+    bar.finish_and_clear();
     if temporary {
         let _ = std::fs::remove_dir_all(&work);
     }
-    let (baseline, rows) = result?;
-    let report = MemoryReport {
-        baseline,
-        tolerance: opts.tolerance,
-        steps: opts.steps,
-        rows,
-    };
+    let report = result?;
     super::common::emit(&report, args.json)?;
     Ok(if report.all_within_tolerance() {
         Outcome::Success
@@ -119,146 +121,31 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<Outcome> {
     })
 }
 
-fn measure_all(
-    opts: &MemoryOptions,
-    quiet: bool,
-    exe: &Path,
-    work: &Path,
-) -> anyhow::Result<(MemoryBaseline, Vec<MemoryRow>)> {
-    let bar = super::common::progress_bar(
-        (2 + opts.configs.len() * opts.attention.len()) as u64,
-        "memory",
-        quiet,
+/// Runs `orthoformer train` as `child` says (one evaluation batch, no warm-up, `--json`) and
+/// returns the peak resident memory its summary reports.
+fn train_peak(exe: &Path, child: &ChildRun) -> anyhow::Result<Option<u64>> {
+    let (context, batch, steps) = (
+        child.context.map(|c| c.to_string()),
+        child.batch.to_string(),
+        child.steps.to_string(),
     );
-    let idle = child_json(exe, &["params", "--preset", "tiny", "--json"])?
-        .get("process_peak_rss_bytes")
-        .and_then(serde_json::Value::as_u64);
-    bar.inc(1);
-    let corpus = Corpus::tiny_shakespeare();
-    let baseline = measure_baseline(opts.steps, exe, work, &corpus, idle)?;
-    bar.inc(1);
-    let mut rows = Vec::new();
-    for &shape in &opts.configs {
-        let (label, preset, batch) = (shape.label(), shape.preset(), shape.batch());
-        let base = GptConfig::preset(preset)?;
-        // The same tokens the child trains on: vocabulary and data size.
-        let prepared = prepare(&corpus, TokenizerKind::Char, 0, base.context)?;
-        let tokens = prepared.split.train.len() + prepared.split.val.len();
-        let data = DataMemory::new(tokens, corpus.text.len(), true);
-        for &kind in &opts.attention {
-            let cfg = GptConfig {
-                attention: kind,
-                vocab_size: prepared.tokenizer.vocab_size(),
-                ..base.clone()
-            };
-            let out = work.join(format!("{label}-{}", kind.name()));
-            let (batch_s, ctx_s, steps_s) = (
-                batch.to_string(),
-                cfg.context.to_string(),
-                opts.steps.to_string(),
-            );
-            let measured = train_peak(
-                exe,
-                &[
-                    "--preset",
-                    preset,
-                    "--context",
-                    &ctx_s,
-                    "--batch",
-                    &batch_s,
-                    "--attention",
-                    kind.name(),
-                    "--steps",
-                    &steps_s,
-                ],
-                &out,
-            )?;
-            let training = baseline.training;
-            let base = training.unwrap_or(0) as usize;
-            let predicted = predict(&cfg, batch, cfg.context, data, base)?;
-            let ratio = measured
-                .filter(|_| training.is_some())
-                .map(|m| m as f64 / predicted.total as f64);
-            rows.push(MemoryRow {
-                config: label.to_string(),
-                attention: kind.name().to_string(),
-                batch,
-                context: cfg.context,
-                within_tolerance: ratio.map(|r| (r - 1.0).abs() <= opts.tolerance),
-                predicted,
-                measured_bytes: measured,
-                ratio,
-            });
-            bar.inc(1);
-        }
+    let (data, out) = (
+        child.data.as_ref().map(|d| d.to_string_lossy()),
+        child.out.to_string_lossy(),
+    );
+    let mut all = vec!["train", "--preset", child.preset];
+    if let Some(c) = &context {
+        all.extend(["--context", c]);
     }
-    bar.finish_and_clear();
-    Ok((baseline, rows))
-}
-
-/// The baseline run: `tiny` on the first [`BASELINE_TEXT_BYTES`] of the corpus.
-fn measure_baseline(
-    steps: usize,
-    exe: &Path,
-    work: &Path,
-    corpus: &Corpus,
-    idle: Option<u64>,
-) -> anyhow::Result<MemoryBaseline> {
-    let mut end = BASELINE_TEXT_BYTES.min(corpus.text.len());
-    while !corpus.text.is_char_boundary(end) {
-        end -= 1;
+    if let Some(d) = &data {
+        all.extend(["--data", d]);
     }
-    let text = Corpus {
-        text: corpus.text[..end].to_string(),
-        source: "baseline".into(),
-    };
-    let path = work.join("baseline.txt");
-    orthoformer::io::write_atomic_bytes(&path, text.text.as_bytes())?;
-    let tiny = BenchShape::Tiny;
-    let cfg = GptConfig::preset(tiny.preset())?;
-    let (batch, steps) = (tiny.batch(), steps.to_string());
-    let prepared = prepare(&text, TokenizerKind::Char, 0, cfg.context)?;
-    let tokens = prepared.split.train.len() + prepared.split.val.len();
-    let cfg = GptConfig {
-        vocab_size: prepared.tokenizer.vocab_size(),
-        ..cfg
-    };
-    let tiny_run = train_peak(
-        exe,
-        &[
-            "--preset",
-            tiny.preset(),
-            "--data",
-            &path.to_string_lossy(),
-            "--batch",
-            &batch.to_string(),
-            "--steps",
-            &steps,
-        ],
-        &work.join("baseline"),
-    )?;
-    let own = predict(
-        &cfg,
-        batch,
-        cfg.context,
-        DataMemory::new(tokens, end, false),
-        0,
-    )?
-    .total;
-    Ok(MemoryBaseline {
-        idle,
-        tiny_run,
-        training: tiny_run.map(|p| p.saturating_sub(own as u64)),
-    })
-}
-
-/// Runs `orthoformer train <flags> --out <out> --json` (one evaluation batch, no warm-up)
-/// and returns the peak resident memory its summary reports.
-fn train_peak(exe: &Path, flags: &[&str], out: &Path) -> anyhow::Result<Option<u64>> {
-    let out = out.to_string_lossy();
-    let mut all = vec!["train"];
-    all.extend_from_slice(flags);
-    all.extend_from_slice(&[
+    all.extend(["--batch", &batch]);
+    if let Some(a) = child.attention {
+        all.extend(["--attention", a.name()]);
+    }
+    all.extend(["--steps", &steps]);
+    all.extend([
         "--eval-iters",
         "1",
         "--warmup",

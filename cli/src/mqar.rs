@@ -4,14 +4,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use super::Outcome;
 use super::common::comma_default;
 use crate::output::{out, outln};
-use orthoformer::analysis::mqar::report::MqarReport;
-use orthoformer::analysis::mqar::run::{MqarPlan, Progress};
+use orthoformer::analysis::mqar::run::MqarPlan;
+use orthoformer::analysis::mqar::sweep::sweep;
 use orthoformer::model::AttentionKind;
+use orthoformer::model::Gpt;
+use orthoformer::train::Observer;
 
 /// Flags of `orthoformer mqar`.
 #[derive(Debug, clap::Args)]
@@ -65,7 +65,7 @@ pub struct MqarArgs {
 
 struct Bar(indicatif::ProgressBar);
 
-impl Progress for Bar {
+impl Observer<Gpt> for Bar {
     // One bar over every run of the grid: a run's start names it, each step advances it.
     fn start(&mut self, label: &str, _steps: usize, _done: usize) {
         self.0.set_prefix(label.to_string());
@@ -114,63 +114,17 @@ pub fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
     if args.quick {
         plan = plan.quick();
     }
-    if plan.settings.is_empty() || plan.widths.is_empty() || plan.lrs.is_empty() {
-        anyhow::bail!("--settings, --widths and --lrs each need at least one value");
-    }
-    let fits = |w: usize| w > 0 && (w < plan.head_dim || w.is_multiple_of(plan.head_dim.max(1)));
-    if let Some(w) = plan.widths.iter().find(|&&w| !fits(w)) {
-        anyhow::bail!(
-            "width {w} is not a positive multiple of --head-dim {}",
-            plan.head_dim
-        );
-    }
-    if plan.head_dim == 0 || plan.steps == 0 || plan.batch == 0 || plan.eval_examples == 0 {
-        anyhow::bail!("--head-dim, --steps, --batch and --eval-examples must be at least 1");
-    }
-    if let Some(lr) = plan.lrs.iter().find(|&&lr| !(lr.is_finite() && lr > 0.0)) {
-        anyhow::bail!("learning rate {lr} must be a positive number");
-    }
-    for &(t, p) in &plan.settings {
-        let task = orthoformer::analysis::mqar::MqarTask {
-            vocab_size: plan.vocab,
-            ..orthoformer::analysis::mqar::MqarTask::new(t, p)
-        };
-        task.validate()
-            .with_context(|| format!("setting {t}:{p}"))?;
-    }
+    plan.validate()?;
     Ok(plan)
 }
 
 /// Runs `orthoformer mqar`.
 pub fn run(args: &MqarArgs) -> anyhow::Result<Outcome> {
     let plan = plan(args)?;
-    orthoformer::io::folder_kind::claim(
-        &args.out,
-        orthoformer::io::folder_kind::FolderKind::Report,
-    )?;
     let total = (plan.runs() * plan.steps) as u64;
     let mut bar = Bar(super::common::progress_bar(total, "mqar", args.json));
-    let start = std::time::Instant::now();
-    let cells = plan.run(&mut bar)?;
+    let (report, [json, png, svg]) = sweep(&plan, &args.out, &mut bar)?;
     bar.0.finish_and_clear();
-    let report = MqarReport {
-        plan,
-        cells,
-        seconds: start.elapsed().as_secs_f64(),
-        threads: orthoformer::nn::threads::current_threads(),
-    };
-    let json = serde_json::to_vec_pretty(&report)?;
-    // The report and its heatmap appear together or not at all (`io::file_set`).
-    let mut set = orthoformer::io::file_set::FileSet::begin(&args.out, "mqar")?;
-    set.write_bytes("mqar.json", &json)?;
-    report
-        .heatmap()
-        .stage(&mut set, "mqar_heatmap.png", "mqar_heatmap.svg")?;
-    set.commit()?;
-    let (png, svg) = (
-        args.out.join("mqar_heatmap.png"),
-        args.out.join("mqar_heatmap.svg"),
-    );
     if args.json {
         super::common::print_json(&report)?;
     } else {
@@ -180,7 +134,7 @@ pub fn run(args: &MqarArgs) -> anyhow::Result<Outcome> {
             report.plan.runs(),
             report.seconds,
             report.threads,
-            args.out.join("mqar.json").display(),
+            json.display(),
             png.display(),
             svg.display()
         )?;

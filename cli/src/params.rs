@@ -56,18 +56,7 @@ pub fn run(args: &ParamsArgs) -> anyhow::Result<Outcome> {
     if let Some(a) = &args.attention {
         cfg.attention = AttentionKind::parse(a)?;
     }
-    cfg.validate()?;
-    let seq = opts.seq.unwrap_or(cfg.context);
-    if seq == 0 || seq > cfg.context {
-        anyhow::bail!(
-            "--seq {seq} must be between 1 and the context {}",
-            cfg.context
-        );
-    }
-    if opts.batch == 0 {
-        anyhow::bail!("--batch must be at least 1");
-    }
-    let mut report = ParamsReport::new(&cfg, opts.batch, seq, opts.seed_claims)?;
+    let mut report = ParamsReport::checked(&cfg, opts.batch, opts.seq, opts.seed_claims)?;
     report.process_peak_rss_bytes = orthoformer::io::rss::peak_rss_bytes();
     super::common::emit(&report, args.json).context("writing the report")?;
     Ok(Outcome::Success)

@@ -11,7 +11,7 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::common::{emit, progress_bar};
-use super::pretrained::{data_name, read_tokens};
+use orthoformer::infer::text::{read_tokens, text_name as data_name};
 use super::quantize_flags::{RuntimeQuantArgs, bits_parser};
 use orthoformer::model::llama::load_model;
 use orthoformer::rotate::quant_options::QuantizeOptions;
@@ -234,7 +234,7 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
     let texts: Vec<Vec<u32>> = data
         .iter()
         .map(|p| read_tokens(&loaded.tokenizer, *p, o.max_tokens))
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<orthoformer::Result<_>>()?;
     let configs = o.configs();
     let study_texts: Vec<StudyText<'_>> = texts
         .iter()

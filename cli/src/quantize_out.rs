@@ -102,7 +102,7 @@ pub fn check_flags(a: &QuantizeArgs, t: GgufOut) -> anyhow::Result<()> {
 /// The last `n` tokens (about) of the calibration text: disjoint from the first tokens that
 /// perplexity is measured on when the same text serves both.
 pub fn calibration_tokens(
-    tok: &orthoformer::model::llama::Tokenizer,
+    tok: &orthoformer::data::Tokenizer,
     data: Option<&Path>,
     n: usize,
 ) -> anyhow::Result<Vec<u32>> {
@@ -117,7 +117,7 @@ pub fn calibration_tokens(
     };
     let cut = bytes.len().saturating_sub(n.saturating_mul(8));
     let text = String::from_utf8_lossy(&bytes[cut..]);
-    let ids = orthoformer::model::llama::tokenizer::encode(tok, &text)?;
+    let ids = tok.encode(&text)?;
     let ids = ids[ids.len().saturating_sub(n)..].to_vec();
     if ids.len() < 16 {
         anyhow::bail!("the calibration text has fewer than 16 tokens; pass a longer --data");
@@ -137,7 +137,7 @@ pub fn run(a: &QuantizeArgs, out: &Path, t: GgufOut) -> anyhow::Result<Outcome> 
         )
     })?;
     let data = a.data.first().map(|p| p.as_path());
-    let eval = super::pretrained::read_tokens(&loaded.tokenizer, data, 64)?;
+    let eval = orthoformer::infer::text::read_tokens(&loaded.tokenizer, data, 64)?;
     let mut w = loaded.weights.clone();
     // R3 acts at run time only; R1, R2 and R4 are folded into the file.
     let set = RotationSet {

@@ -5,67 +5,14 @@
 use std::path::PathBuf;
 
 use super::Outcome;
-use super::common::{print_json, progress_bar};
-use super::pretrained::data_name;
+use super::common::{LazyBar, library_values, print_json};
 use crate::output::outln;
+use orthoformer::infer::text::text_name;
 use orthoformer::io::gguf::GgmlType;
-use orthoformer::rotate::options::RotateOptions;
-use orthoformer::rotate::{self as lib, RotateJob, RotateReport};
-
-/// Which orthogonal matrix (the flag's form of [`lib::RotationKind`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum RotationKind {
-    /// Haar-random dense orthogonal matrix.
-    Random,
-    /// Random signs times a normalised Hadamard matrix, applied by a fast transform.
-    Hadamard,
-}
-
-impl From<RotationKind> for lib::RotationKind {
-    fn from(k: RotationKind) -> Self {
-        match k {
-            RotationKind::Random => lib::RotationKind::Random,
-            RotationKind::Hadamard => lib::RotationKind::Hadamard,
-        }
-    }
-}
-
-impl From<lib::RotationKind> for RotationKind {
-    fn from(k: lib::RotationKind) -> Self {
-        match k {
-            lib::RotationKind::Random => RotationKind::Random,
-            lib::RotationKind::Hadamard => RotationKind::Hadamard,
-        }
-    }
-}
-
-/// Storage type of a GGUF output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum GgufType {
-    /// 32-bit floats (exact).
-    F32,
-    /// 16-bit floats (half the size, rounds the weights).
-    F16,
-}
-
-impl GgufType {
-    /// The flag's form of a GGUF output type (the library writes F32 or F16 only).
-    fn of(t: GgmlType) -> Self {
-        if t == GgmlType::F16 {
-            GgufType::F16
-        } else {
-            GgufType::F32
-        }
-    }
-
-    /// The tensor type written.
-    fn ggml(self) -> GgmlType {
-        match self {
-            GgufType::F32 => GgmlType::F32,
-            GgufType::F16 => GgmlType::F16,
-        }
-    }
-}
+use orthoformer::rotate::options::{
+    GGUF_TYPE_NAMES, RotateOptions, gguf_type_name, gguf_type_named,
+};
+use orthoformer::rotate::{self as lib, RotateJob, RotateReport, RotationKind};
 
 /// Flags of `orthoformer rotate`.
 #[derive(Debug, clap::Args)]
@@ -78,8 +25,9 @@ pub struct RotateArgs {
     /// generation_config.json). Repeat for both.
     #[arg(long)]
     pub out: Vec<PathBuf>,
-    /// The orthogonal matrix.
-    #[arg(long, value_enum, default_value_t = RotateOptions::default().rotation.into())]
+    /// The orthogonal matrix: Haar-random dense (`random`), or random signs times a
+    /// normalised Hadamard matrix applied by a fast transform (`hadamard`).
+    #[arg(long, default_value_t = RotateOptions::default().rotation, value_parser = library_values(&RotationKind::NAMES, str::parse::<RotationKind>))]
     pub rotation: RotationKind,
     /// Seed of the rotation (Haar draw or Hadamard signs).
     #[arg(long, default_value_t = RotateOptions::default().seed)]
@@ -88,9 +36,9 @@ pub struct RotateArgs {
     /// o_proj (QuaRot's R2, exact; drawn from --seed + 2).
     #[arg(long)]
     pub rotate_heads: bool,
-    /// Tensor type of a GGUF output.
-    #[arg(long, value_enum, default_value_t = GgufType::of(RotateOptions::default().gguf_type))]
-    pub gguf_type: GgufType,
+    /// Tensor type of a GGUF output: f32 (exact) or f16 (half the size, rounds the weights).
+    #[arg(long, default_value = gguf_type_name(RotateOptions::default().gguf_type), value_parser = library_values(&GGUF_TYPE_NAMES, gguf_type_named))]
+    pub gguf_type: GgmlType,
     /// Run the original and the rotated model on real text and compare their logits (the
     /// rotated f32 weights as written to safetensors or an F32 GGUF; `--gguf-type f16` rounds
     /// the file's weights further).
@@ -117,10 +65,10 @@ impl RotateArgs {
     /// The library's options these flags ask for.
     pub fn options(&self) -> RotateOptions {
         RotateOptions {
-            rotation: self.rotation.into(),
+            rotation: self.rotation,
             seed: self.seed,
             heads: self.rotate_heads,
-            gguf_type: self.gguf_type.ggml(),
+            gguf_type: self.gguf_type,
             check_tokens: self.check_tokens,
             context: self.context,
             tolerance: self.tolerance,
@@ -138,14 +86,10 @@ pub fn run(args: &RotateArgs) -> anyhow::Result<Outcome> {
         data: args.data.clone(),
         options: o.clone(),
     };
-    let mut bar = None;
-    let report = lib::run(&job, &mut |done, total| {
-        bar.get_or_insert_with(|| progress_bar(total as u64, "check", args.json))
-            .set_position(done as u64)
-    })?;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
+    let mut bar = LazyBar::new("check", args.json);
+    let report = lib::run(&job, &mut |done, total| bar.set(done, total));
+    bar.finish();
+    let report = report?;
     if args.json {
         print_json(&report)?;
     } else {
@@ -186,7 +130,7 @@ fn print_text(report: &RotateReport, args: &RotateArgs, o: &RotateOptions) -> an
         outln!(
             "check on {} tokens of {}:",
             c.tokens,
-            data_name(args.data.as_deref())
+            text_name(args.data.as_deref())
         )?;
         outln!(
             "  max |Δlogit|      {:.3e} (tolerance {:.1e})",

@@ -10,12 +10,16 @@ use anyhow::Context;
 use indicatif::ProgressBar;
 
 use super::Outcome;
+use super::common::library_values;
 use crate::output::outln;
 use orthoformer::data::{Corpus, TokenizerKind};
 use orthoformer::experiments::compare::attention_name;
-use orthoformer::model::{AttentionKind, GptConfig};
+use orthoformer::model::{AttentionKind, Gpt, GptConfig, Position, Temperature};
+use orthoformer::train::Observer;
+use orthoformer::train::model_choice::ModelChoice;
+use orthoformer::train::options::tokenizer_choice;
 use orthoformer::train::recipe::recipe;
-use orthoformer::train::session::{FreshSpec, ModelRequest, Progress, Session};
+use orthoformer::train::session::{FreshSpec, ModelRequest, Session};
 use orthoformer::train::{AdamWConfig, RunState, TrainOptions};
 
 /// Which text and tokenizer.
@@ -24,21 +28,29 @@ pub struct DataFlags {
     /// Training text, a UTF-8 file [default: the embedded TinyShakespeare].
     #[arg(long)]
     pub data: Option<PathBuf>,
-    /// Tokenizer: one token per character, or byte-level BPE trained on the text.
-    #[arg(long, value_enum)]
-    pub tokenizer: Option<TokenizerArg>,
+    /// Tokenizer: one token per character (char), or byte-level BPE trained on the text (bpe)
+    /// [default: char].
+    #[arg(long, value_parser = library_values(&TokenizerKind::NAMES, str::parse::<TokenizerKind>))]
+    pub tokenizer: Option<TokenizerKind>,
     /// Vocabulary size of the BPE tokenizer (at least 256) [default: 512].
     #[arg(long)]
     pub vocab_size: Option<usize>,
 }
 
-/// `--tokenizer` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TokenizerArg {
-    /// One token per character.
-    Char,
-    /// Byte-level BPE.
-    Bpe,
+/// The position encodings a model may have.
+const POSITIONS: [Position; 2] = [Position::Learned, Position::Rope];
+/// The score temperatures a model may have.
+const TEMPERATURES: [Temperature; 2] = [Temperature::Fixed, Temperature::Learned];
+
+/// The library's value named `s` among `all` (positions, temperatures).
+fn named<T: Copy, const N: usize>(
+    all: [T; N],
+    name: fn(T) -> &'static str,
+    s: &str,
+) -> Result<T, String> {
+    all.into_iter()
+        .find(|&v| name(v) == s)
+        .ok_or_else(|| format!("{s:?} is not one of the names"))
 }
 
 /// Which model.
@@ -66,13 +78,13 @@ pub struct ModelFlags {
     /// Positions: `learned` (an absolute position embedding, GPT-2's) or `rope` (rotary
     /// positions on every head's queries and keys, no position embedding), overriding the
     /// preset [default: learned].
-    #[arg(long, value_parser = ["learned", "rope"])]
-    pub position: Option<String>,
+    #[arg(long, value_parser = library_values(&POSITIONS.map(Position::name), |s| named(POSITIONS, Position::name, s)))]
+    pub position: Option<Position>,
     /// Attention-score temperature: `fixed` (q·k/√D) or `learned` (one trained scalar per
     /// head multiplying the scores, starting at 1; with frozen Q/K the only trained part of
     /// the score path; softmax variants only), overriding the preset [default: fixed].
-    #[arg(long, value_parser = ["fixed", "learned"])]
-    pub temperature: Option<String>,
+    #[arg(long, value_parser = library_values(&TEMPERATURES.map(Temperature::name), |s| named(TEMPERATURES, Temperature::name, s)))]
+    pub temperature: Option<Temperature>,
 }
 
 /// Optimisation and evaluation.
@@ -148,9 +160,6 @@ pub struct TrainArgs {
     pub json: bool,
 }
 
-// The defaults live in the library, so the Python package's trainer reads the same ones.
-pub use orthoformer::train::options::{DEFAULT_BPE_VOCAB, DEFAULT_CONTEXT, DEFAULT_PRESET};
-
 /// The options of `train` when no flag and no recipe is given: the library's defaults
 /// (`TrainOptions::default`), defined nowhere else.
 pub fn default_options() -> TrainOptions {
@@ -201,19 +210,9 @@ impl OptimFlags {
 }
 
 impl DataFlags {
-    /// The tokenizer kind and BPE size, checked.
+    /// The tokenizer kind and BPE size, checked by the library.
     pub fn tokenizer(&self) -> anyhow::Result<(TokenizerKind, usize)> {
-        let kind = match self.tokenizer {
-            Some(TokenizerArg::Bpe) => TokenizerKind::Bpe,
-            _ => TokenizerKind::Char,
-        };
-        if kind == TokenizerKind::Char && self.vocab_size.is_some() {
-            anyhow::bail!(
-                "--vocab-size applies to --tokenizer bpe only (the character vocabulary is the \
-                 text's characters)"
-            );
-        }
-        Ok((kind, self.vocab_size.unwrap_or(DEFAULT_BPE_VOCAB)))
+        Ok(tokenizer_choice(self.tokenizer, self.vocab_size)?)
     }
 
     /// The corpus: `--data` or the embedded TinyShakespeare.
@@ -244,13 +243,22 @@ impl ModelFlags {
             || self.temperature.is_some()
     }
 
+    /// The library's model choice these flags give, with `attention`.
+    pub fn choice(&self, attention: Option<AttentionKind>) -> ModelChoice {
+        ModelChoice {
+            preset: self.preset.clone(),
+            config: self.config.clone(),
+            context: self.context,
+            width: self.width,
+            attention,
+            position: self.position,
+            temperature: self.temperature,
+        }
+    }
+
     /// The configuration these flags ask for (vocabulary set later from the tokenizer).
     pub fn config(&self, attention: Option<AttentionKind>) -> anyhow::Result<GptConfig> {
-        let base = GptConfig {
-            context: DEFAULT_CONTEXT,
-            ..GptConfig::preset(DEFAULT_PRESET)?
-        };
-        self.config_over(base, attention)
+        Ok(self.choice(attention).resolve(None)?)
     }
 
     /// `base` (a recipe's model) replaced by `--config` or `--preset` when given, then
@@ -260,34 +268,7 @@ impl ModelFlags {
         base: GptConfig,
         attention: Option<AttentionKind>,
     ) -> anyhow::Result<GptConfig> {
-        let mut cfg = match (&self.config, &self.preset) {
-            (Some(path), _) => GptConfig::from_file(path)?,
-            (None, Some(p)) => GptConfig::preset(p)?,
-            (None, None) => base,
-        };
-        if let Some(c) = self.context {
-            cfg.context = c;
-        }
-        if let Some(w) = self.width {
-            let ff = w.checked_mul(4).ok_or_else(|| {
-                anyhow::anyhow!("--width {w} is too large: use at most {}", usize::MAX / 4)
-            })?;
-            (cfg.d_model, cfg.d_ff) = (w, ff);
-        }
-        if let Some(a) = attention {
-            cfg.attention = a;
-        }
-        match self.position.as_deref() {
-            Some("rope") => cfg.position = orthoformer::model::Position::Rope,
-            Some(_) => cfg.position = orthoformer::model::Position::Learned,
-            None => {}
-        }
-        match self.temperature.as_deref() {
-            Some("learned") => cfg.temperature = orthoformer::model::Temperature::Learned,
-            Some(_) => cfg.temperature = orthoformer::model::Temperature::Fixed,
-            None => {}
-        }
-        Ok(cfg)
+        Ok(self.choice(attention).resolve(Some(base))?)
     }
 }
 
@@ -332,7 +313,7 @@ impl BarProgress {
     }
 }
 
-impl Progress for BarProgress {
+impl Observer<Gpt> for BarProgress {
     fn step(&mut self, step: usize, loss: f32, _lr: f64) {
         let first = *self.first_step.get_or_insert(step - 1);
         let secs = self.started.elapsed().as_secs_f64().max(1e-9);
@@ -342,13 +323,14 @@ impl Progress for BarProgress {
             .set_prefix(format!("loss {loss:.3} | {:.0} tok/s", tps));
     }
 
-    fn eval(&mut self, state: &RunState) {
+    fn eval(&mut self, _model: &Gpt, state: &RunState) -> orthoformer::Result<()> {
         if let Some(r) = state.metrics.last() {
             self.bar.println(format!(
                 "step {:>6}  train {:.4}  val {:.4}",
                 r.step, r.train_loss, r.val_loss
             ));
         }
+        Ok(())
     }
 }
 

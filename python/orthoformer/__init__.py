@@ -1,6 +1,6 @@
-"""Orthoformer from Python: the Rust library's initialisers, accounting, rotation and
-checkpoints (``orthoformer.init``, :func:`params`, :func:`rotate`, :func:`load_checkpoint`,
-:func:`save_checkpoint`), the same GPT in PyTorch (``orthoformer.torch``) and data-parallel
+"""Orthoformer from Python: the Rust library's initialisers, accounting, rotation, generation
+and checkpoints (``orthoformer.init``, :func:`params`, :func:`rotate`, :func:`generate`,
+:func:`load_checkpoint`, :func:`save_checkpoint`), the same GPT in PyTorch (``orthoformer.torch``) and data-parallel
 training on ``torch.distributed`` (``python -m orthoformer.train``).
 
 Everything here calls the Rust library through the native module ``orthoformer._native``;
@@ -13,11 +13,12 @@ NumPy.
 import importlib
 from typing import Any
 
-from . import _native, accounting, checkpoint, config, data, init, model, rotation
+from . import _native, accounting, checkpoint, config, data, generation, init, model, rotation
 from .accounting import params
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .config import GPTConfig
 from .data import BatchSampler, Data
+from .generation import generate
 from .model import RustGPT
 from .rotation import rotate
 
@@ -41,6 +42,8 @@ __all__ = [
     "checkpoint",
     "config",
     "data",
+    "generate",
+    "generation",
     "init",
     "load_checkpoint",
     "model",

@@ -20,17 +20,7 @@ fn params_report(
     with_seed_claims: bool,
 ) -> PyResult<String> {
     let cfg = parse_config(config_json)?;
-    let seq = seq.unwrap_or(cfg.context);
-    if seq == 0 || seq > cfg.context {
-        return Err(value(format!(
-            "seq {seq} must be between 1 and the context {}",
-            cfg.context
-        )));
-    }
-    if batch == 0 {
-        return Err(value("batch must be at least 1"));
-    }
-    let report = ParamsReport::new(&cfg, batch, seq, with_seed_claims).or_py()?;
+    let report = ParamsReport::checked(&cfg, batch, seq, with_seed_claims).or_py()?;
     serde_json::to_string(&report).map_err(|e| value(e.to_string()))
 }
 

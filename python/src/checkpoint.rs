@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
 use orthoformer::train::adamw::AdamW;
-use orthoformer::train::session::{RunRecord, create_out, write_checkpoint};
+use orthoformer::train::session::{RunRecord, save_trained};
 use orthoformer::train::{MetricRecord, RunState, TrainOptions};
 
 use crate::convert::{f32_in, f32_out};
@@ -149,16 +149,7 @@ fn save_checkpoint(
 ) -> PyResult<()> {
     let run: RunJson =
         serde_json::from_str(run_json).map_err(|e| value(format!("bad checkpoint record: {e}")))?;
-    run.options.validate().or_py()?;
     let cfg = model.inner.config();
-    let vocab = data.inner.tokenizer.vocab_size();
-    if cfg.vocab_size != vocab {
-        return Err(value(format!(
-            "the model's vocabulary ({}) is not the tokenizer's ({vocab}): save with the data \
-             the model was trained on",
-            cfg.vocab_size
-        )));
-    }
     let n = model.inner.params().data.len();
     let moments = moments.as_ref().map(|(m, v)| (m.as_slice(), v.as_slice()));
     let state = run.state.into_run(&run.options, n, moments)?;
@@ -170,12 +161,7 @@ fn save_checkpoint(
         seq_len: cfg.context,
     };
     let gpt = &model.inner;
-    py.detach(|| {
-        guard(|| {
-            create_out(&dir, orthoformer::io::folder_kind::FolderKind::Checkpoint).or_py()?;
-            write_checkpoint(&dir, &record, gpt, &state).or_py()
-        })
-    })
+    py.detach(|| guard(|| save_trained(&dir, &record, gpt, &state).or_py()))
 }
 
 /// Adds this file's functions to the module.

@@ -14,6 +14,7 @@ mod checkpoint;
 mod construct;
 mod convert;
 mod error;
+mod generate;
 mod init;
 mod model;
 mod rotate;
@@ -29,6 +30,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     init::register(m)?;
     accounting::register(m)?;
     rotate::register(m)?;
+    generate::register(m)?;
     model::register(m)?;
     construct::register(m)?;
     checkpoint::register(m)?;

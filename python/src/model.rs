@@ -38,22 +38,17 @@ fn config_resolve(
     attention: Option<&str>,
     context: Option<usize>,
 ) -> PyResult<String> {
-    use orthoformer::train::options::{DEFAULT_CONTEXT, DEFAULT_PRESET};
-    let mut cfg = match (&config, preset) {
-        (Some(_), Some(_)) => return Err(value("pass a preset or a config file, not both")),
-        (Some(path), None) => GptConfig::from_file(path).or_py()?,
-        (None, Some(p)) => GptConfig::preset(p).or_py()?,
-        (None, None) => GptConfig {
-            context: DEFAULT_CONTEXT,
-            ..GptConfig::preset(DEFAULT_PRESET).or_py()?
-        },
+    let choice = orthoformer::train::model_choice::ModelChoice {
+        preset: preset.map(str::to_string),
+        config,
+        context,
+        attention: attention
+            .map(|a| AttentionKind::parse(a.trim()))
+            .transpose()
+            .or_py()?,
+        ..Default::default()
     };
-    if let Some(c) = context {
-        cfg.context = c;
-    }
-    if let Some(a) = attention {
-        cfg.attention = AttentionKind::parse(a.trim()).or_py()?;
-    }
+    let cfg = choice.resolve(None).or_py()?;
     cfg.validate().or_py()?;
     to_json(&cfg)
 }

@@ -13,11 +13,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
 use orthoformer::data::Tokenizer;
-use orthoformer::data::bpe::BpeTokenizer;
 use orthoformer::data::char_level::CharTokenizer;
+use orthoformer::data::hf::HfTokenizer;
 use orthoformer::data::ids::IdsTokenizer;
 use orthoformer::train::checkpoint::DataRecord;
-use orthoformer::train::session::{RunRecord, create_out, write_checkpoint};
+use orthoformer::train::session::{RunRecord, save_trained};
 
 use crate::checkpoint::LoopState;
 use crate::convert::{u32_in, u32_out};
@@ -41,9 +41,9 @@ fn tokenizer(spec_json: &str) -> PyResult<Tokenizer> {
         serde_json::from_str(spec_json).map_err(|e| value(format!("bad tokenizer record: {e}")))?;
     Ok(match spec {
         Spec::Char { vocab } => Tokenizer::Char(CharTokenizer::from_vocab(&vocab).or_py()?),
-        Spec::Bpe { json } => Tokenizer::Bpe(Box::new(BpeTokenizer::from_json(&json).or_py()?)),
+        Spec::Bpe { json } => Tokenizer::Bpe(Box::new(HfTokenizer::from_json(&json).or_py()?)),
         Spec::Hf { json } => Tokenizer::Hf {
-            tokenizer: Box::new(BpeTokenizer::from_json(&json).or_py()?),
+            tokenizer: Box::new(HfTokenizer::from_json(&json).or_py()?),
             tiktoken: None,
         },
         Spec::Tiktoken { name, json } => {
@@ -51,7 +51,7 @@ fn tokenizer(spec_json: &str) -> PyResult<Tokenizer> {
                 return Err(value("the tiktoken encoding needs a name"));
             }
             Tokenizer::Hf {
-                tokenizer: Box::new(BpeTokenizer::from_json(&json).or_py()?),
+                tokenizer: Box::new(HfTokenizer::from_json(&json).or_py()?),
                 tiktoken: Some(name),
             }
         }
@@ -123,16 +123,7 @@ fn save_token_checkpoint(
     let tok = tokenizer(tokenizer_json)?;
     let run: RunJson =
         serde_json::from_str(run_json).map_err(|e| value(format!("bad checkpoint record: {e}")))?;
-    run.options.validate().or_py()?;
     let cfg = model.inner.config();
-    if cfg.vocab_size != tok.vocab_size() {
-        return Err(value(format!(
-            "the model's vocabulary ({}) is not the tokenizer's ({}): a checkpoint holds the \
-             tokenizer its model reads",
-            cfg.vocab_size,
-            tok.vocab_size()
-        )));
-    }
     let n = model.inner.params().data.len();
     let moments = moments.as_ref().map(|(m, v)| (m.as_slice(), v.as_slice()));
     let state = run.state.into_run(&run.options, n, moments)?;
@@ -144,12 +135,7 @@ fn save_token_checkpoint(
         seq_len: cfg.context,
     };
     let gpt = &model.inner;
-    py.detach(|| {
-        guard(|| {
-            create_out(&dir, orthoformer::io::folder_kind::FolderKind::Checkpoint).or_py()?;
-            write_checkpoint(&dir, &record, gpt, &state).or_py()
-        })
-    })
+    py.detach(|| guard(|| save_trained(&dir, &record, gpt, &state).or_py()))
 }
 
 /// Adds this file's functions and classes to the module.

@@ -11,7 +11,9 @@ use pyo3::types::PyByteArray;
 
 use orthoformer::data::{BatchSampler, Corpus, TokenizerKind};
 use orthoformer::train::TrainOptions;
-use orthoformer::train::options::{DEFAULT_BPE_VOCAB, DEFAULT_CONTEXT, DEFAULT_PRESET};
+use orthoformer::train::options::{
+    DEFAULT_BPE_VOCAB, DEFAULT_CONTEXT, DEFAULT_PRESET, tokenizer_choice,
+};
 use orthoformer::train::session::{
     FreshSpec, Prepared, RunRecord, Session, prepare, write_checkpoint,
 };
@@ -54,20 +56,11 @@ fn schedule_lr(options_json: &str, step: usize) -> PyResult<f64> {
     Ok(parse_options(options_json)?.schedule().lr(step))
 }
 
-/// The tokenizer kind and BPE size as `orthoformer train` reads `--tokenizer`/`--vocab-size`.
+/// The tokenizer kind and BPE size as `orthoformer train` reads `--tokenizer`/`--vocab-size`
+/// (the library's one rule).
 fn tokenizer_kind(name: &str, vocab_size: Option<usize>) -> PyResult<(TokenizerKind, usize)> {
-    let kind = match name {
-        "char" => TokenizerKind::Char,
-        "bpe" => TokenizerKind::Bpe,
-        other => return Err(value(format!("tokenizer {other:?}: use char or bpe"))),
-    };
-    if kind == TokenizerKind::Char && vocab_size.is_some() {
-        return Err(value(
-            "vocab_size applies to the bpe tokenizer only (the character vocabulary is the \
-             text's characters)",
-        ));
-    }
-    Ok((kind, vocab_size.unwrap_or(DEFAULT_BPE_VOCAB)))
+    let kind = name.parse::<TokenizerKind>().or_py()?;
+    tokenizer_choice(Some(kind), vocab_size).or_py()
 }
 
 /// A text tokenized and split 90/10, with its tokenizer and provenance.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 from typing import Any, Callable
 
 from orthoformer import GPTConfig
@@ -64,3 +65,11 @@ def cli_train(
 def read_json(path: pathlib.Path) -> Any:
     """A JSON file's content."""
     return json.loads(path.read_text())
+
+
+def same_message(cli_err: str, py_err: str) -> None:
+    """The command line says flags (``--check-tokens``), Python its keywords
+    (``check_tokens``); otherwise the library's one message is the same."""
+    assert cli_err.startswith("error: "), cli_err
+    as_keywords = re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), cli_err[7:])
+    assert as_keywords.strip() == py_err.strip(), (cli_err, py_err)

@@ -1,6 +1,9 @@
 """``GPT.generate``: greedy output equals ``orthoformer generate --temperature 0`` on the same
 checkpoint; the key/value cache gives the logits a full recomputation gives; sampling
-options behave (top-k 1 is greedy, a generator replays, bad settings are errors)."""
+options behave (top-k 1 is greedy, a generator replays, bad settings are errors).
+``orthoformer.generate`` is the library's generate operation, as the command line runs it:
+the same text for the same seed, the same empty-prompt rule, and the same message for the
+same bad request."""
 
 from __future__ import annotations
 
@@ -10,11 +13,13 @@ import numpy as np
 import pytest
 import torch
 
+import orthoformer
+from conftest import smollm2
 from orthoformer import Data
 from orthoformer.torch import GPT
 from orthoformer.torch.attention import KVCache
 from orthoformer.torch.generate import cached_logits
-from helpers import cli_train, small_config
+from helpers import cli_train, same_message, small_config
 
 PROMPT = "ROMEO:\nWhat"
 
@@ -79,3 +84,57 @@ def test_sampling_options() -> None:
         model.generate(idx, 2, top_p=0.0)
     with pytest.raises(ValueError, match="non-empty"):
         model.generate(torch.zeros(1, 0, dtype=torch.long), 2)
+
+
+def test_the_library_generation_is_the_command_lines(cli, tmp_path) -> None:
+    """Same checkpoint, prompt and seed: the same text and counts, sampled or greedy; an empty
+    prompt starts from id 0 (a checkpoint declares no beginning-of-sequence token)."""
+    run = cli_train(cli, tmp_path, small_config("orthogonal", context=32), steps=5)
+    for prompt, extra in [(PROMPT, {"temperature": 0.8, "top_k": 10, "seed": 3}), ("", {"temperature": 0})]:
+        flags = [f"--{k.replace('_', '-')}={v}" for k, v in extra.items()]
+        want = json.loads(
+            cli("generate", "--checkpoint", run, "--prompt", prompt, "--max-new-tokens", 20, *flags, "--json").stdout
+        )
+        got = orthoformer.generate(prompt, checkpoint=run, max_new_tokens=20, **extra)
+        for key in ("prompt", "text", "prompt_tokens", "new_tokens", "stopped_on_eos"):
+            assert got[key] == want[key], (key, got, want)
+    assert got["prompt_tokens"] == 1 and len(got["text"]) == 20
+
+
+def test_the_command_line_and_python_refuse_the_same_inputs_alike(cli, tmp_path) -> None:
+    """Both front ends call the library's one generate operation: the same bad request gives
+    the same one-line message (flags in one, keywords in the other)."""
+    never = tmp_path / "no-such-checkpoint"
+    cases = [
+        ({"temperature": float("nan")}, ["--temperature", "NaN"]),
+        ({"temperature": -1.0}, ["--temperature=-1"]),
+        ({"top_p": 0.0}, ["--top-p", "0"]),
+        ({"top_p": 1.5}, ["--top-p", "1.5"]),
+        # Read past the checks of the request itself: the checkpoint must exist.
+        ({}, []),
+    ]
+    for kwargs, flags in cases:
+        p = cli("generate", "--checkpoint", never, "--prompt", "a", *flags, check=False)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+        with pytest.raises((ValueError, OSError)) as e:
+            orthoformer.generate("a", checkpoint=never, **kwargs)
+        same_message(p.stderr, str(e.value))
+    with pytest.raises(ValueError, match="one of them"):
+        orthoformer.generate("a", checkpoint=never, model=never)
+
+
+def test_a_pretrained_model_is_refused_and_run_alike(cli) -> None:
+    """A continuation past SmolLM2's context is refused after loading by both; an empty prompt
+    starts from its beginning-of-sequence token in both."""
+    model = smollm2()
+    p = cli("generate", "--model", model, "--prompt", "The", "--max-new-tokens", 1 << 20, check=False)
+    assert p.returncode == 2 and "exceed the model's context" in p.stderr, p.stderr
+    with pytest.raises(ValueError) as e:
+        orthoformer.generate("The", model=model, max_new_tokens=1 << 20)
+    same_message(p.stderr, str(e.value))
+    want = json.loads(
+        cli("generate", "--model", model, "--max-new-tokens", 4, "--temperature", 0, "--json").stdout
+    )
+    got = orthoformer.generate(model=model, max_new_tokens=4, temperature=0)
+    assert got["prompt_tokens"] == want["prompt_tokens"] == 1
+    assert got["text"] == want["text"]

@@ -3,12 +3,11 @@ logits equal the original's, and the files it writes load again."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 import orthoformer
 from conftest import ROOT, smollm2
+from helpers import same_message
 
 
 def test_rotation_keeps_the_logits_and_writes_a_loadable_gguf(tmp_path) -> None:
@@ -48,14 +47,6 @@ def test_bad_requests_are_exceptions(tmp_path) -> None:
         orthoformer.rotate(junk, tmp_path / "z")
 
 
-def _same_message(cli_err: str, py_err: str) -> None:
-    """The command line says flags (``--check-tokens``), Python its keywords
-    (``check_tokens``); otherwise the library's one message is the same."""
-    assert cli_err.startswith("error: "), cli_err
-    as_keywords = re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), cli_err[7:])
-    assert as_keywords.strip() == py_err.strip(), (cli_err, py_err)
-
-
 def test_the_command_line_and_python_refuse_the_same_inputs_alike(cli, tmp_path) -> None:
     """Both front ends call the library's one rotate operation: the same bad request gives
     the same message (flags in one, keywords in the other) and writes nothing."""
@@ -80,7 +71,7 @@ def test_the_command_line_and_python_refuse_the_same_inputs_alike(cli, tmp_path)
         assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
         with pytest.raises((ValueError, OSError)) as e:
             orthoformer.rotate(model, **kwargs)
-        _same_message(p.stderr, str(e.value))
+        same_message(p.stderr, str(e.value))
         assert not never.exists()
 
 
@@ -91,4 +82,4 @@ def test_a_window_past_the_model_is_refused_alike(cli, tmp_path) -> None:
     assert p.returncode == 2 and "exceeds the model's" in p.stderr, p.stderr
     with pytest.raises(ValueError) as e:
         orthoformer.rotate(model, check=True, context=1 << 20)
-    _same_message(p.stderr, str(e.value))
+    same_message(p.stderr, str(e.value))

@@ -68,6 +68,30 @@ pub struct ParamsReport {
 }
 
 impl ParamsReport {
+    /// The report of `orthoformer params`: `cfg` checked, activations for a `batch x seq`
+    /// batch (`seq`: the context when `None`, else 1 to the context), seed 003's claims
+    /// beside it when `claims`.
+    pub fn checked(
+        cfg: &GptConfig,
+        batch: usize,
+        seq: Option<usize>,
+        claims: bool,
+    ) -> crate::Result<Self> {
+        cfg.validate()?;
+        let seq = seq.unwrap_or(cfg.context);
+        let bad = |m: String| Err(crate::train::invalid(m));
+        if seq == 0 || seq > cfg.context {
+            return bad(format!(
+                "`seq` {seq} must be between 1 and the context {}",
+                cfg.context
+            ));
+        }
+        if batch == 0 {
+            return bad("`batch` must be at least 1".into());
+        }
+        Self::new(cfg, batch, seq, claims)
+    }
+
     /// The report of `cfg` with activations at `batch x seq`; `claims` adds seed 003's.
     pub fn new(cfg: &GptConfig, batch: usize, seq: usize, claims: bool) -> crate::Result<Self> {
         let acc = account(cfg, batch, seq)?;

@@ -12,7 +12,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::infer::eval::{EvalOptions, evaluate};
-use crate::io::rss::status_field_bytes;
+use crate::io::rss::own_status_bytes as rss;
 use crate::model::llama::{KvDtype, Llama};
 
 /// What [`bench_llama`] measured.
@@ -175,11 +175,6 @@ fn argmax(row: &[f32]) -> u32 {
 }
 
 /// A `/proc/self/status` field in bytes (Linux only).
-fn rss(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status_field_bytes(&status, field)
-}
-
 /// Bytes per second of summing a `bytes`-long buffer (far beyond the caches) split over the
 /// rayon pool: the rate at which a decode step can stream its weights. Best of `rounds`.
 pub fn read_bandwidth(bytes: usize, rounds: usize) -> f64 {

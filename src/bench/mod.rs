@@ -3,12 +3,15 @@
 //! predicted and measured peak memory of training (`orthoformer memory`), the initialisation
 //! benchmark's report, and the options and reports they share.
 
+pub mod init_bench;
 pub mod init_report;
 pub mod llama;
 pub mod llama_report;
+pub mod llama_run;
 pub mod llamacpp_native;
 pub mod memory;
 pub mod memory_report;
+pub mod memory_run;
 pub mod options;
 pub mod step;
 pub mod step_report;

@@ -98,12 +98,14 @@ pub struct BenchOptions {
     pub gen_tokens: usize,
     /// `--model`: tokens scored by the eval windows (0 skips eval).
     pub eval_tokens: usize,
+    /// `--model`: how the KV cache stores keys and values.
+    pub kv_cache: crate::model::llama::KvDtype,
 }
 
 impl Default for BenchOptions {
     /// Both shapes with softmax, dense frozen orthogonal and Hadamard attention, 20 steps,
-    /// best of 3 rounds on every core; a 256-token prompt, 128 generated tokens and 1,024
-    /// scored tokens for `--model`.
+    /// best of 3 rounds on every core; a 256-token prompt, 128 generated tokens, 1,024
+    /// scored tokens and an f16 KV cache (llama.cpp's default) for `--model`.
     fn default() -> Self {
         BenchOptions {
             configs: vec![BenchShape::A, BenchShape::B],
@@ -118,6 +120,7 @@ impl Default for BenchOptions {
             prompt_tokens: 256,
             gen_tokens: 128,
             eval_tokens: 1024,
+            kv_cache: crate::model::llama::KvDtype::F16,
         }
     }
 }
@@ -139,6 +142,22 @@ impl BenchOptions {
             ));
         }
         Ok(())
+    }
+
+    /// The threads to time on (`threads`, or every core), checked against this machine and
+    /// set for the whole process.
+    pub fn setup_threads(&self) -> Result<usize> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = self.threads.unwrap_or(cores);
+        // More workers than cores only slow a timing down, and a huge count would spawn that
+        // many threads (each with its own stack) before anything else happens.
+        if threads == 0 || threads > cores {
+            return Err(crate::train::invalid(format!(
+                "`threads` {threads}: this machine runs 1 to {cores} threads at once"
+            )));
+        }
+        crate::nn::threads::set_global_threads(threads);
+        Ok(threads)
     }
 
     /// Rounds, at least one.

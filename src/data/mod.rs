@@ -1,5 +1,6 @@
-//! Text data: loading and validating corpora, tokenizers (character and byte-level BPE),
-//! the train/validation split and seeded batch sampling.
+//! Text data: loading and validating corpora, the one tokenizer type (character, byte-level
+//! BPE, any Hugging Face `tokenizer.json`, ids), the train/validation split and seeded batch
+//! sampling.
 //!
 //! The flow is `corpus::load` (a UTF-8 text, checked) -> `Tokenizer::train` or
 //! `Tokenizer::from_json` -> `encode` -> `Split::new` (first 90% train, last 10% validation)
@@ -9,6 +10,7 @@ pub mod batch;
 pub mod bpe;
 pub mod char_level;
 pub mod corpus;
+pub mod hf;
 pub mod hf_tokenizer;
 pub mod ids;
 pub mod split;

@@ -1,10 +1,11 @@
-//! The tokenizer a model was trained with: character level or byte-level BPE trained here,
-//! a Hugging Face `tokenizer.json` brought along (a tiktoken encoding arrives converted to
-//! one), or none at all (ids only), behind one type, and the unit its bits-per-X figure is
-//! measured in.
+//! The one tokenizer type of every model, trained here or pretrained: character level or
+//! byte-level BPE trained here, a Hugging Face `tokenizer.json` (one a GPT's data was prepared
+//! with, a tiktoken encoding arriving converted to one, or a pretrained model's), or none at
+//! all (ids only); and the unit its bits-per-X figure is measured in. Generation and
+//! evaluation read text through it alike for both model families (`infer::text_model`).
 
-use super::bpe::BpeTokenizer;
 use super::char_level::CharTokenizer;
+use super::hf::{END_MARKERS, HfTokenizer};
 use super::ids::IdsTokenizer;
 use crate::Result;
 
@@ -19,6 +20,9 @@ pub enum TokenizerKind {
 }
 
 impl TokenizerKind {
+    /// Every kind, as [`TokenizerKind::name`] spells it.
+    pub const NAMES: [&'static str; 2] = ["char", "bpe"];
+
     /// The name used on the command line and in files.
     pub fn name(self) -> &'static str {
         match self {
@@ -36,18 +40,34 @@ impl TokenizerKind {
     }
 }
 
-/// A trained tokenizer.
+impl std::str::FromStr for TokenizerKind {
+    type Err = crate::Error;
+
+    /// `char` or `bpe`; anything else names the `tokenizer` field.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "char" => Ok(TokenizerKind::Char),
+            "bpe" => Ok(TokenizerKind::Bpe),
+            other => Err(super::invalid(format!(
+                "`tokenizer` {other:?}: use char or bpe"
+            ))),
+        }
+    }
+}
+
+/// A tokenizer.
 #[derive(Debug, Clone)]
 pub enum Tokenizer {
     /// Character level.
     Char(CharTokenizer),
     /// Byte-level BPE trained here.
-    Bpe(Box<BpeTokenizer>),
-    /// Any Hugging Face `tokenizer.json` the data was tokenized with (`python -m
-    /// orthoformer.prepare`); `tiktoken` names the tiktoken encoding it was converted from.
+    Bpe(Box<HfTokenizer>),
+    /// Any Hugging Face `tokenizer.json`: the one a GPT's data was tokenized with (`python -m
+    /// orthoformer.prepare`; `tiktoken` names the tiktoken encoding it was converted from), or
+    /// a pretrained model's.
     Hf {
         /// The tokenizer.
-        tokenizer: Box<BpeTokenizer>,
+        tokenizer: Box<HfTokenizer>,
         /// The tiktoken encoding's name (`gpt2`, ...), when it came from one.
         tiktoken: Option<String>,
     },
@@ -60,8 +80,24 @@ impl Tokenizer {
     pub fn train(kind: TokenizerKind, text: &str, vocab_size: usize) -> Result<Self> {
         Ok(match kind {
             TokenizerKind::Char => Tokenizer::Char(CharTokenizer::train(text)),
-            TokenizerKind::Bpe => Tokenizer::Bpe(Box::new(BpeTokenizer::train(text, vocab_size)?)),
+            TokenizerKind::Bpe => Tokenizer::Bpe(Box::new(super::bpe::train(text, vocab_size)?)),
         })
+    }
+
+    /// A pretrained model's tokenizer (no tiktoken name).
+    pub fn pretrained(tokenizer: HfTokenizer) -> Self {
+        Tokenizer::Hf {
+            tokenizer: Box::new(tokenizer),
+            tiktoken: None,
+        }
+    }
+
+    /// The `tokenizers` tokenizer behind a BPE or Hugging Face tokenizer.
+    pub fn hf(&self) -> Option<&HfTokenizer> {
+        match self {
+            Tokenizer::Bpe(t) | Tokenizer::Hf { tokenizer: t, .. } => Some(t),
+            Tokenizer::Char(_) | Tokenizer::Ids(_) => None,
+        }
     }
 
     /// Its kind, for the tokenizers trained here (`None` for one brought along).
@@ -119,6 +155,40 @@ impl Tokenizer {
             Tokenizer::Bpe(t) | Tokenizer::Hf { tokenizer: t, .. } => t.decode(ids),
             Tokenizer::Ids(t) => t.decode(ids),
         }
+    }
+
+    /// The id of the token written `token`, if the vocabulary has it (a character tokenizer's
+    /// tokens are its characters; ids have no written form).
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        match self {
+            Tokenizer::Char(t) => {
+                let mut chars = token.chars();
+                let (Some(_), None) = (chars.next(), chars.next()) else {
+                    return None;
+                };
+                t.encode(token).ok().and_then(|ids| ids.first().copied())
+            }
+            Tokenizer::Bpe(t) | Tokenizer::Hf { tokenizer: t, .. } => t.token_to_id(token),
+            Tokenizer::Ids(_) => None,
+        }
+    }
+
+    /// The token with id `id`, if there is one (ids have no written form).
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        match self {
+            Tokenizer::Char(t) => t.decode(&[id]).ok(),
+            Tokenizer::Bpe(t) | Tokenizer::Hf { tokenizer: t, .. } => t.id_to_token(id),
+            Tokenizer::Ids(_) => None,
+        }
+    }
+
+    /// The ids of the end-of-text and end-of-turn markers the vocabulary holds
+    /// (`<|endoftext|>`, `<|im_end|>`, `</s>`, `<|eot_id|>`): generation stops after any of them.
+    pub fn end_ids(&self) -> Vec<u32> {
+        END_MARKERS
+            .iter()
+            .filter_map(|m| self.token_to_id(m))
+            .collect()
     }
 
     /// Units (characters, bytes or ids) in `text`, the denominator of bits per unit.

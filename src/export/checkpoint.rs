@@ -12,6 +12,7 @@
 //! at all, an existing one has them replaced together. The output may not be a training
 //! checkpoint folder (its `model.safetensors` would be replaced by a different format).
 
+use crate::error::one_line;
 use std::path::Path;
 
 use crate::data::hf_tokenizer;
@@ -94,4 +95,75 @@ pub fn reference_logits(checkpoint: &Path, text: &str) -> crate::Result<(Vec<u32
     }
     let logits = model.logits(&ids, 1, ids.len())?.to_vec();
     Ok((ids, logits))
+}
+
+/// What `orthoformer export` is asked to do.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExportJob {
+    /// The training checkpoint folder.
+    pub checkpoint: std::path::PathBuf,
+    /// The Hugging Face folder to write.
+    pub out: std::path::PathBuf,
+    /// Also write the checkpoint's own logits on this text (see [`reference_logits`]) to the
+    /// `.npy` file: `(text, file)`.
+    pub logits: Option<(String, std::path::PathBuf)>,
+}
+
+/// The reference logits written beside an export.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ReferenceFile {
+    /// The `.npy` file (f32, tokens x vocabulary).
+    pub file: std::path::PathBuf,
+    /// The token ids of the text.
+    pub ids: Vec<u32>,
+    /// `[tokens, vocabulary]`.
+    pub shape: [usize; 2],
+}
+
+/// What [`run`] did (`export --json`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ExportReport {
+    /// The checkpoint, as given.
+    pub checkpoint: std::path::PathBuf,
+    /// The folder written.
+    pub out: std::path::PathBuf,
+    /// The format written (`gpt2`).
+    pub format: &'static str,
+    /// The export.
+    pub export: Gpt2Export,
+    /// The reference logits, when asked for.
+    pub reference_logits: Option<ReferenceFile>,
+}
+
+/// Exports as `job` says: the reference logits are computed first (a bad text writes
+/// nothing), then the folder, then the logits file.
+pub fn run(job: &ExportJob) -> crate::Result<ExportReport> {
+    let ck = job.checkpoint.display();
+    let reference = match &job.logits {
+        Some((text, _)) => Some(reference_logits(&job.checkpoint, text).map_err(|e| {
+            crate::train::invalid(format!("reference logits of {ck}: {}", one_line(&e)))
+        })?),
+        None => None,
+    };
+    let export = export_gpt2(&job.checkpoint, &job.out)
+        .map_err(|e| crate::train::invalid(format!("exporting {ck}: {}", one_line(&e))))?;
+    let reference_logits = match (reference, &job.logits) {
+        (Some((ids, logits)), Some((_, file))) => {
+            let shape = [ids.len(), logits.len() / ids.len()];
+            crate::io::npy::write(file, &logits, &shape)?;
+            Some(ReferenceFile {
+                file: file.clone(),
+                ids,
+                shape,
+            })
+        }
+        _ => None,
+    };
+    Ok(ExportReport {
+        checkpoint: job.checkpoint.clone(),
+        out: job.out.clone(),
+        format: "gpt2",
+        export,
+        reference_logits,
+    })
 }

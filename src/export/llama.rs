@@ -5,8 +5,7 @@
 
 use std::path::Path;
 
-use tokenizers::Tokenizer;
-
+use crate::data::Tokenizer;
 use crate::io::folder_kind::FolderKind;
 use crate::io::gguf::{GgmlType, TensorOut, Value, keys, write_gguf};
 use crate::model::ModelError;
@@ -35,9 +34,7 @@ pub fn save_hf_folder(
         &special.tokenizer_config(tok, w.cfg.max_context),
     )?;
     let gc = json("generation_config.json", &special.generation_config())?;
-    let tj = tok
-        .to_string(false)
-        .map_err(|e| ModelError::Config(format!("tokenizer.json: {e}")))?;
+    let tj = crate::data::hf_tokenizer::tokenizer_json(tok)?;
     crate::io::folder_kind::check(dir, FolderKind::HfLlama)?;
     let bytes = w.to_safetensors()?;
     crate::io::file_set::write_folder(dir, "hf-export", |set| {

@@ -24,6 +24,13 @@ pub trait CausalLm {
     /// The longest sequence the model attends over.
     fn context(&self) -> usize;
 
+    /// The most positions one cache holds, prompt and continuation together: `None` for a
+    /// model that slides over its last [`Self::context`] positions (GPT), the context for one
+    /// whose cache stores every position (Llama).
+    fn cache_limit(&self) -> Option<usize> {
+        None
+    }
+
     /// An empty cache for `cap` positions. A model whose cache keeps only the last
     /// [`Self::context`] positions (GPT) accepts any `cap`; one that stores every position
     /// (Llama) refuses `cap` beyond its context or beyond the machine's memory.
@@ -150,6 +157,10 @@ impl CausalLm for crate::model::llama::Llama {
 
     fn context(&self) -> usize {
         crate::model::llama::Llama::context(self)
+    }
+
+    fn cache_limit(&self) -> Option<usize> {
+        Some(crate::model::llama::Llama::context(self))
     }
 
     fn new_cache(&self, cap: usize) -> Result<Self::Cache> {

@@ -46,13 +46,13 @@ impl SampleOptions {
     /// one): the temperature is a finite number `>= 0`.
     pub fn validate(&self) -> Result<()> {
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
-            return Err(crate::train::invalid(format!(
+            return Err(crate::data::invalid(format!(
                 "`temperature` {} must be 0 (greedy) or a positive number",
                 self.temperature
             )));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(crate::train::invalid(format!(
+            return Err(crate::data::invalid(format!(
                 "`top_p` {} must be in (0, 1] (1 keeps every token)",
                 self.top_p
             )));
@@ -73,9 +73,7 @@ pub fn generate_ids<M: CausalLm>(
 ) -> Result<Vec<u32>> {
     opts.validate()?;
     if prompt.is_empty() {
-        return Err(crate::train::invalid(
-            "the prompt is empty: pass a `prompt`",
-        ));
+        return Err(crate::data::invalid("the prompt is empty: pass a `prompt`"));
     }
     let mut out = Vec::new();
     if opts.max_new_tokens == 0 {
@@ -88,7 +86,7 @@ pub fn generate_ids<M: CausalLm>(
     // broken model is refused, not continued.
     let draw = |logits: &[f32], rng: &mut _| -> Result<u32> {
         if let Some(bad) = logits.iter().find(|l| l.is_nan() || **l == f32::INFINITY) {
-            return Err(crate::train::invalid(format!(
+            return Err(crate::data::invalid(format!(
                 "the model's next-token logits hold {bad} (its weights hold NaN or infinity, or \
                  its logits overflow): nothing to sample"
             )));

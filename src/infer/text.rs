@@ -3,9 +3,8 @@
 
 use std::path::Path;
 
+use crate::data::Tokenizer;
 use crate::data::corpus::{TINY_SHAKESPEARE, TINY_SHAKESPEARE_NAME};
-use crate::model::llama::Tokenizer;
-use crate::model::llama::tokenizer::encode;
 
 /// The name a report gives the text: the file's path, or the embedded corpus's name.
 pub fn text_name(data: Option<&Path>) -> String {
@@ -15,6 +14,14 @@ pub fn text_name(data: Option<&Path>) -> String {
     )
 }
 
+/// The bytes of the file `data`, or of the embedded TinyShakespeare when `None`.
+fn text_bytes(data: Option<&Path>) -> crate::Result<std::borrow::Cow<'static, [u8]>> {
+    Ok(match data {
+        Some(path) => crate::io::safe_file::read_regular(path)?.into(),
+        None => TINY_SHAKESPEARE.as_bytes().into(),
+    })
+}
+
 /// The first `max_tokens + 1` tokens of the UTF-8 text in `data` (the embedded TinyShakespeare
 /// when `None`). Fewer than 2 tokens is an error: nothing could be scored.
 pub fn read_tokens(
@@ -22,25 +29,40 @@ pub fn read_tokens(
     data: Option<&Path>,
     max_tokens: usize,
 ) -> crate::Result<Vec<u32>> {
-    let file;
-    let bytes: &[u8] = match data {
-        Some(path) => {
-            file = crate::io::safe_file::read_regular(path)?;
-            &file
-        }
-        None => TINY_SHAKESPEARE.as_bytes(),
-    };
+    let bytes = text_bytes(data)?;
     // Tokenize a prefix only: about 4 bytes per token is plenty, with a margin.
     let cut = bytes
         .len()
         .min(max_tokens.saturating_mul(8).saturating_add(64));
     let text = String::from_utf8_lossy(&bytes[..cut]);
-    let mut ids = encode(tok, &text)?;
+    let mut ids = tok.encode(&text)?;
     ids.truncate(max_tokens.saturating_add(1));
     if ids.len() < 2 {
         return Err(crate::data::invalid(format!(
             "{} has fewer than 2 tokens of text",
             text_name(data)
+        )));
+    }
+    Ok(ids)
+}
+
+/// About the last `n` tokens of the UTF-8 text in `data` (the embedded TinyShakespeare when
+/// `None`): calibration text disjoint from the first tokens that perplexity is measured on
+/// when the same text serves both. Fewer than `min` tokens is an error.
+pub fn read_tail_tokens(
+    tok: &Tokenizer,
+    data: Option<&Path>,
+    n: usize,
+    min: usize,
+) -> crate::Result<Vec<u32>> {
+    let bytes = text_bytes(data)?;
+    let cut = bytes.len().saturating_sub(n.saturating_mul(8));
+    let text = String::from_utf8_lossy(&bytes[cut..]);
+    let ids = tok.encode(&text)?;
+    let ids = ids[ids.len().saturating_sub(n)..].to_vec();
+    if ids.len() < min {
+        return Err(crate::data::invalid(format!(
+            "the calibration text has fewer than {min} tokens; pass a longer `data`"
         )));
     }
     Ok(ids)

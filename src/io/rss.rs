@@ -7,8 +7,14 @@
 /// This process's peak resident set size so far, in bytes; `None` where the kernel does not
 /// report it (systems other than Linux) or the status file cannot be read.
 pub fn peak_rss_bytes() -> Option<u64> {
+    own_status_bytes("VmHWM")
+}
+
+/// A `kB` field (e.g. `VmRSS`, `RssFile`) of this process's `/proc/self/status`, in bytes;
+/// `None` where the kernel does not report it.
+pub fn own_status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status_field_bytes(&status, "VmHWM")
+    status_field_bytes(&status, field)
 }
 
 /// A `kB` field (e.g. `VmHWM`, `VmRSS`) of a `/proc/<pid>/status` text, in bytes.

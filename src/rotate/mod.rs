@@ -1,6 +1,7 @@
 //! Computational invariance of pretrained RMSNorm models: fold norms, rotate the residual
 //! stream by an orthogonal matrix, quantise, and align hidden-state spaces.
 
+pub mod align;
 pub mod apply;
 pub mod check;
 pub mod fold;

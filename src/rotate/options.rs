@@ -41,6 +41,15 @@ impl Default for RotateOptions {
     }
 }
 
+/// The names of the GGUF types a rotated model is written in, as [`gguf_type_named`] reads
+/// them.
+pub const GGUF_TYPE_NAMES: [&str; 2] = ["f32", "f16"];
+
+/// The name of a rotated model's GGUF type (`f32`, `f16`; F32 for any other).
+pub fn gguf_type_name(t: GgmlType) -> &'static str {
+    if t == GgmlType::F16 { "f16" } else { "f32" }
+}
+
 /// The GGUF output type named `f32` or `f16` (the types a rotated model is written in).
 pub fn gguf_type_named(name: &str) -> crate::Result<GgmlType> {
     match name {

@@ -34,6 +34,12 @@ impl RotationKind {
     }
 }
 
+impl std::fmt::Display for RotationKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::str::FromStr for RotationKind {
     type Err = crate::Error;
 

@@ -11,10 +11,12 @@ pub mod gpt_adapter;
 pub mod loop_eval;
 pub mod metrics;
 pub mod model_api;
+pub mod model_choice;
+pub mod observer;
 pub mod options;
-pub mod progress;
 pub mod recipe;
 pub mod request;
+pub mod run_record;
 pub mod schedule;
 pub mod session;
 pub mod trainer;
@@ -24,8 +26,9 @@ pub use batches::Batches;
 pub use loop_eval::Evaluate;
 pub use metrics::MetricRecord;
 pub use model_api::Trainable;
+pub use observer::{Observer, Silent};
 pub use options::TrainOptions;
-pub use trainer::{Limits, Observer, RunState, train, train_on};
+pub use trainer::{Limits, RunState, train, train_on};
 
 /// Training stopped or could not start.
 #[derive(Debug, thiserror::Error)]

@@ -5,6 +5,7 @@ use super::adamw::AdamWConfig;
 use super::invalid;
 use super::schedule::Schedule;
 use crate::Result;
+use crate::data::TokenizerKind;
 
 /// The most batches one loss estimate averages (`--eval-iters`): 10,000 batches estimate a
 /// loss to about 1% of its batch-to-batch spread, and a larger number only makes every
@@ -47,6 +48,23 @@ pub const DEFAULT_CONTEXT: usize = 64;
 
 /// Default vocabulary of the byte-level BPE tokenizer.
 pub const DEFAULT_BPE_VOCAB: usize = 512;
+
+/// The tokenizer a run trains: `kind` (default character level) and the BPE vocabulary
+/// (`vocab_size`, default [`DEFAULT_BPE_VOCAB`]); a vocabulary size with the character
+/// tokenizer is refused (its vocabulary is the text's characters).
+pub fn tokenizer_choice(
+    kind: Option<TokenizerKind>,
+    vocab_size: Option<usize>,
+) -> crate::Result<(TokenizerKind, usize)> {
+    let kind = kind.unwrap_or(TokenizerKind::Char);
+    if kind == TokenizerKind::Char && vocab_size.is_some() {
+        return Err(super::invalid(
+            "`vocab_size` applies to `tokenizer` bpe only (the character vocabulary is the \
+             text's characters)",
+        ));
+    }
+    Ok((kind, vocab_size.unwrap_or(DEFAULT_BPE_VOCAB)))
+}
 
 impl Default for TrainOptions {
     /// The defaults of `orthoformer train` and `compare` (the only place they are written):

@@ -10,16 +10,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use super::checkpoint::{self, CheckpointParts, DataRecord};
+use super::checkpoint::{self, DataRecord};
+use super::observer::Observer;
 use super::options::TrainOptions;
 pub use super::request::ModelRequest;
 use super::request::check_same_config;
-use super::trainer::{self, Observer, RunState};
+pub use super::run_record::{RunRecord, save_trained, write_checkpoint};
+use super::trainer::{self, RunState};
 use crate::Result;
 use crate::data::{Corpus, Split, Tokenizer, TokenizerKind};
 use crate::io::folder_kind::FolderKind;
 use crate::io::memory;
-use crate::model::gpt::file::write_model;
 use crate::model::{Gpt, GptConfig};
 
 /// What a fresh run is made of besides its data.
@@ -90,8 +91,6 @@ pub struct Session {
     /// The checkpoint folder.
     pub out: PathBuf,
 }
-
-pub use super::progress::Progress;
 
 impl Session {
     /// Checks everything about a fresh run on `corpus`, then creates `out` (which must not
@@ -208,12 +207,12 @@ impl Session {
     }
 
     /// Trains to `options.steps` (or stops after `stop_at` steps), checkpointing at each
-    /// evaluation and at the end.
+    /// evaluation and at the end; `observer` sees each step and each evaluation first.
     pub fn run(
         &mut self,
         stop: Option<&AtomicBool>,
         stop_at: Option<usize>,
-        progress: &mut dyn Progress,
+        observer: &mut dyn Observer<Gpt>,
     ) -> Result<()> {
         let t = self.model.config().context;
         let state = std::mem::replace(&mut self.state, RunState::fresh(&self.options, 0));
@@ -223,7 +222,7 @@ impl Session {
             prepared: &self.prepared,
             model_seed: self.model_seed,
             seq_len: t,
-            progress,
+            observer,
         };
         let result = trainer::train(
             &mut self.model,
@@ -245,22 +244,28 @@ impl Session {
     }
 }
 
+/// The session's observer of the loop: passes everything on to the caller's `observer`, then
+/// writes the checkpoint at each evaluation.
 struct Writer<'a> {
     out: &'a Path,
     options: &'a TrainOptions,
     prepared: &'a Prepared,
     model_seed: u64,
     seq_len: usize,
-    progress: &'a mut dyn Progress,
+    observer: &'a mut dyn Observer<Gpt>,
 }
 
 impl Observer<Gpt> for Writer<'_> {
-    fn on_step(&mut self, step: usize, loss: f32, lr: f64) {
-        self.progress.step(step, loss, lr);
+    fn start(&mut self, label: &str, steps: usize, done: usize) {
+        self.observer.start(label, steps, done);
     }
 
-    fn on_eval(&mut self, model: &Gpt, state: &RunState) -> Result<()> {
-        self.progress.eval(state);
+    fn step(&mut self, step: usize, loss: f32, lr: f64) {
+        self.observer.step(step, loss, lr);
+    }
+
+    fn eval(&mut self, model: &Gpt, state: &RunState) -> Result<()> {
+        self.observer.eval(model, state)?;
         let run = RunRecord {
             options: self.options,
             tokenizer: &self.prepared.tokenizer,
@@ -270,44 +275,6 @@ impl Observer<Gpt> for Writer<'_> {
         };
         write_checkpoint(self.out, &run, model, state)
     }
-}
-
-/// What a checkpoint records about a run besides the model and the loop state.
-#[derive(Clone, Copy)]
-pub struct RunRecord<'a> {
-    /// The training options.
-    pub options: &'a TrainOptions,
-    /// The tokenizer.
-    pub tokenizer: &'a Tokenizer,
-    /// Where the training data came from.
-    pub data: &'a DataRecord,
-    /// Seed of the model's initialisation.
-    pub model_seed: u64,
-    /// Sequence length trained on.
-    pub seq_len: usize,
-}
-
-/// Writes the checkpoint of `model` at `state` into `out` (which must exist), as the training
-/// loop does at every evaluation. Public so other trainers (the Python package's
-/// data-parallel one) write exactly this format.
-pub fn write_checkpoint(
-    out: &Path,
-    run: &RunRecord<'_>,
-    model: &Gpt,
-    state: &RunState,
-) -> Result<()> {
-    let model_json = serde_json::to_value(model.config())
-        .map_err(|e| super::invalid(format!("serialising the model config: {e}")))?;
-    let parts = CheckpointParts {
-        run: state,
-        options: run.options,
-        model: model_json,
-        model_seed: run.model_seed,
-        seq_len: run.seq_len,
-        tokenizer: run.tokenizer,
-        data: run.data,
-    };
-    checkpoint::save(out, &parts, &mut |w| write_model(w, model))
 }
 
 /// The file that tests an output folder is writable (one fixed name, so a crash leaves at

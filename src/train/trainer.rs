@@ -22,6 +22,7 @@ use super::clip::clip_grad_norm;
 use super::loop_eval::{Evaluate, TextEval};
 use super::metrics::MetricRecord;
 use super::model_api::Trainable;
+use super::observer::Observer;
 use super::options::TrainOptions;
 use crate::Result;
 use crate::data::Split;
@@ -60,14 +61,6 @@ impl RunState {
             window_steps: 0,
         }
     }
-}
-
-/// What the loop reports to its caller as it runs.
-pub trait Observer<M> {
-    /// After each training step: step number (1-based), its loss, learning rate.
-    fn on_step(&mut self, _step: usize, _loss: f32, _lr: f64) {}
-    /// After each evaluation; write a checkpoint of `model` + `state` here.
-    fn on_eval(&mut self, model: &M, state: &RunState) -> Result<()>;
 }
 
 /// How far to go this time.
@@ -151,7 +144,7 @@ pub fn train_on<M: Trainable>(
     while state.step < end {
         if limits.stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
             state.sampler_pos = batches.position();
-            observer.on_eval(model, &state)?;
+            observer.eval(model, &state)?;
             return Err(TrainError::Interrupted { step: state.step }.into());
         }
         let s = state.step;
@@ -182,7 +175,7 @@ pub fn train_on<M: Trainable>(
         state.window_loss += loss as f64;
         state.window_steps += 1;
         state.step = s + 1;
-        observer.on_step(state.step, loss, lr);
+        observer.step(state.step, loss, lr);
         if state.step.is_multiple_of(opts.eval_every) || state.step == opts.steps {
             let speed = (timed_steps as f64, window_secs);
             let mut rec = record(
@@ -198,14 +191,14 @@ pub fn train_on<M: Trainable>(
             (state.window_loss, state.window_steps) = (0.0, 0);
             state.metrics.push(rec);
             state.sampler_pos = batches.position();
-            observer.on_eval(model, &state)?;
+            observer.eval(model, &state)?;
             state.last_checkpoint = Some(state.step);
             (timed_steps, window_secs) = (0, 0.0);
         }
     }
     state.sampler_pos = batches.position();
     if state.last_checkpoint != Some(state.step) {
-        observer.on_eval(model, &state)?;
+        observer.eval(model, &state)?;
         state.last_checkpoint = Some(state.step);
     }
     Ok(state)

@@ -13,7 +13,6 @@ use orthoformer::infer::generate::{SampleOptions, generate_ids};
 use orthoformer::infer::sample::sample_next;
 use orthoformer::init::rng::seeded;
 use orthoformer::model::llama::load_engine;
-use orthoformer::model::llama::tokenizer::{decode, encode, stop_ids};
 use orthoformer::model::{Gpt, GptConfig};
 
 fn tiny_gpt() -> Gpt {
@@ -101,14 +100,14 @@ fn llama_greedy_generation_through_the_trait_says_paris_and_stops() {
     let path = common::smollm2();
     let loaded = load_engine(&path).unwrap();
     let (tok, mut model) = (loaded.tokenizer, loaded.model);
-    let stop = stop_ids(&tok);
+    let stop = tok.end_ids();
     assert!(!stop.is_empty(), "SmolLM2 has end-of-text tokens");
-    let ids = encode(&tok, "The capital of France is").unwrap();
+    let ids = tok.encode("The capital of France is").unwrap();
     let out = generate_ids(&mut model, &ids, opts(4, 0.0, 0, 1.0), &stop, &mut |_| {
         Ok(())
     })
     .unwrap();
-    assert_eq!(decode(&tok, &out[..1]).unwrap(), " Paris");
+    assert_eq!(tok.decode(&out[..1]).unwrap(), " Paris");
     // Any stop id ends generation right after it is drawn.
     let first = out[0];
     let one = generate_ids(

@@ -33,7 +33,7 @@ fn bpe_round_trips_and_saves() {
     let Tokenizer::Bpe(b) = &t else { panic!() };
     let json = b.to_json().unwrap();
     assert!(json.contains("\"ByteLevel\""), "a standard tokenizer.json");
-    let again = orthoformer::data::bpe::BpeTokenizer::from_json(&json).unwrap();
+    let again = orthoformer::data::hf::HfTokenizer::from_json(&json).unwrap();
     assert_eq!(again.encode(text).unwrap(), ids);
     // Training is deterministic: the same text gives the same merges.
     let twice = Tokenizer::train(TokenizerKind::Bpe, text, 512).unwrap();

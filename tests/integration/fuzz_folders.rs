@@ -27,14 +27,8 @@ use orthoformer::experiments::compare::{self, ComparePlan, Limits};
 use orthoformer::init::rng::{Rng, seeded};
 use orthoformer::io::file_set::{manifest_text, sha256_hex};
 use orthoformer::model::{AttentionKind, GptConfig};
-use orthoformer::train::session::{self, FreshSpec, Progress, Session};
-use orthoformer::train::{RunState, TrainOptions, checkpoint};
-
-struct Quiet;
-impl Progress for Quiet {
-    fn step(&mut self, _: usize, _: f32, _: f64) {}
-    fn eval(&mut self, _: &RunState) {}
-}
+use orthoformer::train::session::{self, FreshSpec, Session};
+use orthoformer::train::{Silent, TrainOptions, checkpoint};
 
 fn root() -> PathBuf {
     std::env::temp_dir().join(format!("orthoformer-fuzz-folders-{}", std::process::id()))
@@ -117,7 +111,7 @@ fn exercise_checkpoint(dir: &Path, corpus: &Corpus) -> Vec<String> {
     match Session::resume(dir, Some(corpus.clone()), None, None) {
         Ok(mut s) => {
             s.options.steps = s.state.step + 1;
-            if let Err(e) = s.run(None, None, &mut Quiet) {
+            if let Err(e) = s.run(None, None, &mut Silent) {
                 errors.push(text(&e));
             }
         }
@@ -217,7 +211,7 @@ fn hostile_folders_never_panic_hang_escape_or_print_several_lines() {
         options: tiny_options(2),
     };
     let mut s = Session::fresh(&corpus, TokenizerKind::Char, 0, spec, &good).unwrap();
-    s.run(None, None, &mut Quiet).unwrap();
+    s.run(None, None, &mut Silent).unwrap();
     let outside = root().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     let victim = outside.join("victim");
@@ -338,7 +332,7 @@ fn hostile_folders_never_panic_hang_escape_or_print_several_lines() {
         &prepared,
         &cmp,
         Limits::default(),
-        &mut Quiet,
+        &mut Silent,
     )
     .unwrap();
     for (file, n) in [("plan.json", 40), ("finals.json", 40)] {
@@ -381,7 +375,7 @@ fn hostile_folders_never_panic_hang_escape_or_print_several_lines() {
                     &prepared,
                     &dir,
                     Limits::default(),
-                    &mut Quiet,
+                    &mut Silent,
                 )
                 .map(|_| ())
                 .map_err(|e| text(&e))

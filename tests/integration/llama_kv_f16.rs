@@ -5,7 +5,6 @@
 
 use crate::common;
 
-use orthoformer::model::llama::tokenizer::encode;
 use orthoformer::model::llama::{KvDtype, Llama, load_engine};
 
 fn greedy(model: &mut Llama, prompt: &[u32], n: usize) -> Vec<u32> {
@@ -33,11 +32,9 @@ fn argmax(row: &[f32]) -> u32 {
 fn f16_cache_keeps_greedy_text_and_matches_its_own_prefill() {
     let loaded = load_engine(&common::smollm2()).unwrap();
     let (tok, mut model) = (loaded.tokenizer, loaded.model);
-    let prompt = encode(
-        &tok,
-        "The capital of France is Paris. The capital of Italy is",
-    )
-    .unwrap();
+    let prompt = tok
+        .encode("The capital of France is Paris. The capital of Italy is")
+        .unwrap();
     let want = greedy(&mut model, &prompt, 24);
     model.kv_dtype = KvDtype::F16;
     assert_eq!(

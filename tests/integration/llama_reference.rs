@@ -7,7 +7,6 @@
 use crate::common;
 
 use orthoformer::infer::sample::sample_next;
-use orthoformer::model::llama::tokenizer::{decode, encode};
 use orthoformer::model::llama::{Llama, load_engine, load_model};
 
 /// f32 forward vs f64 reference over 30 layers: measured 5e-5 on logits of magnitude ~30.
@@ -90,10 +89,10 @@ fn greedy_continues_capital_of_france_with_paris() {
     let path = common::smollm2();
     let tok = load_engine(&path).unwrap().tokenizer;
     for (name, mut model) in engines(&path) {
-        let ids = encode(&tok, "The capital of France is").unwrap();
+        let ids = tok.encode("The capital of France is").unwrap();
         let mut cache = model.new_cache(ids.len() + 1).unwrap();
         let logits = model.forward(&ids, &mut cache, ids.len() - 1).unwrap();
         let next = sample_next(&logits, 0.0, 0, 1.0, &mut orthoformer::init::rng::seeded(0));
-        assert_eq!(decode(&tok, &[next]).unwrap(), " Paris", "{name}");
+        assert_eq!(tok.decode(&[next]).unwrap(), " Paris", "{name}");
     }
 }

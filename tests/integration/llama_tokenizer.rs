@@ -3,23 +3,25 @@
 use crate::common;
 
 use orthoformer::io::gguf::GgufFile;
-use orthoformer::model::llama::tokenizer::{decode, encode, tokenizer_from_gguf};
+use orthoformer::model::llama::tokenizer::tokenizer_from_gguf;
 
 #[test]
 fn encodes_and_round_trips() {
     let path = common::smollm2();
     let g = GgufFile::open(&path).unwrap();
     let tok = tokenizer_from_gguf(&g).unwrap();
-    let ids = encode(&tok, "The capital of France is").unwrap();
+    let ids = tok.encode("The capital of France is").unwrap();
     assert_eq!(ids, [504, 3575, 282, 4649, 314]);
-    let ids2 = encode(&tok, "To be, or not to be, that is the question:").unwrap();
+    let ids2 = tok
+        .encode("To be, or not to be, that is the question:")
+        .unwrap();
     assert_eq!(
         ids2,
         [
             2068, 325, 28, 355, 441, 288, 325, 28, 338, 314, 260, 1962, 42
         ]
     );
-    let ids3 = encode(&tok, "<|im_start|>user\nHi<|im_end|>\n1234").unwrap();
+    let ids3 = tok.encode("<|im_start|>user\nHi<|im_end|>\n1234").unwrap();
     // Control tokens stay whole; digits are split one by one (the `smollm` pre-tokenizer).
     assert_eq!(ids3, [1, 4093, 198, 26843, 2, 198, 33, 34, 35, 36]);
     for text in [
@@ -27,7 +29,7 @@ fn encodes_and_round_trips() {
         "  héllo, wörld! 12345\n\ttabs",
         "<|im_start|>x",
     ] {
-        let ids = encode(&tok, text).unwrap();
-        assert_eq!(decode(&tok, &ids).unwrap(), text);
+        let ids = tok.encode(text).unwrap();
+        assert_eq!(tok.decode(&ids).unwrap(), text);
     }
 }

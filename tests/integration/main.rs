@@ -10,6 +10,7 @@ mod align_procrustes;
 mod causal_lm;
 mod data_tokenizers;
 mod fuzz_folders;
+mod generate_job;
 mod gguf_kquants;
 mod gguf_write;
 mod hf_export_llama;

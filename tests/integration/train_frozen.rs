@@ -4,14 +4,7 @@
 
 use orthoformer::data::Split;
 use orthoformer::model::{AttentionKind, Gpt, GptConfig};
-use orthoformer::train::{Observer, RunState, TrainOptions, train};
-
-struct Nothing;
-impl Observer<Gpt> for Nothing {
-    fn on_eval(&mut self, _: &Gpt, _: &RunState) -> orthoformer::Result<()> {
-        Ok(())
-    }
-}
+use orthoformer::train::{RunState, Silent, TrainOptions, train};
 
 #[test]
 fn frozen_weights_are_bit_identical_after_training() {
@@ -58,7 +51,7 @@ fn frozen_weights_are_bit_identical_after_training() {
             &opts,
             16,
             state,
-            &mut Nothing,
+            &mut Silent,
             None,
             None,
         )

@@ -114,12 +114,12 @@ struct Keeper<'a> {
 }
 
 impl Observer<Bigram> for Keeper<'_> {
-    fn on_step(&mut self, step: usize, _loss: f32, _lr: f64) {
+    fn step(&mut self, step: usize, _loss: f32, _lr: f64) {
         if Some(step) == self.stop_after {
             self.stop.store(true, Ordering::SeqCst);
         }
     }
-    fn on_eval(&mut self, model: &Bigram, state: &RunState) -> orthoformer::Result<()> {
+    fn eval(&mut self, model: &Bigram, state: &RunState) -> orthoformer::Result<()> {
         self.saved = Some((model.clone(), state.clone()));
         Ok(())
     }

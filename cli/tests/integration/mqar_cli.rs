@@ -4,9 +4,10 @@
 //! run (reported, accuracy 0) and the sweep goes on.
 
 use orthoformer::analysis::mqar::feed::MqarBatches;
-use orthoformer::analysis::mqar::run::{MqarPlan, Silent};
+use orthoformer::analysis::mqar::run::MqarPlan;
 use orthoformer::analysis::mqar::{IGNORE, MqarTask};
 use orthoformer::model::{AttentionKind, Gpt};
+use orthoformer::train::Silent;
 use orthoformer::train::schedule::Schedule;
 use orthoformer::train::{Batches, RunState};
 

@@ -31,6 +31,7 @@ pub enum MqarError {
 }
 pub mod report;
 pub mod run;
+pub mod sweep;
 
 impl Default for run::MqarPlan {
     /// The default grid of `orthoformer mqar` (the only place it is written): settings 64:4,

@@ -14,8 +14,6 @@ use crate::init::orthogonal::OrthoMethod;
 use crate::model::{AttentionKind, Gpt, GptConfig, IGNORE, NormPlacement};
 use crate::train::{AdamWConfig, Limits, Observer, RunState, TrainError, TrainOptions, train_on};
 
-pub use crate::train::progress::{Progress, Silent};
-
 /// Everything one MQAR sweep runs: the grid and the per-run budget.
 #[derive(Clone, Debug, Serialize)]
 pub struct MqarPlan {
@@ -114,8 +112,9 @@ impl MqarPlan {
         }
     }
 
-    /// Runs the whole grid, reporting each run's start and each optimizer step to `progress`.
-    pub fn run(&self, progress: &mut dyn Progress) -> crate::Result<Vec<MqarCell>> {
+    /// Runs the whole grid, reporting each run's start and each optimizer step to `progress`
+    /// (nothing is checkpointed: its `eval` is not called).
+    pub fn run(&self, progress: &mut dyn Observer<Gpt>) -> crate::Result<Vec<MqarCell>> {
         let mut cells = Vec::new();
         for &(t, p) in &self.settings {
             let task = MqarTask {
@@ -194,7 +193,7 @@ impl MqarPlan {
         task: &MqarTask,
         cfg: GptConfig,
         lr: f64,
-        progress: &mut dyn Progress,
+        progress: &mut dyn Observer<Gpt>,
     ) -> crate::Result<(LrRun, usize)> {
         let start = std::time::Instant::now();
         let mut model = MaskedGpt(Gpt::new(cfg, self.seed)?);
@@ -266,14 +265,14 @@ impl MqarPlan {
 /// The loop's observer in an MQAR run: passes every step on to the progress, and sums the
 /// losses of the last tenth of the steps (the run's `final_loss`). Nothing is checkpointed.
 struct TailLoss<'a> {
-    progress: &'a mut dyn Progress,
+    progress: &'a mut dyn Observer<Gpt>,
     steps: usize,
     tail: usize,
     sum: f64,
 }
 
 impl<'a> TailLoss<'a> {
-    fn new(steps: usize, progress: &'a mut dyn Progress) -> Self {
+    fn new(steps: usize, progress: &'a mut dyn Observer<Gpt>) -> Self {
         let tail = (steps / 10).max(1);
         TailLoss {
             progress,
@@ -289,15 +288,11 @@ impl<'a> TailLoss<'a> {
     }
 }
 
-impl<M> Observer<M> for TailLoss<'_> {
-    fn on_step(&mut self, step: usize, loss: f32, lr: f64) {
+impl Observer<MaskedGpt> for TailLoss<'_> {
+    fn step(&mut self, step: usize, loss: f32, lr: f64) {
         if step + self.tail > self.steps {
             self.sum += loss as f64;
         }
         self.progress.step(step, loss, lr);
-    }
-
-    fn on_eval(&mut self, _model: &M, _state: &RunState) -> crate::Result<()> {
-        Ok(())
     }
 }

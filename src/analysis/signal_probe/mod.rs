@@ -5,6 +5,7 @@
 //! gradient). An init that keeps both near 1 at every depth keeps the network trainable.
 
 pub mod plot;
+pub mod run;
 
 use crate::init::InitError;
 use crate::init::method::{InitMethod, InitParams, generate};

@@ -12,6 +12,7 @@ pub mod distance;
 pub mod norm;
 pub mod plot;
 pub mod report;
+pub mod run;
 
 pub use correlation::{QkCorrelation, gaussian_qk_correlation, qk_correlation};
 pub use distance::{Distortion, distance_distortion, jl_epsilon};

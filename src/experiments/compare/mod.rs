@@ -30,7 +30,8 @@ use crate::Result;
 use crate::data::Corpus;
 use crate::infer::eval::{EvalOptions, evaluate};
 use crate::model::{AttentionKind, Gpt};
-use crate::train::session::{FreshSpec, Prepared, Progress, Session};
+use crate::train::Observer;
+use crate::train::session::{FreshSpec, Prepared, Session};
 pub use crate::train::trainer::Limits;
 pub use options::CompareOptions;
 pub use plan::ComparePlan;
@@ -75,7 +76,7 @@ pub fn run(
     prepared: &Prepared,
     out: &Path,
     limits: Limits,
-    progress: &mut dyn Progress,
+    progress: &mut dyn Observer<Gpt>,
 ) -> Result<Outcome> {
     plan.check_data(prepared)?;
     let mut finals = read_finals(out, plan)?;

@@ -224,6 +224,25 @@ impl ComparePlan {
         crate::io::write_atomic_bytes(&path, &json)
     }
 
+    /// The text a resumed comparison trains on: `data` when given, else the one the plan
+    /// records (the embedded TinyShakespeare, or its file read again).
+    pub fn corpus(&self, data: Option<&Path>) -> Result<crate::data::Corpus> {
+        use crate::data::Corpus;
+        match data {
+            Some(path) => Corpus::load(path),
+            None if self.data.source == crate::data::corpus::TINY_SHAKESPEARE_NAME => {
+                Ok(Corpus::tiny_shakespeare())
+            }
+            None => Corpus::load(Path::new(&self.data.source)).map_err(|e| {
+                invalid(format!(
+                    "reloading the comparison's text {}: pass it with `data`: {}",
+                    self.data.source,
+                    crate::error::one_line(&e)
+                ))
+            }),
+        }
+    }
+
     /// Reads the plan of the comparison in `out`.
     pub fn read(out: &Path) -> Result<Self> {
         let path = out.join(PLAN_FILE);

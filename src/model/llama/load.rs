@@ -8,13 +8,12 @@
 
 use std::path::Path;
 
-use tokenizers::Tokenizer;
-
 use super::config::LlamaConfig;
 use super::forward::Llama;
 use super::special_tokens::SpecialTokens;
 use super::tokenizer::{tokenizer_from_gguf, tokenizer_from_json};
 use super::weights::LlamaWeights;
+use crate::data::Tokenizer;
 use crate::io::gguf::{GgufFile, Value};
 use crate::io::safetensors_shards;
 use crate::model::ModelError;

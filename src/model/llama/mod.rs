@@ -25,6 +25,4 @@ pub use linear::{Layer, Linear, ModelWeights};
 pub use load::{LoadedEngine, LoadedModel, load_engine, load_model};
 pub use online::RuntimeQuant;
 pub use special_tokens::SpecialTokens;
-/// The Hugging Face tokenizer a pretrained model carries.
-pub use tokenizers::Tokenizer;
 pub use weights::{LayerWeights, LlamaWeights};

@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
+use crate::data::Tokenizer;
 use serde_json::{Map, Value as Json, json};
-use tokenizers::Tokenizer;
 
 use crate::io::gguf::{Value, keys};
 

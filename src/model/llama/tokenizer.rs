@@ -1,6 +1,7 @@
 //! The tokenizer of a pretrained model: a GPT-2-style byte-level BPE built from GGUF metadata
 //! (`tokenizer.ggml.tokens` / `merges`), a SentencePiece vocabulary (`tokenizer_spm`), or read
-//! from a Hugging Face `tokenizer.json`.
+//! from a Hugging Face `tokenizer.json`; either way the crate's one tokenizer type
+//! ([`Tokenizer`], its Hugging Face form), which encodes and decodes for every model family.
 //!
 //! The GGUF path assembles a `tokenizer.json` document and hands it to the `tokenizers` crate,
 //! so both paths share one implementation. Pre-tokenisation follows llama.cpp's flavours:
@@ -8,14 +9,11 @@
 //! GPT-2 byte-level regex.
 
 use serde_json::json;
-use tokenizers::Tokenizer;
 
+use crate::data::Tokenizer;
+use crate::data::hf::HfTokenizer;
 use crate::io::gguf::{GgufFile, keys};
-use crate::io::guard::guarded;
 use crate::model::ModelError;
-
-/// The dependency [`guarded`] names.
-const TOKENIZERS: &str = "the tokenizers library";
 
 fn err(m: String) -> crate::Error {
     ModelError::Config(m).into()
@@ -121,37 +119,7 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
 
 /// Reads a `tokenizer.json` document (`what` names it in messages).
 pub fn tokenizer_from_json(text: &str, what: &str) -> crate::Result<Tokenizer> {
-    crate::io::tokenizer_json::check(text)
-        .map_err(|why| err(format!("{what}: cannot build the tokenizer: {why}")))?;
-    guarded(
-        &format!("{what}: building the tokenizer"),
-        TOKENIZERS,
-        || text.parse::<Tokenizer>(),
-    )
-    .map_err(err)?
-    .map_err(|e| err(format!("{what}: cannot build the tokenizer: {e}")))
-}
-
-/// Encodes `text` to token ids (no special tokens added).
-pub fn encode(tok: &Tokenizer, text: &str) -> crate::Result<Vec<u32>> {
-    guarded("tokenizing", TOKENIZERS, || tok.encode(text, false))
-        .map_err(err)?
-        .map(|e| e.get_ids().to_vec())
-        .map_err(|e| err(format!("tokenizing: {e}")))
-}
-
-/// Decodes token ids to text (special tokens kept).
-pub fn decode(tok: &Tokenizer, ids: &[u32]) -> crate::Result<String> {
-    guarded("detokenizing", TOKENIZERS, || tok.decode(ids, false))
-        .map_err(err)?
-        .map_err(|e| err(format!("detokenizing: {e}")))
-}
-
-/// The ids of the tokenizer's end-of-text markers (`<|endoftext|>`, `<|im_end|>`, `</s>`,
-/// `<|eot_id|>`, those it has): generation stops after any of them.
-pub fn stop_ids(tok: &Tokenizer) -> Vec<u32> {
-    ["<|endoftext|>", "<|im_end|>", "</s>", "<|eot_id|>"]
-        .iter()
-        .filter_map(|t| tok.token_to_id(t))
-        .collect()
+    HfTokenizer::parse(text)
+        .map(Tokenizer::pretrained)
+        .map_err(|why| err(format!("{what}: cannot build the tokenizer: {why}")))
 }

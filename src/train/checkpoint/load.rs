@@ -14,9 +14,10 @@ use super::{
 };
 use crate::Result;
 use crate::data::Tokenizer;
-use crate::data::bpe::BpeTokenizer;
 use crate::data::char_level::CharTokenizer;
+use crate::data::hf::HfTokenizer;
 use crate::data::ids::IdsTokenizer;
+use crate::infer::TextModel;
 use crate::io::file_set;
 use crate::model::Gpt;
 
@@ -53,6 +54,17 @@ pub fn load_with_model(dir: &Path) -> Result<(Loaded, Gpt)> {
         ));
     }
     Ok((loaded, model))
+}
+
+/// The checkpoint's model with its tokenizer, ready to generate ([`load_with_model`]; a
+/// checkpoint declares no special tokens).
+pub fn load_text_model(dir: &Path) -> Result<TextModel<Gpt>> {
+    let (loaded, model) = load_with_model(dir)?;
+    Ok(TextModel {
+        model,
+        tokenizer: loaded.tokenizer,
+        special: Default::default(),
+    })
 }
 
 fn open(dir: &Path, with_model: bool) -> Result<(Loaded, Option<Gpt>)> {
@@ -108,7 +120,7 @@ fn open(dir: &Path, with_model: bool) -> Result<(Loaded, Option<Gpt>)> {
     let read_json = |file: &str| {
         let json = String::from_utf8(read(file)?)
             .map_err(|_| corrupt(dir, format!("{file} is not UTF-8")))?;
-        BpeTokenizer::from_json(&json).map(Box::new)
+        HfTokenizer::from_json(&json).map(Box::new)
     };
     let tokenizer = match &st.tokenizer {
         TokenizerRecord::Char { vocab } => Tokenizer::Char(CharTokenizer::from_vocab(vocab)?),

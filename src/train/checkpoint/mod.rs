@@ -16,6 +16,7 @@
 //! holds while it writes, so `eval` during training never sees a half-written set. Loading
 //! then checks every hash (state.json's included) and every value of state.json.
 
+pub mod eval;
 mod load;
 mod optimizer;
 mod state;
@@ -32,7 +33,7 @@ use crate::io::file_set::{self, FileSet, Recovery, SetLock};
 use crate::{Error, Result};
 
 pub use crate::io::file_set::sha256_hex;
-pub use load::{Loaded, load, load_with_model};
+pub use load::{Loaded, load, load_text_model, load_with_model};
 pub use state::{DataRecord, StateFile, TokenizerRecord, is_sha256_hex};
 
 /// The model weights file.

@@ -1,0 +1,52 @@
+"""Text generation from a trained checkpoint or a pretrained Llama-style model (GGUF or
+Hugging Face folder) with the Rust library's engine, as ``orthoformer generate`` does it:
+the same prompt and stop rules for both model families, the same checks and messages, and
+the same text for the same seed."""
+
+from __future__ import annotations
+
+import json
+import os
+from os import PathLike
+from typing import Any, Optional, Union
+
+from . import _native
+
+PathArg = Union[str, "PathLike[str]"]
+
+
+def generate(
+    prompt: str = "",
+    *,
+    checkpoint: Optional[PathArg] = None,
+    model: Optional[PathArg] = None,
+    max_new_tokens: Optional[int] = None,
+    temperature: Optional[float] = None,
+    top_k: Optional[int] = None,
+    top_p: Optional[float] = None,
+    seed: Optional[int] = None,
+    kv_cache: Optional[str] = None,
+) -> dict[str, Any]:
+    """Continues ``prompt`` with the model of ``checkpoint`` (a folder ``orthoformer train``
+    wrote) or ``model`` (a ``.gguf`` file or Hugging Face folder); give exactly one. An empty
+    prompt starts from the model's beginning-of-sequence token (id 0 for a checkpoint);
+    generation stops after ``max_new_tokens`` (default 200) or the model's end-of-sequence
+    token. ``temperature`` (default 1; 0 is greedy), ``top_k`` (0: all), ``top_p`` (1: all)
+    and ``seed`` (default 0) choose the sampling; ``kv_cache`` (``"f16"``, the default, or
+    ``"f32"``) how a pretrained model caches keys and values. This is the library's one
+    generate operation, as ``orthoformer generate`` runs it: both refuse the same inputs with
+    the same message. Returns the report (``text``, ``prompt_tokens``, ``new_tokens``,
+    ``stopped_on_eos``, speeds) as a dict; bad inputs raise ``ValueError``/``OSError``.
+    """
+    report = _native.generate_text(
+        prompt,
+        None if checkpoint is None else os.fspath(checkpoint),
+        None if model is None else os.fspath(model),
+        max_new_tokens,
+        temperature,
+        top_k,
+        top_p,
+        seed,
+        kv_cache,
+    )
+    return json.loads(report)

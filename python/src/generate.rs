@@ -1,0 +1,70 @@
+//! Text generation from a checkpoint or a pretrained model: the library's one operation,
+//! [`orthoformer::infer::generate_job::run`], called with Python's arguments (the command line
+//! calls the same, so both refuse the same inputs with the same messages).
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+
+use orthoformer::infer::TextModel;
+use orthoformer::infer::generate::SampleOptions;
+use orthoformer::infer::generate_job::{self, GenerateJob};
+use orthoformer::model::llama::KvDtype;
+use orthoformer::train::checkpoint::load_text_model;
+
+use crate::error::{OrPy, guard, value};
+
+/// Continues `prompt` with the model of `checkpoint` (a training run's folder) or `model` (a
+/// `.gguf` file or Hugging Face folder), exactly one of them. Settings left `None` take the
+/// library's defaults. Returns the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (prompt="", checkpoint=None, model=None, max_new_tokens=None,
+    temperature=None, top_k=None, top_p=None, seed=None, kv_cache=None))]
+#[allow(clippy::too_many_arguments)]
+fn generate_text(
+    py: Python<'_>,
+    prompt: &str,
+    checkpoint: Option<PathBuf>,
+    model: Option<PathBuf>,
+    max_new_tokens: Option<usize>,
+    temperature: Option<f32>,
+    top_k: Option<usize>,
+    top_p: Option<f64>,
+    seed: Option<u64>,
+    kv_cache: Option<&str>,
+) -> PyResult<String> {
+    let d = GenerateJob::default();
+    let job = GenerateJob {
+        prompt: prompt.to_string(),
+        options: SampleOptions {
+            max_new_tokens: max_new_tokens.unwrap_or(d.options.max_new_tokens),
+            temperature: temperature.unwrap_or(d.options.temperature),
+            top_k: top_k.unwrap_or(d.options.top_k),
+            top_p: top_p.unwrap_or(d.options.top_p),
+            seed: seed.unwrap_or(d.options.seed),
+        },
+        kv_cache: match kv_cache {
+            Some(name) => KvDtype::parse(name).map_err(value)?,
+            None => d.kv_cache,
+        },
+    };
+    let report = py.detach(|| {
+        guard(|| match (checkpoint, model) {
+            (None, Some(path)) => {
+                generate_job::run(&job, || TextModel::pretrained(&path, job.kv_cache), None).or_py()
+            }
+            (Some(dir), None) => generate_job::run(&job, || load_text_model(&dir), None).or_py(),
+            _ => Err(value(
+                "pass `checkpoint` (a training run's folder) or `model` (a .gguf file or a \
+                 Hugging Face folder), one of them",
+            )),
+        })
+    })?;
+    serde_json::to_string(&report).map_err(|e| value(e.to_string()))
+}
+
+/// Adds this file's functions to the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(generate_text, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,100 @@
+//! `orthoformer eval --checkpoint` as one library operation: loss, perplexity and bits per
+//! character (char tokenizer), byte (BPE, Hugging Face) or token (ids only) of a trained
+//! checkpoint, on the validation split of its training text (or of its token folder) by
+//! default, or on any UTF-8 file (`data`), through the one evaluation
+//! ([`crate::infer::eval_job::timed`]).
+
+use crate::error::one_line;
+use std::path::Path;
+
+use super::load_with_model;
+use crate::Result;
+use crate::data::{Corpus, Split, token_files};
+use crate::infer::eval::EvalOptions;
+use crate::infer::eval_job::{EvalJob, timed};
+use crate::infer::eval_report::CheckpointEval;
+
+fn invalid(msg: String) -> crate::Error {
+    crate::train::invalid(msg)
+}
+
+/// Evaluates the checkpoint in `dir` as `job` says (its windows are the model's context, its
+/// batches the training batch). `progress(scored, total)` counts tokens.
+pub fn run(
+    dir: &Path,
+    job: &EvalJob,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<CheckpointEval> {
+    if job.max_tokens.is_some() || job.context.is_some() {
+        return Err(invalid(
+            "`max_tokens` and `context` apply to `model` only; use `eval_iters` to evaluate \
+             fewer batches"
+                .into(),
+        ));
+    }
+    job.options(EvalOptions::default())?;
+    // One read of the model, verified against the manifest and the state's configuration.
+    let (loaded, mut model) = load_with_model(dir)?;
+    let st = &loaded.state_file;
+    let options = job.options(EvalOptions {
+        batch: st.options.batch,
+        ..EvalOptions::default()
+    })?;
+    let tok = &loaded.tokenizer;
+    let (tokens, text_desc, units_per) = match &job.data {
+        Some(path) => {
+            let corpus = Corpus::load(path)?;
+            let tokens = tok
+                .encode(&corpus.text)
+                .map_err(|e| invalid(format!("tokenizing {}: {}", path.display(), one_line(&e))))?;
+            let upt = tok.units_per_token(&corpus.text, tokens.len());
+            (tokens, path.display().to_string(), upt)
+        }
+        None if token_files::is_token_folder(Path::new(&st.data.source)) => {
+            // Trained on prepared token files: their validation file; its text (for bits per
+            // unit) is what the checkpoint's tokenizer decodes it to.
+            let dir = Path::new(&st.data.source);
+            let val = token_files::read_split(dir, "val").map_err(|e| {
+                invalid(format!(
+                    "reading the validation tokens of {}: {}",
+                    dir.display(),
+                    one_line(&e)
+                ))
+            })?;
+            let upt = tok.units_per_token(&tok.decode(&val)?, val.len());
+            (val, format!("val.bin of {}", dir.display()), upt)
+        }
+        None => {
+            let corpus = if st.data.source == crate::data::corpus::TINY_SHAKESPEARE_NAME {
+                Corpus::tiny_shakespeare()
+            } else {
+                Corpus::load(Path::new(&st.data.source)).map_err(|e| {
+                    invalid(format!(
+                        "the checkpoint's training text is needed for its validation split; \
+                         pass `data`: {}",
+                        one_line(&e)
+                    ))
+                })?
+            };
+            let tokens = tok.encode(&corpus.text)?;
+            let split = Split::new(&tokens, model.config().context)?;
+            // Units of the validation part itself (BPE bytes per token vary along a text).
+            let upt = tok.units_per_token(&tok.decode(&split.val)?, split.val.len());
+            (
+                split.val,
+                format!("validation split of {}", corpus.source),
+                upt,
+            )
+        }
+    };
+    let (report, seconds) = timed(&mut model, &tokens, &options, progress)?;
+    Ok(CheckpointEval {
+        checkpoint: dir.to_path_buf(),
+        data: text_desc,
+        step: st.step,
+        tokenizer: tok.name(),
+        tokens_per_second: report.tokens as f64 / seconds,
+        report: report.with_units(units_per, tok.unit()),
+        seconds,
+    })
+}
