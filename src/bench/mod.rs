@@ -11,4 +11,4 @@ pub mod memory;
 pub mod memory_report;
 pub mod options;
 pub mod step;
-pub mod step_report;
+pub(crate) mod step_report;

@@ -3,7 +3,7 @@
 //! (loss, perplexity, bits per unit), sampling and generation with a KV cache, and the
 //! reports of `orthoformer eval`.
 
-pub mod causal_lm;
+pub(crate) mod causal_lm;
 pub mod eval;
 pub mod eval_report;
 pub mod generate;

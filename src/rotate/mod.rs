@@ -1,18 +1,18 @@
 //! Computational invariance of pretrained RMSNorm models: fold norms, rotate the residual
 //! stream by an orthogonal matrix, quantise, and align hidden-state spaces.
 
-pub mod apply;
-pub mod check;
-pub mod fold;
+pub(crate) mod apply;
+pub(crate) mod check;
+pub(crate) mod fold;
 pub mod heads;
-pub mod job;
+pub(crate) mod job;
 pub mod options;
 pub use crate::nn::hadamard;
 pub mod procrustes;
-pub mod quant;
+pub(crate) mod quant;
 pub mod quant_options;
 pub mod quant_study;
-pub mod rotation;
+pub(crate) mod rotation;
 
 pub use apply::{online_transform, rotate_down_inputs, rotate_weights};
 pub use fold::fold_norms;

@@ -4,17 +4,17 @@
 //! variants built from training runs is in `experiments`.
 
 pub mod adamw;
-pub mod batches;
+pub(crate) mod batches;
 pub mod checkpoint;
 pub mod clip;
-pub mod gpt_adapter;
-pub mod loop_eval;
+pub(crate) mod gpt_adapter;
+pub(crate) mod loop_eval;
 pub mod metrics;
-pub mod model_api;
+pub(crate) mod model_api;
 pub mod options;
-pub mod progress;
+pub(crate) mod progress;
 pub mod recipe;
-pub mod request;
+pub(crate) mod request;
 pub mod schedule;
 pub mod session;
 pub mod trainer;

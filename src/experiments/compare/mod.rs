@@ -15,12 +15,12 @@
 //! `stop_at`, a killed process) continues where it stopped: finished runs are kept, a run cut
 //! short resumes from its last checkpoint, the rest start fresh.
 
-pub mod options;
+pub(crate) mod options;
 pub mod plan;
-pub mod plot;
-pub mod report;
-pub mod summary;
-pub mod sweep;
+pub(crate) mod plot;
+pub(crate) mod report;
+pub(crate) mod summary;
+pub(crate) mod sweep;
 
 use std::collections::BTreeMap;
 use std::path::Path;
