@@ -1,6 +1,6 @@
 """Markdown tables of docs/RESULTS.md (issue 19) from the study's summaries
 (`scripts/study_compare.sh` writes them), optionally with seconds-to-target derived from
-step times measured alone (`cargo run --release --example compare_step_times > times.txt`).
+step times measured alone (`cargo bench --bench compare_step_times > times.txt`).
 
 Usage: python3 scripts/study_tables.py [runs/study] [--step-times times.txt]
 """
@@ -13,7 +13,7 @@ T975 = {1: 12.706204736, 2: 4.302652730, 3: 3.182446305, 4: 2.776445105}
 
 p = argparse.ArgumentParser()
 p.add_argument("study", nargs="?", default="runs/study")
-p.add_argument("--step-times", help="output of examples/compare_step_times")
+p.add_argument("--step-times", help="output of benches/compare_step_times.rs")
 a = p.parse_args()
 
 quiet = {}

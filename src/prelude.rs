@@ -75,19 +75,110 @@
 //! ```
 //!
 //! **A pretrained Llama-family model** ([`Llama`], [`load_engine`]) loads from a GGUF file or
-//! a Hugging Face folder and runs through the same [`evaluate`] and [`generate_ids`]; see
-//! `examples/` for a run on a real model.
+//! a Hugging Face folder and runs through the same [`evaluate`] and [`generate_ids`]. Here the
+//! model is [`write_tiny_llama_gguf`]'s tiny random one (its text is noise); a real model
+//! runs the same code (`examples/generate_gguf.rs`):
+//!
+//! ```
+//! use orthoformer::prelude::*;
+//!
+//! let path = std::env::temp_dir().join(format!("orthoformer-doc-llama-{}.gguf", std::process::id()));
+//! write_tiny_llama_gguf(&path, 0)?;
+//! let LoadedEngine { mut model, tokenizer, .. } = load_engine(&path)?;
+//! let prompt = tokenizer.encode("To be, or not to be")?;
+//! let greedy = SampleOptions { max_new_tokens: 8, temperature: 0.0, ..SampleOptions::default() };
+//! let new = generate_ids(&mut model, &prompt, greedy, &tokenizer.end_ids(), &mut |_| Ok(()))?;
+//! assert!(!new.is_empty() && new.len() <= 8);
+//! let _text: String = tokenizer.decode(&new)?;
+//! let report = evaluate(&mut model, &prompt, &EvalOptions::default(), &mut |_| {})?;
+//! assert!(report.loss.is_finite() && report.tokens == prompt.len() - 1);
+//! # std::fs::remove_file(&path).ok();
+//! # Ok::<(), orthoformer::Error>(())
+//! ```
+//!
+//! **Rotating a pretrained model and checking it** ([`rotate`] with `check`): the residual
+//! stream is rotated by an orthogonal matrix after folding the RMSNorm weights, so the
+//! rotated model computes the same logits (up to rounding):
+//!
+//! ```
+//! use orthoformer::prelude::*;
+//!
+//! let dir = std::env::temp_dir();
+//! let model = dir.join(format!("orthoformer-doc-rotate-{}.gguf", std::process::id()));
+//! let rotated = dir.join(format!("orthoformer-doc-rotated-{}.gguf", std::process::id()));
+//! write_tiny_llama_gguf(&model, 0)?;
+//! let options = RotateOptions { check_tokens: 64, context: 32, ..RotateOptions::default() };
+//! let job = RotateJob { model: model.clone(), out: vec![rotated.clone()], check: true, data: None, options };
+//! let report = rotate(&job, &mut |_, _| {})?;
+//! assert_eq!(report.check_passed, Some(true));
+//! assert!(report.check.unwrap().max_abs_logit_diff < 1e-3);
+//! # std::fs::remove_file(&model).ok();
+//! # std::fs::remove_file(&rotated).ok();
+//! # Ok::<(), orthoformer::Error>(())
+//! ```
+//!
+//! **Quantising a model to a GGUF block format** ([`quantize_model`], [`save_quantized_gguf`]):
+//! every decoder matrix rounded to nearest onto Q4_0 (GPTQ takes the Hessians of
+//! [`calibrate`] instead), the embedding onto Q8_0, written as a file llama.cpp and
+//! [`load_engine`] run; the file computes what the in-memory quantised model does:
+//!
+//! ```
+//! use orthoformer::prelude::*;
+//!
+//! let dir = std::env::temp_dir();
+//! let source = dir.join(format!("orthoformer-doc-quant-src-{}.gguf", std::process::id()));
+//! let out = dir.join(format!("orthoformer-doc-quant-{}.gguf", std::process::id()));
+//! write_tiny_llama_gguf(&source, 0)?;
+//! let loaded = load_model(&source)?;
+//! let mut weights = loaded.weights.clone();
+//! let plan = QuantPlan {
+//!     method: QuantMethod::Rtn(Clip::None),
+//!     format: QuantFormat::Q4_0,
+//!     fallback: None,
+//!     embed_format: Some(QuantFormat::Q8_0),
+//! };
+//! let quantized = quantize_model(&mut weights, &plan, None, &mut |_| {})?;
+//! let metadata = loaded.gguf_metadata.as_deref().unwrap_or_default(); // a GGUF source's
+//! save_quantized_gguf(&weights, &quantized, QuantFormat::Q4_0, metadata, &out)?;
+//! let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+//! assert!(size(&out) * 4 < size(&source));
+//! let tokens: Vec<u32> = (0..16).map(|i| i * 7 % 256).collect();
+//! let mut file = load_engine(&out)?.model;
+//! let mut memory = Llama::new(weights);
+//! let on_file = evaluate(&mut file, &tokens, &EvalOptions::default(), &mut |_| {})?;
+//! let in_memory = evaluate(&mut memory, &tokens, &EvalOptions::default(), &mut |_| {})?;
+//! assert!((on_file.loss - in_memory.loss).abs() < 1e-4);
+//! # std::fs::remove_file(&source).ok();
+//! # std::fs::remove_file(&out).ok();
+//! # Ok::<(), orthoformer::Error>(())
+//! ```
+//!
+//! Whole programs built on these live in the repository's `examples/` folder: training a
+//! small model (`train_shakespeare`), generating from a GGUF file (`generate_gguf`), rotating and
+//! checking a model (`rotate_check`) and initialising with every method (`init_methods`).
 
-pub use crate::data::{Corpus, TokenizerKind};
+pub use crate::data::{Corpus, Tokenizer, TokenizerKind};
+pub use crate::export::tiny_llama::write_tiny_llama_gguf;
 pub use crate::infer::CausalLm;
 pub use crate::infer::eval::{EvalOptions, EvalReport, evaluate};
-pub use crate::infer::generate::{SampleOptions, generate_ids, generate_text};
+pub use crate::infer::generate::{GenerateReport, SampleOptions, generate_ids, generate_text};
+pub use crate::init::method::{InitMethod, InitParams};
 pub use crate::init::options::InitOptions;
 pub use crate::init::run::{InitReport, InitRun, run as init};
-pub use crate::model::llama::{Llama, load_engine};
+pub use crate::model::llama::{
+    Llama, LlamaWeights, LoadedEngine, LoadedModel, load_engine, load_model,
+};
 pub use crate::model::{AttentionKind, Gpt, GptConfig};
+pub use crate::quant::calibrate::calibrate;
+pub use crate::quant::model::{
+    Method as QuantMethod, Plan as QuantPlan, QuantizedModel, quantize_model,
+};
+pub use crate::quant::write::save_quantized_gguf;
+pub use crate::quant::{Clip, Format as QuantFormat, GptqOptions};
+pub use crate::rotate::check::Comparison;
+pub use crate::rotate::options::RotateOptions;
 pub use crate::rotate::{RotateJob, RotateReport, Rotation, RotationKind, run as rotate};
-pub use crate::train::TrainOptions;
 pub use crate::train::observer::Silent;
 pub use crate::train::session::{FreshSpec, Session};
+pub use crate::train::{MetricRecord, RunState, TrainOptions};
 pub use crate::{Error, Result};

@@ -81,7 +81,7 @@ fn every_command_without_flags_is_its_library_default() {
     let Command::Quantize(a) = parse(&["quantize", "--model", "m"]) else {
         panic!()
     };
-    assert_eq!(a.options().unwrap(), QuantizeOptions::default());
+    assert_eq!(a.options(), QuantizeOptions::default());
 }
 
 #[test]

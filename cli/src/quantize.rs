@@ -11,8 +11,8 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::common::{emit, progress_bar};
-use orthoformer::infer::text::{read_tokens, text_name as data_name};
 use super::quantize_flags::{RuntimeQuantArgs, bits_parser};
+use orthoformer::infer::text::{read_tokens, text_name as data_name};
 use orthoformer::model::llama::load_model;
 use orthoformer::rotate::quant_options::QuantizeOptions;
 use orthoformer::rotate::quant_report::QuantReport;

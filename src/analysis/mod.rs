@@ -3,6 +3,6 @@
 
 pub mod mqar;
 pub mod params_report;
-pub mod seed_claims;
+pub(crate) mod seed_claims;
 pub mod signal_probe;
 pub mod theory;

@@ -14,4 +14,4 @@ pub mod memory_report;
 pub mod memory_run;
 pub mod options;
 pub mod step;
-pub mod step_report;
+pub(crate) mod step_report;

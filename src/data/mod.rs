@@ -6,16 +6,16 @@
 //! `Tokenizer::from_json` -> `encode` -> `Split::new` (first 90% train, last 10% validation)
 //! -> `BatchSampler::next_batch` (seeded random windows).
 
-pub mod batch;
+pub(crate) mod batch;
 pub mod bpe;
 pub mod char_level;
 pub mod corpus;
 pub mod hf;
 pub mod hf_tokenizer;
 pub mod ids;
-pub mod split;
+pub(crate) mod split;
 pub mod token_files;
-pub mod tokenizer;
+pub(crate) mod tokenizer;
 
 pub use batch::BatchSampler;
 pub use corpus::Corpus;

@@ -5,7 +5,7 @@
 //! `orthoformer generate` as one operation, [`generate_job`]), and the reports of
 //! `orthoformer eval`.
 
-pub mod causal_lm;
+pub(crate) mod causal_lm;
 pub mod eval;
 pub mod eval_job;
 pub mod eval_report;

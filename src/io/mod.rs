@@ -2,22 +2,22 @@
 //! replaced all at once, plots, the formats the project reads and writes (npy, a
 //! deterministic safetensors writer, GGUF), and the memory check made before large allocations.
 
-pub mod atomic;
+pub(crate) mod atomic;
 pub mod figure;
 pub mod file_set;
 pub mod folder_kind;
 pub mod gguf;
-pub mod guard;
+pub(crate) mod guard;
 pub mod matrix_file;
-pub mod memory;
+pub(crate) mod memory;
 pub mod npy;
 pub mod rss;
 pub mod safe_file;
 pub mod safetensors_shards;
-pub mod safetensors_writer;
+pub(crate) mod safetensors_writer;
 pub mod table;
-pub mod tokenizer_json;
-pub mod tokenizer_limits;
+pub(crate) mod tokenizer_json;
+pub(crate) mod tokenizer_limits;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
 

@@ -6,7 +6,7 @@ use crate::init::orthogonal::OrthoMethod;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-pub use super::attention_kind::{AttentionKind, AttentionSpec, AttnWeight, Kernel, Projection};
+pub(crate) use super::attention_kind::{AttentionKind, Projection};
 
 /// Where the LayerNorms sit in a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

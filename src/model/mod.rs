@@ -5,8 +5,8 @@
 //! `export`.
 
 pub mod accounting;
-pub mod attention_kind;
-pub mod config;
+pub(crate) mod attention_kind;
+pub(crate) mod config;
 pub mod gpt;
 pub mod llama;
 

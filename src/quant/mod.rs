@@ -8,8 +8,8 @@
 
 pub mod calibrate;
 pub mod gptq;
-pub mod grid;
-pub mod matrix;
+pub(crate) mod grid;
+pub(crate) mod matrix;
 pub mod model;
 pub mod rtn;
 pub mod write;

@@ -2,18 +2,18 @@
 //! stream by an orthogonal matrix, quantise, and align hidden-state spaces.
 
 pub mod align;
-pub mod apply;
-pub mod check;
-pub mod fold;
+pub(crate) mod apply;
+pub(crate) mod check;
+pub(crate) mod fold;
 pub mod heads;
-pub mod job;
+pub(crate) mod job;
 pub mod options;
 pub use crate::nn::hadamard;
 pub mod procrustes;
 pub mod quant_options;
 pub mod quant_report;
 pub mod quant_study;
-pub mod rotation;
+pub(crate) mod rotation;
 pub mod set;
 
 pub use apply::{rotate_down_inputs, rotate_weights};

@@ -3,9 +3,9 @@
 //! comparison over seeds, and the summaries of a sample (median, moments) that benchmarks and
 //! `orthoformer init` report.
 
-pub mod distribution;
-pub mod paired;
-pub mod summary;
+pub(crate) mod distribution;
+pub(crate) mod paired;
+pub(crate) mod summary;
 
 pub use distribution::{
     beta_cdf, gamma_p, ks_pvalue, ks_statistic, ks_test, ln_gamma, nan_max, normal_cdf,

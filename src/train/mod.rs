@@ -4,18 +4,18 @@
 //! variants built from training runs is in `experiments`.
 
 pub mod adamw;
-pub mod batches;
+pub(crate) mod batches;
 pub mod checkpoint;
 pub mod clip;
-pub mod gpt_adapter;
-pub mod loop_eval;
+pub(crate) mod gpt_adapter;
+pub(crate) mod loop_eval;
 pub mod metrics;
-pub mod model_api;
+pub(crate) mod model_api;
 pub mod model_choice;
 pub mod observer;
 pub mod options;
 pub mod recipe;
-pub mod request;
+pub(crate) mod request;
 pub mod run_record;
 pub mod schedule;
 pub mod session;

@@ -4,9 +4,9 @@
 //! on the queried positions, the report and the accuracy heatmap.
 
 pub mod feed;
-pub mod generator;
+pub(crate) mod generator;
 pub mod heatmap;
-pub mod masked;
+pub(crate) mod masked;
 pub mod score;
 
 pub use generator::{IGNORE, MqarBatch, MqarTask};

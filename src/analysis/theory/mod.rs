@@ -6,10 +6,10 @@
 //! three on plain matrices (rows are points), so they apply to synthetic inputs and to a
 //! trained model's activations alike.
 
-pub mod activations;
-pub mod correlation;
-pub mod distance;
-pub mod norm;
+pub(crate) mod activations;
+pub(crate) mod correlation;
+pub(crate) mod distance;
+pub(crate) mod norm;
 pub mod plot;
 pub mod report;
 pub mod run;

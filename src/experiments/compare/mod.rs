@@ -17,10 +17,10 @@
 
 pub mod options;
 pub mod plan;
-pub mod plot;
-pub mod report;
-pub mod summary;
-pub mod sweep;
+pub(crate) mod plot;
+pub(crate) mod report;
+pub(crate) mod summary;
+pub(crate) mod sweep;
 
 use std::collections::BTreeMap;
 use std::path::Path;

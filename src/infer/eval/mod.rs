@@ -10,8 +10,8 @@
 //! model in batches ([`CausalLm::score_windows`]), which a model may run in one forward.
 
 pub(crate) mod gpt;
-pub mod options;
-pub mod report;
+pub(crate) mod options;
+pub(crate) mod report;
 pub mod score;
 pub mod windows;
 

@@ -35,7 +35,7 @@
 //! never mistaken for a crashed one.
 
 mod lock;
-pub mod manifest;
+pub(crate) mod manifest;
 mod staged;
 #[cfg(test)]
 mod tests;

@@ -1,14 +1,14 @@
 //! GGUF files: header and metadata parsing, tensor dequantisation (F32, F16, BF16, Q8_0,
 //! Q4_0, Q4_1, Q4_K, Q5_K, Q6_K), and writing (F32, F16).
 
-pub mod budget;
+pub(crate) mod budget;
 pub mod dtype;
-pub mod keys;
-pub mod kquants;
-pub mod read;
-pub mod validate;
-pub mod value;
-pub mod write;
+pub(crate) mod keys;
+pub(crate) mod kquants;
+pub(crate) mod read;
+pub(crate) mod validate;
+pub(crate) mod value;
+pub(crate) mod write;
 
 pub use dtype::GgmlType;
 pub use read::{GgufFile, TensorBytes, TensorInfo};

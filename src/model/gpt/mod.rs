@@ -8,7 +8,7 @@ pub(crate) mod acts;
 pub(crate) mod backward;
 pub mod file;
 pub(crate) mod forward;
-pub mod init_draws;
+pub(crate) mod init_draws;
 pub mod layout;
 pub(crate) mod masked;
 pub(crate) mod rope;

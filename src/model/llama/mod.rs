@@ -2,20 +2,20 @@
 //! embeddings): configuration, weights, tokenizer, and inference with a KV cache, loaded from
 //! GGUF or from Hugging Face `model.safetensors` + `config.json`.
 
-pub mod cache;
+pub(crate) mod cache;
 pub mod config;
-pub mod forward;
-pub mod hessian;
+pub(crate) mod forward;
+pub(crate) mod hessian;
 pub mod kv_quant;
-pub mod kv_store;
-pub mod linear;
-pub mod load;
+pub(crate) mod kv_store;
+pub(crate) mod linear;
+pub(crate) mod load;
 pub mod online;
 pub mod quant;
-pub mod special_tokens;
-pub mod supported;
+pub(crate) mod special_tokens;
+pub(crate) mod supported;
 pub mod tokenizer;
-pub mod tokenizer_spm;
+pub(crate) mod tokenizer_spm;
 pub mod weights;
 
 pub use cache::{KvCache, KvDtype};

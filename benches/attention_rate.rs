@@ -1,5 +1,7 @@
 //! Rate of the causal attention kernels alone at the shapes of configs A and B (GFLOP/s of
 //! the products they run), to see how far the small per-head products fall below the GEMM peak.
+//!
+//! Run: `cargo bench --bench attention_rate`.
 use orthoformer::nn::attention::{self, Dims, Grads, HeadLayout, Heads, HeadsMut};
 use std::time::Instant;
 

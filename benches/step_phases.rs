@@ -1,4 +1,6 @@
 //! Where a training step's time goes: forward (loss only), forward + backward, AdamW.
+//!
+//! Run: `cargo bench --bench step_phases`.
 use orthoformer::model::{AttentionKind, Gpt, GptConfig};
 use std::time::Instant;
 fn best<F: FnMut()>(mut f: F) -> f64 {

@@ -3,7 +3,7 @@
 //! context 64, and width 128 at context 256), timed alone so the study's seconds-to-target can
 //! be derived from a quiet machine's step cost instead of the shared machine's wall clock.
 //!
-//! `cargo run --release --example compare_step_times [ROUNDS]`: for each shape and variant,
+//! `cargo bench --bench compare_step_times [-- ROUNDS]`: for each shape and variant,
 //! the median of 30 steps (after 3 warm-up steps) in each round, best of ROUNDS (default 3).
 
 use orthoformer::bench::step::time_training_step;
@@ -12,6 +12,7 @@ use orthoformer::train::recipe::recipe;
 
 fn main() -> orthoformer::Result<()> {
     let rounds: usize = std::env::args()
+        .filter(|a| a != "--bench")
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(3);

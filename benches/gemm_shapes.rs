@@ -1,8 +1,11 @@
 //! GEMM rate of the `gemm` crate on the training shapes of configs A and B (GFLOP/s).
+//!
+//! Run: `cargo bench --bench gemm_shapes [-- THREADS [splitm|splitk]]`.
 use orthoformer::nn::matmul::{Trans, matmul};
 use std::time::Instant;
 fn main() {
     let threads: usize = std::env::args()
+        .filter(|a| a != "--bench")
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(2);
@@ -23,8 +26,13 @@ fn main() {
         ("A q dW", 128, 2048, 128, Trans::Yes, Trans::No),
         ("A qkv dW", 384, 2048, 128, Trans::Yes, Trans::No),
     ];
-    let split = std::env::args().nth(2).is_some();
-    if std::env::args().nth(2).as_deref() == Some("splitm") {
+    let split = std::env::args().filter(|a| a != "--bench").nth(2).is_some();
+    if std::env::args()
+        .filter(|a| a != "--bench")
+        .nth(2)
+        .as_deref()
+        == Some("splitm")
+    {
         for (m, k, n, tb) in [
             (2048, 128, 128, Trans::Yes),
             (2048, 128, 512, Trans::Yes),
@@ -62,7 +70,12 @@ fn main() {
         }
         return;
     }
-    if std::env::args().nth(2).as_deref() == Some("splitk") {
+    if std::env::args()
+        .filter(|a| a != "--bench")
+        .nth(2)
+        .as_deref()
+        == Some("splitk")
+    {
         for (m, k, n) in [
             (128, 2048, 128),
             (384, 2048, 128),

@@ -1,4 +1,6 @@
-//! scratch: decode wall and CPU time per token (CPU time from /proc/self/stat, all threads)
+//! Decode wall and CPU time per token (CPU time from /proc/self/stat, all threads).
+//!
+//! Run: `cargo bench --bench decode_rate [-- MODEL.gguf [TOKENS [THREADS]]]`.
 use orthoformer::model::llama::load_engine;
 use std::time::Instant;
 fn cpu_s() -> f64 {
@@ -8,13 +10,16 @@ fn cpu_s() -> f64 {
 }
 fn main() {
     let path = std::env::args()
+        .filter(|a| a != "--bench")
         .nth(1)
         .unwrap_or("models/SmolLM2-135M-Instruct.Q4_1.gguf".into());
     let n: usize = std::env::args()
+        .filter(|a| a != "--bench")
         .nth(2)
         .and_then(|s| s.parse().ok())
         .unwrap_or(128);
     let threads: usize = std::env::args()
+        .filter(|a| a != "--bench")
         .nth(3)
         .and_then(|s| s.parse().ok())
         .unwrap_or(2);

@@ -1,4 +1,6 @@
-//! scratch: single-thread CPU time of gemm on Llama eval shapes, whole vs panels
+//! Single-thread CPU time of gemm on Llama evaluation shapes, whole vs panels.
+//!
+//! Run: `cargo bench --bench llama_shapes`.
 use orthoformer::nn::matmul::{Operand, Trans, matmul_raw};
 fn cpu_ns() -> f64 {
     std::fs::read_to_string("/proc/thread-self/schedstat")

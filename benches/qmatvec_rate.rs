@@ -1,4 +1,6 @@
-//! scratch: matvec GB/s on SmolLM2 shapes per ISA
+//! Quantised matvec GB/s on SmolLM2 shapes, per instruction set.
+//!
+//! Run: `cargo bench --bench qmatvec_rate`.
 use orthoformer::io::gguf::GgmlType;
 use orthoformer::nn::qmatvec::{QMatrix, matvec, matvec_rows};
 use orthoformer::nn::simd::{available, with_isa};

@@ -2,7 +2,7 @@
 //! the engine, the tokenizer, a 384-position KV cache), from `/proc/self/status`: with the
 //! weights left in the file's mapping, resident memory stays near the file size.
 //!
-//! usage: cargo run --release --example load_rss [MODEL.gguf]
+//! Run: `cargo bench --bench load_rss [-- MODEL.gguf]`
 use orthoformer::io::gguf::GgufFile;
 use orthoformer::model::llama::{Llama, tokenizer::tokenizer_from_gguf};
 fn st(tag: &str) {
@@ -20,6 +20,7 @@ fn st(tag: &str) {
 }
 fn main() {
     let p = std::env::args()
+        .filter(|a| a != "--bench")
         .nth(1)
         .unwrap_or_else(|| "models/SmolLM2-135M-Instruct.Q4_1.gguf".into());
     let p = std::path::Path::new(&p);
