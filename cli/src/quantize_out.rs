@@ -221,6 +221,11 @@ pub fn run(a: &QuantizeArgs, out: &Path, t: GgufOut) -> anyhow::Result<Outcome> 
                  with eval or generate (llama.cpp refuses it)"
             )?;
         }
+        if a.rotations().qk {
+            outln!(
+                "R3 acts at run time: pass --qk-hadamard (with --kv-cache q8|q4) to eval or generate"
+            )?;
+        }
         outln!(
             "embedding and lm_head: Q8_0; calibration tokens: {ncal}; time: calibrate {t_cal:.1} s, quantise {t_q:.1} s"
         )?;

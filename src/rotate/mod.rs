@@ -12,6 +12,7 @@ pub use crate::nn::hadamard;
 pub mod procrustes;
 pub mod quant_options;
 pub mod quant_report;
+pub mod quant_run;
 pub mod quant_study;
 pub(crate) mod rotation;
 pub mod set;

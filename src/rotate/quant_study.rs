@@ -1,22 +1,16 @@
 //! The quantisation study of `orthoformer quantize`: configurations (weight, activation and
 //! KV-cache bits, QuaRot's rotation set, the weight rounding), the grid QuaRot's table runs,
-//! and the perplexity of each configuration on real text, measured by the engine itself: the
-//! model is rotated and its weights rounded offline ([`super::set`], `crate::quant`), then run
-//! with the engine's online transforms, activation quantisation and quantised KV cache
-//! ([`RuntimeQuant`], [`KvDtype`]), exactly as `eval` runs a written file with those flags.
-//! The report is in [`super::quant_report`].
+//! and how a configuration sets up the engine ([`configure`]: its online transforms,
+//! activation quantisation and quantised KV cache, [`RuntimeQuant`], [`KvDtype`]), exactly as
+//! `eval` runs a written file with those flags. The runs are in [`super::quant_run`], the
+//! report in [`super::quant_report`].
 
 use serde::Serialize;
 
-use super::quant_report::{QuantRow, QuantStatsRow};
-use super::set::apply_offline;
+pub use super::quant_run::{StudyText, run_study, seeds_of, study_tokens};
 pub use super::set::{RotateChoice, RotationSet};
-use crate::infer::eval::{EvalOptions, evaluate};
-use crate::model::llama::quant::ActStats;
-use crate::model::llama::{KvDtype, Llama, LlamaWeights, RuntimeQuant};
+use crate::model::llama::{KvDtype, Llama, RuntimeQuant};
 use crate::nn::group_quant::GroupQuant;
-use crate::quant::model::{Method, Plan, quantize_model};
-use crate::quant::{Clip, Format, GptqOptions};
 
 /// How the study rounds weights (symmetric, per output channel or group).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -179,52 +173,6 @@ pub struct StudySettings {
     pub kv_group: usize,
 }
 
-/// The weights of configuration `c` built from `base` with `seed`: rotated offline and rounded
-/// to `c.wbits` by `c.method` (one scale per output channel, or per `group` inputs,
-/// symmetric), calibrated (GPTQ, clipping search) on `calib` as the model will run, with
-/// `R4` online. The run-time settings are [`configure`]'s.
-pub fn prepare(
-    base: &LlamaWeights,
-    c: &QuantConfig,
-    s: StudySettings,
-    seed: u64,
-    calib: &[u32],
-) -> crate::Result<Llama> {
-    let mut w = base.clone();
-    let down = apply_offline(&mut w, &c.rotations, seed)?;
-    if c.wbits < 16 {
-        let method = match c.method {
-            WeightRounding::Rtn => Method::Rtn(Clip::None),
-            WeightRounding::RtnClip => Method::Rtn(Clip::Search),
-            WeightRounding::Gptq => Method::Gptq(GptqOptions::default()),
-        };
-        let plan = Plan {
-            method,
-            format: Format::Affine {
-                bits: c.wbits,
-                group: s.group,
-                symmetric: true,
-            },
-            fallback: None,
-            embed_format: None,
-        };
-        let hs = if c.method.calibrates() {
-            Some(crate::quant::calibrate::calibrate(
-                &w,
-                down.clone(),
-                calib,
-                s.context,
-            )?)
-        } else {
-            None
-        };
-        quantize_model(&mut w, &plan, hs.as_ref(), &mut |_| {})?;
-    }
-    let mut m = Llama::new(w);
-    m.down_hadamard = down;
-    Ok(m)
-}
-
 /// Sets `model`'s activation quantiser, `R3` and KV-cache type for configuration `c`.
 pub fn configure(model: &mut Llama, c: &QuantConfig, s: StudySettings) -> crate::Result<()> {
     let act = if c.abits < 16 {
@@ -251,106 +199,6 @@ pub fn configure(model: &mut Llama, c: &QuantConfig, s: StudySettings) -> crate:
         KvDtype::F32
     };
     Ok(())
-}
-
-/// One text the study is measured on.
-pub struct StudyText<'a> {
-    /// Name in the report (a file name, or the embedded corpus's).
-    pub name: String,
-    /// Its token ids.
-    pub tokens: &'a [u32],
-}
-
-/// The seeds configuration `c` runs with: every one of `seeds` when it is rotated, else the
-/// first.
-pub fn seeds_of<'s>(c: &QuantConfig, seeds: &'s [u64]) -> &'s [u64] {
-    if c.is_seeded() {
-        seeds
-    } else {
-        &seeds[..seeds.len().min(1)]
-    }
-}
-
-/// Perplexity of every configuration on every text, for each seed of a rotated configuration
-/// (mean, least and greatest), with the activation statistics of the unquantised
-/// configurations (first seed). `calib` calibrates GPTQ and the clipping search (unused by
-/// plain RTN). Consecutive configurations with the same rotations, weight bits and method
-/// share one prepared model per seed. `on_tokens` receives the number of tokens scored so far.
-pub fn run_study(
-    base: &LlamaWeights,
-    configs: &[QuantConfig],
-    texts: &[StudyText<'_>],
-    s: StudySettings,
-    seeds: &[u64],
-    calib: &[u32],
-    on_tokens: &mut dyn FnMut(usize),
-) -> crate::Result<(Vec<QuantRow>, Vec<QuantStatsRow>)> {
-    if seeds.is_empty() {
-        return Err(super::RotateError::Invalid("`seed`: give at least one".into()).into());
-    }
-    let options = EvalOptions::sliding(s.context);
-    let mut by_seed: Vec<Vec<(u64, Vec<f64>)>> = vec![Vec::new(); configs.len()];
-    let mut stats = Vec::new();
-    let mut done = 0usize;
-    let key = |c: &QuantConfig| (c.rotations, c.wbits.min(16), c.method);
-    let mut start = 0;
-    while start < configs.len() {
-        // A run of configurations sharing their weights; each seed prepares them once.
-        let end = start
-            + configs[start..]
-                .iter()
-                .take_while(|c| key(c) == key(&configs[start]))
-                .count();
-        let run = start..end;
-        for (k, &seed) in seeds_of(&configs[start], seeds).iter().enumerate() {
-            let mut model = prepare(base, &configs[start], s, seed, calib)?;
-            for i in run.clone() {
-                let c = &configs[i];
-                configure(&mut model, c, s)?;
-                let mut ppl = Vec::new();
-                for text in texts {
-                    model.stats = (c.is_full_precision() && k == 0).then(ActStats::default);
-                    let before = done;
-                    let p = evaluate(&mut model, text.tokens, &options, &mut |n| {
-                        on_tokens(before + n)
-                    })?;
-                    done += text.tokens.len().saturating_sub(1);
-                    // A finite but huge loss (a quantised model losing the text) is a result;
-                    // NaN, or a full-precision loss that is not finite, is a broken model.
-                    if p.loss.is_nan() || (c.is_full_precision() && !p.loss.is_finite()) {
-                        let msg = format!(
-                            "{}: the loss on {} is {} (NaN or infinite weights, or logits that \
-                             overflow)",
-                            c.name, text.name, p.loss
-                        );
-                        return Err(super::RotateError::Invalid(msg).into());
-                    }
-                    ppl.push(p.perplexity);
-                    if let Some(st) = model.stats.take() {
-                        stats.push(QuantStatsRow {
-                            rotations: c.rotations,
-                            data: text.name.clone(),
-                            stats: st,
-                        });
-                    }
-                }
-                by_seed[i].push((seed, ppl));
-            }
-        }
-        start = end;
-    }
-    let rows = configs
-        .iter()
-        .zip(by_seed)
-        .map(|(c, b)| QuantRow::new(c, b))
-        .collect();
-    Ok((rows, stats))
-}
-
-/// Tokens [`run_study`] scores in all: every text once per configuration and seed.
-pub fn study_tokens(configs: &[QuantConfig], texts: &[StudyText<'_>], seeds: &[u64]) -> usize {
-    let per: usize = texts.iter().map(|t| t.tokens.len().saturating_sub(1)).sum();
-    configs.iter().map(|c| seeds_of(c, seeds).len() * per).sum()
 }
 
 #[cfg(test)]
