@@ -139,7 +139,7 @@
 //! };
 //! let quantized = quantize_model(&mut weights, &plan, None, &mut |_| {})?;
 //! let metadata = loaded.gguf_metadata.as_deref().unwrap_or_default(); // a GGUF source's
-//! save_quantized_gguf(&weights, &quantized, QuantFormat::Q4_0, metadata, &out)?;
+//! save_quantized_gguf(&weights, &quantized, QuantFormat::Q4_0, metadata, None, &out)?;
 //! let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
 //! assert!(size(&out) * 4 < size(&source));
 //! let tokens: Vec<u32> = (0..16).map(|i| i * 7 % 256).collect();

@@ -3,7 +3,7 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `config.json` | `GPT2Config` ([`crate::export::gpt2::gpt2_config`]) |
+//! | `config.json` | `GPT2Config` (`export::gpt2::gpt2_config`) |
 //! | `model.safetensors` | the weights under GPT-2's names, frozen ones as plain weights |
 //! | `tokenizer.json` | BPE as trained; the character tokenizer as a `WordLevel` vocabulary |
 //! | `tokenizer_config.json` | tokenizer class and `model_max_length` |

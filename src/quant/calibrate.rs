@@ -1,6 +1,6 @@
 //! GPTQ's calibration pass: the model runs the calibration tokens in non-overlapping windows
 //! (a fresh KV cache each) and every decoder linear layer's input is summed into `XᵀX`
-//! ([`Hessians`]). One pass over the unquantised model (rotated, with the online transform
+//! (`Hessians`). One pass over the unquantised model (rotated, with the online transform
 //! when asked) gives every layer's Hessian at once; GPTQ's reference instead quantises layer
 //! by layer and feeds each layer the quantised layers' outputs, which this does not do.
 

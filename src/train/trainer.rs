@@ -74,7 +74,7 @@ pub struct Limits<'a> {
 
 /// Trains `model` on `split` until `opts.steps`, starting from `state`: [`train_on`] with
 /// the split's seeded training windows (continued from `state.sampler_pos`) and the losses
-/// of fixed batches of both splits ([`TextEval`]).
+/// of fixed batches of both splits (`TextEval`).
 ///
 /// `t` is the sequence length (at most the model's context). When `stop` becomes true the
 /// loop checkpoints through `observer` and returns [`TrainError::Interrupted`]. With

@@ -6,7 +6,7 @@
 //! variant the same values in the tensors they share) and the frozen draws
 //! (`frozen_seed = s`; each head's own seed is a SplitMix64 mix of it, see
 //! `model::gpt::store::head_seed`): so seed `s` of two variants is a pair, and differences are
-//! taken per seed ([`summary`]).
+//! taken per seed (`summary`).
 //!
 //! Folder layout (`out`): `plan.json` (what the comparison is; written first, read by
 //! `resume`), `seed-<s>/<attention>/` (one training checkpoint per run, continued exactly by

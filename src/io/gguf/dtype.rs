@@ -5,7 +5,7 @@
 //! - `Q4_0`: `d`, then 16 bytes; low nibbles are weights 0..16, high nibbles 16..32; `x = d·(q − 8)`.
 //! - `Q4_1`: `d`, `m`, then 16 bytes as in `Q4_0`; `x = d·q + m`.
 //!
-//! The 256-weight super-block types (`Q4_K`, `Q5_K`, `Q6_K`) and BF16 are in [`super::kquants`].
+//! The 256-weight super-block types (`Q4_K`, `Q5_K`, `Q6_K`) and BF16 are in `kquants`.
 
 use half::f16;
 
