@@ -4,7 +4,7 @@
 //! min/max grid, a scale and an integer zero point ([`GroupQuant`]).
 //!
 //! Like the f16 cache, the linear layers write new rows in f32 into staging rows;
-//! [`QuantStore::commit`] encodes them into the cache and writes the decoded values back, so
+//! `QuantStore::commit` encodes them into the cache and writes the decoded values back, so
 //! every attention reads the same rounded keys and values: a decode step reads the codes
 //! directly ([`attention_decode_q`]), a prefill chunk decodes the earlier rows into staging and
 //! runs the f32 block kernel.
