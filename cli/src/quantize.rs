@@ -211,7 +211,7 @@ impl QuantizeArgs {
                 context: self.context,
                 group: self.group,
                 act_clip: self.runtime.act_clip,
-                act_symmetric: !self.runtime.act_asym,
+                act_asym: self.runtime.act_asym,
                 kv_group: self.kv_group,
             },
         }

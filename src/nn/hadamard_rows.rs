@@ -133,12 +133,7 @@ impl OnlineHadamard {
         self.signs.as_deref()
     }
 
-    /// Floats of scratch [`apply`](Self::apply) uses for up to [`LANES`] rows.
-    pub fn scratch_len(&self) -> usize {
-        2 * self.n * LANES
-    }
-
-    /// Transforms every `n`-wide row of `x` (`x.len()` a multiple of `n`). Up to [`LANES`] rows
+    /// Transforms every `n`-wide row of `x` (`x.len()` a multiple of `n`). Up to 16 rows
     /// run on this thread in `scratch` (grown once, so a decode step allocates nothing after
     /// its first); more run in parallel blocks, each with its own buffers.
     pub fn apply(&self, x: &mut [f32], scratch: &mut Vec<f32>) {

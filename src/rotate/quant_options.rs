@@ -15,7 +15,7 @@ impl Default for StudySettings {
             context: 256,
             group: 0,
             act_clip: 1.0,
-            act_symmetric: true,
+            act_asym: false,
             kv_group: 0,
         }
     }
@@ -82,6 +82,16 @@ impl QuantizeOptions {
         }
         if !matches!(self.kv_bits, 4 | 8 | 16) {
             return Err(format!("`kv_bits` {}: use 16, 8 or 4", self.kv_bits));
+        }
+        // Settings of what one configuration leaves unquantised would be silently unused.
+        if !self.table && self.abits >= 16 && (s.act_clip != 1.0 || s.act_asym) {
+            return Err(
+                "`act_clip` and `act_asym` shape quantised activations: set `abits` to 8 or 4"
+                    .into(),
+            );
+        }
+        if !self.table && self.kv_bits >= 16 && s.kv_group != 0 {
+            return Err("`kv_group` shapes a quantised KV cache: set `kv_bits` to 8 or 4".into());
         }
         if self.method.is_empty() {
             return Err("`method`: give at least one".into());

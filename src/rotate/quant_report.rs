@@ -96,8 +96,8 @@ pub struct QuantReport {
     pub group: usize,
     /// Activation clipping ratio.
     pub act_clip: f32,
-    /// Activations symmetric.
-    pub act_symmetric: bool,
+    /// Activations asymmetric (a zero point per token).
+    pub act_asym: bool,
     /// KV-cache group (0: per head).
     pub kv_group: usize,
     /// Rotation seeds.
@@ -131,7 +131,7 @@ impl QuantReport {
             context: s.context,
             group: s.group,
             act_clip: s.act_clip,
-            act_symmetric: s.act_symmetric,
+            act_asym: s.act_asym,
             kv_group: s.kv_group,
             seeds,
             calibration_tokens,
@@ -155,7 +155,7 @@ impl Report for QuantReport {
         cols.extend(names.iter().map(|n| (n.as_str(), r)));
         let act = format!(
             "activations {} clip {}",
-            if self.act_symmetric {
+            if !self.act_asym {
                 "symmetric"
             } else {
                 "asymmetric"
@@ -230,7 +230,7 @@ mod tests {
             context: 256,
             group: 0,
             act_clip: 0.9,
-            act_symmetric: false,
+            act_asym: true,
             kv_group: 0,
         };
         let report = QuantReport::new(

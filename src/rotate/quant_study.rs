@@ -167,8 +167,8 @@ pub struct StudySettings {
     pub group: usize,
     /// Activations keep this fraction of their range (per token; 1: the full range).
     pub act_clip: f32,
-    /// Activations rounded symmetrically (else asymmetric, with a zero point).
-    pub act_symmetric: bool,
+    /// Activations rounded on an asymmetric grid (a zero point per token), else symmetric.
+    pub act_asym: bool,
     /// Values per KV-cache group inside a head (0: one per head).
     pub kv_group: usize,
 }
@@ -176,7 +176,7 @@ pub struct StudySettings {
 /// Sets `model`'s activation quantiser, `R3` and KV-cache type for configuration `c`.
 pub fn configure(model: &mut Llama, c: &QuantConfig, s: StudySettings) -> crate::Result<()> {
     let act = if c.abits < 16 {
-        let q = GroupQuant::new(c.abits, 0, s.act_symmetric, s.act_clip).map_err(|e| {
+        let q = GroupQuant::new(c.abits, 0, !s.act_asym, s.act_clip).map_err(|e| {
             let e = e
                 .replace("`bits`", "`abits`")
                 .replace("`clip`", "`act_clip`");

@@ -2,7 +2,7 @@
 //! ([`super::kv_quant`]), and the attention over them.
 //!
 //! With f16 storage (llama.cpp's default cache type) the linear layers still write each new
-//! key and value row in f32, into a staging buffer; [`KvStore::commit`] rounds the rows to f16
+//! key and value row in f32, into a staging buffer; `KvStore::commit` rounds the rows to f16
 //! (round to nearest even) into the cache and writes the rounded values back to the staging
 //! rows, so every attention reads the same rounded keys and values: a decode step reads the
 //! f16 rows directly ([`attention_decode_f16`]), a prefill chunk widens the cached rows before

@@ -1,5 +1,5 @@
 //! Simulated symmetric round-to-nearest quantisation (the grids of
-//! [`GroupQuant`](crate::nn::group_quant::GroupQuant), one scale per slice, row or group), and
+//! [`GroupQuant`], one scale per slice, row or group), and
 //! statistics of the activations that enter the linear layers (kurtosis, max/mean ratio): the
 //! outliers rotation removes.
 //!
