@@ -7,9 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use super::Outcome;
-use super::train::{
-    BarProgress, DataFlags, ModelFlags, OptimFlags, interrupt_flag, parse_attention,
-};
+use super::train::{DataFlags, ModelFlags, OptimFlags, parse_attention};
+use super::train_progress::{BarProgress, interrupt_flag};
 use crate::output::outln;
 use orthoformer::data::Corpus;
 use orthoformer::experiments::compare::options::default_out;
@@ -106,9 +105,12 @@ impl Observer<Gpt> for Bars {
 
 /// Runs `orthoformer compare`.
 pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
-    if args.stop_at == Some(0) {
-        anyhow::bail!("--stop-at must be at least 1");
+    // Checked before a new comparison's folder is written.
+    Limits {
+        stop: None,
+        stop_at: args.stop_at,
     }
+    .validate()?;
     let (plan, corpus, out) = if args.resume {
         resumed_plan(args)?
     } else {

@@ -59,7 +59,7 @@ pub struct GenerateArgs {
 
 /// `--kv-cache`'s parser (clap reports its error as a usage error, exit 2).
 pub fn parse_kv_cache(s: &str) -> Result<KvDtype, String> {
-    KvDtype::parse(s)
+    KvDtype::parse(s).map_err(|e| crate::flags::with_flags(&e))
 }
 
 impl GenerateArgs {

@@ -33,10 +33,10 @@ mod params;
 mod parse_error;
 mod quantize;
 mod quantize_flags;
-mod quantize_out;
 mod rotate;
 mod theory;
 mod train;
+mod train_progress;
 
 /// How a successful run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

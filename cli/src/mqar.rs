@@ -5,12 +5,13 @@
 use std::path::PathBuf;
 
 use super::Outcome;
-use super::common::comma_default;
+use super::common::{comma_default, library_values};
+use super::train::{POSITIONS, TEMPERATURES, named};
 use crate::output::{out, outln};
 use orthoformer::analysis::mqar::run::MqarPlan;
 use orthoformer::analysis::mqar::sweep::sweep;
-use orthoformer::model::AttentionKind;
 use orthoformer::model::Gpt;
+use orthoformer::model::{AttentionKind, Position, Temperature};
 use orthoformer::train::Observer;
 
 /// Flags of `orthoformer mqar`.
@@ -50,6 +51,14 @@ pub struct MqarArgs {
     /// Seed of the data, the initialisation and the frozen weights.
     #[arg(long, default_value_t = MqarPlan::default().seed)]
     pub seed: u64,
+    /// Position encoding of every model: `learned` absolute embeddings or `rope` (rotary, on
+    /// queries and keys after the projections).
+    #[arg(long, default_value_t = MqarPlan::default().position, value_parser = library_values(&POSITIONS.map(Position::name), |s| named(POSITIONS, Position::name, s)))]
+    pub position: Position,
+    /// Attention-score temperature: `fixed`, or `learned` (one trained scalar per head;
+    /// softmax variants only).
+    #[arg(long, default_value_t = MqarPlan::default().temperature, value_parser = library_values(&TEMPERATURES.map(Temperature::name), |s| named(TEMPERATURES, Temperature::name, s)))]
+    pub temperature: Temperature,
     /// A small run (45 s measured on 2 cores with all seven variants): setting 64:4, width 64,
     /// every variant, one learning rate (3e-3), 400 steps, vocabulary 512 (the grid's
     /// default is 8,192), 256 held-out examples.
@@ -109,6 +118,8 @@ pub fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
         head_dim: args.head_dim,
         vocab: args.vocab,
         seed: args.seed,
+        position: args.position,
+        temperature: args.temperature,
         ..base
     };
     if args.quick {

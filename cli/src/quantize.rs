@@ -2,32 +2,20 @@
 //! clipping search, GPTQ), activations and KV cache, with and without QuaRot's rotations,
 //! measured as perplexity on real text by the engine, plus the statistics (kurtosis, max/mean)
 //! of the activations entering the linear layers that explain why rotation helps. `--table`
-//! runs QuaRot's grid; `--out` writes a GGUF file instead (`quantize_out`). The study itself
-//! lives in the library (`rotate::quant_study`).
+//! runs QuaRot's grid; `--out` writes a GGUF file instead. Both are the library's
+//! `rotate::quantize_job::run`; this file parses the flags and prints the report.
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use super::Outcome;
-use super::common::{emit, progress_bar};
+use super::common::{LazyBar, emit, library_values, print_json};
 use super::quantize_flags::{RuntimeQuantArgs, bits_parser};
-use orthoformer::infer::text::{read_tokens, text_name as data_name};
-use orthoformer::model::llama::load_model;
+use crate::output::outln;
+use orthoformer::quant::Format;
 use orthoformer::rotate::quant_options::QuantizeOptions;
-use orthoformer::rotate::quant_report::QuantReport;
-use orthoformer::rotate::quant_study::{self, RotationSet, StudyText, WeightRounding, run_study};
-
-/// Whether and how to rotate before quantising.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum RotateChoice {
-    /// Quantise the original model.
-    None,
-    /// Haar-random rotation first.
-    Random,
-    /// Randomised Hadamard rotation first.
-    Hadamard,
-}
+use orthoformer::rotate::quant_study::{RotateChoice, RotationSet, StudySettings, WeightRounding};
+use orthoformer::rotate::quantize_file::QuantizeFileReport;
+use orthoformer::rotate::quantize_job::{self, QuantizeJob, QuantizeOutcome};
 
 /// Flags of `orthoformer quantize`.
 #[derive(Debug, clap::Args)]
@@ -49,7 +37,7 @@ pub struct QuantizeArgs {
     #[arg(long, default_value_t = QuantizeOptions::default().study.kv_group)]
     pub kv_group: usize,
     /// Rotate the residual stream first (QuaRot's R1).
-    #[arg(long, value_enum, default_value_t = QuantizeOptions::default().rotations.residual.into())]
+    #[arg(long, default_value_t = QuantizeOptions::default().rotations.residual, value_parser = library_values(&RotateChoice::NAMES, str::parse::<RotateChoice>))]
     pub rotate: RotateChoice,
     /// Also rotate every value head, undone inside o_proj (QuaRot's R2, exact; the kind of
     /// --rotate, Hadamard when none).
@@ -92,102 +80,56 @@ pub struct QuantizeArgs {
     /// Block format of --out: q8_0, q4_0, q4_1 (32 weights per scale) or q4_k (super-blocks of
     /// 256 with 6-bit scales and mins per 32; matrices whose rows are not whole super-blocks
     /// fall back to q4_1). The embedding and lm_head are written Q8_0.
-    #[arg(long, value_enum, requires = "out")]
-    pub gguf_type: Option<GgufOut>,
+    #[arg(long, requires = "out", value_parser = library_values(&Format::FILE_NAMES, str::parse::<Format>))]
+    pub gguf_type: Option<Format>,
     /// How weights are rounded; the study runs each of a comma-separated list side by side
     /// (--out takes one).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "rtn")]
-    pub method: Vec<Method>,
+    #[arg(long, value_delimiter = ',', default_value = "rtn", value_parser = library_values(&WeightRounding::NAMES, str::parse::<WeightRounding>))]
+    pub method: Vec<WeightRounding>,
     /// RTN: search each block's clip ratio (1 to 0.5) for the least error, weighted by the
     /// calibration inputs' energy (the same as --method rtn-clip).
     #[arg(long)]
     pub clip: bool,
     /// GPTQ's damping, a fraction of the mean diagonal of the Hessian.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = QuantizeOptions::default().study.gptq.damp)]
     pub damp: f64,
     /// GPTQ: process the inputs in their order instead of by decreasing Hessian diagonal.
     #[arg(long)]
     pub no_act_order: bool,
     /// Calibration tokens (taken from the end of the first --data, or of TinyShakespeare).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = QuantizeOptions::default().calib_tokens)]
     pub calib_tokens: usize,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
 }
 
-/// Block format of `quantize --out`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum GgufOut {
-    /// 8-bit, one f16 scale per 32.
-    #[value(name = "q8_0")]
-    Q8_0,
-    /// 4-bit symmetric, one f16 scale per 32.
-    #[value(name = "q4_0")]
-    Q4_0,
-    /// 4-bit with an f16 scale and minimum per 32.
-    #[value(name = "q4_1")]
-    Q4_1,
-    /// 4-bit K-quant: super-blocks of 256, 6-bit scale and minimum per 32.
-    #[value(name = "q4_k")]
-    Q4K,
-}
-
-/// Weight rounding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Method {
-    /// Round to nearest.
-    Rtn,
-    /// Round to nearest, each block's clip ratio searched.
-    RtnClip,
-    /// GPTQ on calibration Hessians.
-    Gptq,
-}
-
-impl From<RotateChoice> for quant_study::RotateChoice {
-    fn from(r: RotateChoice) -> Self {
-        match r {
-            RotateChoice::None => quant_study::RotateChoice::None,
-            RotateChoice::Random => quant_study::RotateChoice::Random,
-            RotateChoice::Hadamard => quant_study::RotateChoice::Hadamard,
-        }
-    }
-}
-
-impl From<quant_study::RotateChoice> for RotateChoice {
-    fn from(r: quant_study::RotateChoice) -> Self {
-        match r {
-            quant_study::RotateChoice::None => RotateChoice::None,
-            quant_study::RotateChoice::Random => RotateChoice::Random,
-            quant_study::RotateChoice::Hadamard => RotateChoice::Hadamard,
-        }
-    }
-}
-
 impl QuantizeArgs {
     /// The rotations these flags ask for.
     pub fn rotations(&self) -> RotationSet {
-        let full = self.full_rotation;
-        let residual = match (self.rotate, full) {
-            (RotateChoice::None, true) => quant_study::RotateChoice::Hadamard,
-            (r, _) => r.into(),
+        let set = if self.full_rotation {
+            RotationSet::full(match self.rotate {
+                RotateChoice::None => RotateChoice::Hadamard,
+                r => r,
+            })
+        } else {
+            RotationSet::residual(self.rotate)
         };
         RotationSet {
-            residual,
-            heads: self.rotate_heads || full,
-            qk: self.runtime.qk_hadamard || full,
-            down: self.online_hadamard || full,
+            heads: set.heads || self.rotate_heads,
+            qk: set.qk || self.runtime.qk_hadamard,
+            down: set.down || self.online_hadamard,
+            ..set
         }
     }
 
     /// The weight roundings asked for, each once, in order (`--clip` makes RTN `rtn-clip`).
     pub fn methods(&self) -> Vec<WeightRounding> {
         let mut m: Vec<WeightRounding> = Vec::new();
-        for x in &self.method {
-            let w = match (x, self.clip) {
-                (Method::Rtn, false) => WeightRounding::Rtn,
-                (Method::Rtn | Method::RtnClip, _) => WeightRounding::RtnClip,
-                (Method::Gptq, _) => WeightRounding::Gptq,
+        for &x in &self.method {
+            let w = match x {
+                WeightRounding::Rtn if self.clip => WeightRounding::RtnClip,
+                w => w,
             };
             if !m.contains(&w) {
                 m.push(w);
@@ -207,73 +149,79 @@ impl QuantizeArgs {
             table: self.table,
             max_tokens: self.max_tokens,
             seed: self.seed.clone(),
-            study: quant_study::StudySettings {
+            calib_tokens: self.calib_tokens,
+            study: StudySettings {
                 context: self.context,
                 group: self.group,
                 act_clip: self.runtime.act_clip,
                 act_asym: self.runtime.act_asym,
                 kv_group: self.kv_group,
+                gptq: orthoformer::quant::GptqOptions {
+                    damp: self.damp,
+                    act_order: !self.no_act_order,
+                },
             },
+        }
+    }
+
+    /// The library's job these flags ask for.
+    pub fn job(&self) -> QuantizeJob {
+        QuantizeJob {
+            model: self.model.clone(),
+            data: self.data.clone(),
+            options: self.options(),
+            out: self.out.clone(),
+            gguf_type: self.gguf_type,
         }
     }
 }
 
 /// Runs `orthoformer quantize`.
 pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
-    let o = args.options();
-    o.validate().map_err(|e| anyhow::anyhow!(e))?;
-    if let (Some(out), Some(t)) = (args.out.as_deref(), args.gguf_type) {
-        return super::quantize_out::run(args, out, t);
+    let job = args.job();
+    let mut bar = LazyBar::new("quantize", args.json);
+    let outcome = quantize_job::run(&job, &mut |done, total| bar.set(done, total));
+    bar.finish();
+    match outcome? {
+        QuantizeOutcome::Study(report) => emit(&*report, args.json)?,
+        QuantizeOutcome::Written(report) if args.json => print_json(&*report)?,
+        QuantizeOutcome::Written(report) => print_written(&report)?,
     }
-    let data: Vec<Option<&std::path::Path>> = if args.data.is_empty() {
-        vec![None]
-    } else {
-        args.data.iter().map(|p| Some(p.as_path())).collect()
-    };
-    let loaded = load_model(&args.model).context("loading the model")?;
-    let texts: Vec<Vec<u32>> = data
-        .iter()
-        .map(|p| read_tokens(&loaded.tokenizer, *p, o.max_tokens))
-        .collect::<orthoformer::Result<_>>()?;
-    let configs = o.configs();
-    let study_texts: Vec<StudyText<'_>> = texts
-        .iter()
-        .zip(&data)
-        .map(|(t, p)| StudyText {
-            name: data_name(*p),
-            tokens: t,
-        })
-        .collect();
-    let total = quant_study::study_tokens(&configs, &study_texts, &o.seed);
-    let bar = progress_bar(total as u64, "quantize", args.json);
-    let calibrates = configs
-        .iter()
-        .any(|c| c.wbits < 16 && c.method.calibrates());
-    let calib = if calibrates {
-        super::quantize_out::calibration_tokens(&loaded.tokenizer, data[0], args.calib_tokens)?
-    } else {
-        Vec::new()
-    };
-    let (rows, activation_stats) = run_study(
-        &loaded.weights,
-        &configs,
-        &study_texts,
-        o.study,
-        &o.seed,
-        &calib,
-        &mut |n| bar.set_position(n as u64),
-    )?;
-    bar.finish_and_clear();
-    let report = QuantReport::new(
-        args.model.display().to_string(),
-        study_texts.iter().map(|t| t.name.clone()).collect(),
-        o.max_tokens,
-        o.study,
-        o.seed.clone(),
-        calib.len(),
-        rows,
-        activation_stats,
-    );
-    emit(&report, args.json)?;
     Ok(Outcome::Success)
+}
+
+/// The written file's report as text.
+fn print_written(r: &QuantizeFileReport) -> anyhow::Result<()> {
+    outln!(
+        "wrote {} ({} bytes, {}, {}, rotations {})",
+        r.out,
+        r.bytes,
+        r.gguf_type,
+        r.method,
+        r.rotate
+    )?;
+    if r.online_hadamard {
+        outln!(
+            "down_proj expects the online Hadamard (R4) this engine applies: run the file with \
+             eval or generate (llama.cpp refuses it)"
+        )?;
+    }
+    if r.qk_hadamard_at_run_time {
+        outln!(
+            "R3 acts at run time: pass --qk-hadamard (with --kv-cache q8|q4) to eval or generate"
+        )?;
+    }
+    outln!(
+        "embedding and lm_head: Q8_0; calibration tokens: {}; time: calibrate {:.1} s, quantise {:.1} s",
+        r.calibration_tokens,
+        r.seconds_calibrate,
+        r.seconds_quantize
+    )?;
+    outln!(
+        "the file run by the engine vs the in-memory model: max |Δlogit| {:.3e} on {} tokens, same greedy tokens: {}",
+        r.max_abs_logit_diff_file,
+        r.check_tokens,
+        r.greedy_same
+    )?;
+    Ok(())
 }

@@ -4,7 +4,6 @@
 //! [`RuntimeQuant`]; the KV cache type is each command's `--kv-cache`.
 
 use orthoformer::model::llama::{Llama, RuntimeQuant};
-use orthoformer::nn::group_quant::GroupQuant;
 
 /// Flags of the engine's run-time quantisation.
 #[derive(Debug, Clone, clap::Args)]
@@ -39,29 +38,14 @@ impl RuntimeQuantArgs {
         self.abits < 16 || self.act_clip != 1.0 || self.act_asym || self.qk_hadamard
     }
 
-    /// The library's settings these flags ask for.
+    /// The library's settings these flags ask for (checked there).
     pub fn runtime(&self) -> anyhow::Result<RuntimeQuant> {
-        if self.abits >= 16 && (self.act_clip != 1.0 || self.act_asym) {
-            anyhow::bail!(
-                "--act-clip and --act-asym shape quantised activations: pass --abits 8 or 4"
-            );
-        }
-        let act = if self.abits < 16 {
-            Some(
-                GroupQuant::new(self.abits, 0, !self.act_asym, self.act_clip).map_err(|e| {
-                    let e = e
-                        .replace("`bits`", "`abits`")
-                        .replace("`clip`", "`act_clip`");
-                    anyhow::anyhow!(e)
-                })?,
-            )
-        } else {
-            None
-        };
-        Ok(RuntimeQuant {
-            act,
-            qk_hadamard: self.qk_hadamard,
-        })
+        Ok(RuntimeQuant::new(
+            self.abits,
+            self.act_clip,
+            self.act_asym,
+            self.qk_hadamard,
+        )?)
     }
 
     /// Sets them on `model`.

@@ -3,24 +3,21 @@
 //! ([`DataFlags`], [`ModelFlags`], [`OptimFlags`]) are shared with `orthoformer compare`.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
-use indicatif::ProgressBar;
 
 use super::Outcome;
 use super::common::library_values;
+use super::train_progress::{BarProgress, interrupt_flag};
 use crate::output::outln;
 use orthoformer::data::{Corpus, TokenizerKind};
 use orthoformer::experiments::compare::attention_name;
-use orthoformer::model::{AttentionKind, Gpt, GptConfig, Position, Temperature};
-use orthoformer::train::Observer;
+use orthoformer::model::{AttentionKind, GptConfig, Position, Temperature};
 use orthoformer::train::model_choice::ModelChoice;
 use orthoformer::train::options::tokenizer_choice;
 use orthoformer::train::recipe::recipe;
 use orthoformer::train::session::{FreshSpec, ModelRequest, Session};
-use orthoformer::train::{AdamWConfig, RunState, TrainOptions};
+use orthoformer::train::{AdamWConfig, TrainOptions};
 
 /// Which text and tokenizer.
 #[derive(Debug, Clone, clap::Args)]
@@ -38,12 +35,12 @@ pub struct DataFlags {
 }
 
 /// The position encodings a model may have.
-const POSITIONS: [Position; 2] = [Position::Learned, Position::Rope];
+pub const POSITIONS: [Position; 2] = [Position::Learned, Position::Rope];
 /// The score temperatures a model may have.
-const TEMPERATURES: [Temperature; 2] = [Temperature::Fixed, Temperature::Learned];
+pub const TEMPERATURES: [Temperature; 2] = [Temperature::Fixed, Temperature::Learned];
 
 /// The library's value named `s` among `all` (positions, temperatures).
-fn named<T: Copy, const N: usize>(
+pub fn named<T: Copy, const N: usize>(
     all: [T; N],
     name: fn(T) -> &'static str,
     s: &str,
@@ -272,71 +269,15 @@ impl ModelFlags {
     }
 }
 
-/// The Ctrl-C flag, installed once per process: the first Ctrl-C asks the loop to
-/// checkpoint and stop; a second one exits at once.
-pub fn interrupt_flag() -> Arc<AtomicBool> {
-    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
-        let f = flag.clone();
-        // If a handler cannot be installed, Ctrl-C simply kills the process as usual.
-        let _ = ctrlc::set_handler(move || {
-            if f.swap(true, Ordering::SeqCst) {
-                std::process::exit(130);
-            }
-            crate::output::warn_ln!("\ninterrupt: writing a checkpoint at the end of this step (Ctrl-C again to quit now)");
-        });
-        flag
-    })
-    .clone()
-}
-
-/// A progress bar showing loss, tokens/s and ETA.
-pub struct BarProgress {
-    /// The bar.
-    pub bar: ProgressBar,
-    tokens_per_step: f64,
-    started: std::time::Instant,
-    first_step: Option<usize>,
-}
-
-impl BarProgress {
-    /// A bar for `steps` steps of `tokens_per_step` tokens, starting at `done`.
-    pub fn new(bar: ProgressBar, tokens_per_step: usize, done: usize) -> Self {
-        bar.set_position(done as u64);
-        BarProgress {
-            bar,
-            tokens_per_step: tokens_per_step as f64,
-            started: std::time::Instant::now(),
-            first_step: None,
-        }
-    }
-}
-
-impl Observer<Gpt> for BarProgress {
-    fn step(&mut self, step: usize, loss: f32, _lr: f64) {
-        let first = *self.first_step.get_or_insert(step - 1);
-        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
-        let tps = (step - first) as f64 * self.tokens_per_step / secs;
-        self.bar.set_position(step as u64);
-        self.bar
-            .set_prefix(format!("loss {loss:.3} | {:.0} tok/s", tps));
-    }
-
-    fn eval(&mut self, _model: &Gpt, state: &RunState) -> orthoformer::Result<()> {
-        if let Some(r) = state.metrics.last() {
-            self.bar.println(format!(
-                "step {:>6}  train {:.4}  val {:.4}",
-                r.step, r.train_loss, r.val_loss
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// Runs `orthoformer train`.
 pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
     let attention = args.attention.as_deref().map(parse_attention).transpose()?;
+    // Checked before a fresh run's folder is written.
+    orthoformer::train::trainer::Limits {
+        stop: None,
+        stop_at: args.stop_at,
+    }
+    .validate()?;
     let mut session = if args.resume {
         if args.optim.any_but_steps()
             || args.data.tokenizer.is_some()

@@ -12,7 +12,7 @@ use orthoformer::infer::generate_job::{self, GenerateJob};
 use orthoformer::model::llama::KvDtype;
 use orthoformer::train::checkpoint::load_text_model;
 
-use crate::error::{OrPy, guard, value};
+use crate::error::{OrPy, guard, keyword, value};
 
 /// Continues `prompt` with the model of `checkpoint` (a training run's folder) or `model` (a
 /// `.gguf` file or Hugging Face folder), exactly one of them. Settings left `None` take the
@@ -44,7 +44,8 @@ fn generate_text(
             seed: seed.unwrap_or(d.options.seed),
         },
         kv_cache: match kv_cache {
-            Some(name) => KvDtype::parse(name).map_err(value)?,
+            Some(name) => KvDtype::parse(name)
+                .map_err(|e| value(orthoformer::error::name_fields(&e, keyword)))?,
             None => d.kv_cache,
         },
     };

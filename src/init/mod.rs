@@ -4,6 +4,7 @@
 pub mod fan;
 pub mod fixed;
 pub mod gain;
+mod gaussian;
 pub mod method;
 pub mod mimetic;
 pub mod options;

@@ -12,12 +12,11 @@ pub fn seeded(seed: u64) -> Rng {
     ChaCha8Rng::seed_from_u64(seed)
 }
 
-/// Fills `out` with independent standard normal draws, in order.
+/// Fills `out` with independent standard normal draws, in order: exactly the values (and the
+/// generator's final state) of `rng.sample(rand_distr::StandardNormal)` per value, read in
+/// blocks (see `init::gaussian`).
 pub fn fill_standard_normal(rng: &mut Rng, out: &mut [f64]) {
-    use rand::Rng as _;
-    for v in out.iter_mut() {
-        *v = rng.sample(rand_distr::StandardNormal);
-    }
+    super::gaussian::fill_standard_normal(rng, out);
 }
 
 /// SplitMix64's finaliser (Steele, Lea and Flood 2014): a bijective 64-bit mix. The one seed

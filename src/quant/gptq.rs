@@ -74,7 +74,7 @@ fn prepare(h: &[f64], n: usize, o: GptqOptions) -> Result<Prepared, QuantError> 
         }
     });
     let bad = || {
-        QuantError::Invalid("the calibration Hessian is not positive definite even after damping; raise --damp or use more calibration text".into())
+        QuantError::Invalid("the calibration Hessian is not positive definite even after damping; raise `damp` or use more calibration text".into())
     };
     let inv = hp.llt(faer::Side::Lower).map_err(|_| bad())?.inverse();
     let l = inv.llt(faer::Side::Lower).map_err(|_| bad())?;

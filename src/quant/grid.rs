@@ -171,6 +171,42 @@ impl Format {
     }
 }
 
+impl Format {
+    /// The block formats a quantised GGUF file is written in, by the names
+    /// [`str::parse`] takes.
+    pub const FILE_NAMES: [&'static str; 4] = ["q8_0", "q4_0", "q4_1", "q4_k"];
+
+    /// The name of a block format (`q4_k`); `None` for the study's affine grid.
+    pub fn file_name(self) -> Option<&'static str> {
+        match self {
+            Format::Affine { .. } => None,
+            Format::Q8_0 => Some("q8_0"),
+            Format::Q4_0 => Some("q4_0"),
+            Format::Q4_1 => Some("q4_1"),
+            Format::Q4K => Some("q4_k"),
+        }
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = crate::Error;
+
+    /// A block format of a quantised file (`q8_0`, `q4_0`, `q4_1`, `q4_k`); anything else
+    /// names the `gguf_type` field.
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "q8_0" => Ok(Format::Q8_0),
+            "q4_0" => Ok(Format::Q4_0),
+            "q4_1" => Ok(Format::Q4_1),
+            "q4_k" => Ok(Format::Q4K),
+            other => Err(super::QuantError::Invalid(format!(
+                "`gguf_type` {other:?}: use q8_0, q4_0, q4_1 or q4_k"
+            ))
+            .into()),
+        }
+    }
+}
+
 /// `Q4_K`'s two-level grid: each sub-block of 32 gets the affine range `[min(x,0), max(x)]`
 /// (its min is stored as a non-negative offset), and the 8 scales and mins are rounded to 6
 /// bits against the super-block's f16 `d` and `dmin`.

@@ -14,6 +14,8 @@ pub mod quant_options;
 pub mod quant_report;
 pub mod quant_run;
 pub mod quant_study;
+pub mod quantize_file;
+pub mod quantize_job;
 pub(crate) mod rotation;
 pub mod set;
 

@@ -2,6 +2,8 @@
 //! over how many tokens of each text, with which study settings, methods and seeds.
 //! `Default` holds the command's only defaults.
 
+use crate::quant::GptqOptions;
+
 use super::quant_study::{
     QuantConfig, RotateChoice, RotationSet, StudySettings, WeightRounding, quarot_grid,
     single_with_baselines,
@@ -9,7 +11,7 @@ use super::quant_study::{
 
 impl Default for StudySettings {
     /// Perplexity windows of 256 (stride 128), one weight scale per output channel,
-    /// symmetric activations over their full range, one KV group per head.
+    /// symmetric activations over their full range, one KV group per head, GPTQ's defaults.
     fn default() -> Self {
         StudySettings {
             context: 256,
@@ -17,6 +19,7 @@ impl Default for StudySettings {
             act_clip: 1.0,
             act_asym: false,
             kv_group: 0,
+            gptq: GptqOptions::default(),
         }
     }
 }
@@ -40,13 +43,19 @@ pub struct QuantizeOptions {
     pub max_tokens: usize,
     /// Rotation seeds (a rotated configuration runs once per seed).
     pub seed: Vec<u64>,
-    /// Window, weight group, activation and KV settings.
+    /// Calibration tokens for GPTQ and the clipping search (about the last this many tokens of
+    /// the first text).
+    pub calib_tokens: usize,
+    /// Window, weight group, activation, KV and GPTQ settings.
     pub study: StudySettings,
 }
 
+/// The fewest calibration tokens accepted.
+pub const MIN_CALIB_TOKENS: usize = 16;
+
 impl Default for QuantizeOptions {
-    /// The unquantised, unrotated model on 1,024 tokens per text, RTN, seed 0,
-    /// [`StudySettings::default`].
+    /// The unquantised, unrotated model on 1,024 tokens per text, RTN, seed 0, 4,096
+    /// calibration tokens, [`StudySettings::default`].
     fn default() -> Self {
         QuantizeOptions {
             wbits: 16,
@@ -57,6 +66,7 @@ impl Default for QuantizeOptions {
             table: false,
             max_tokens: 1024,
             seed: vec![0],
+            calib_tokens: 4096,
             study: StudySettings::default(),
         }
     }
@@ -64,7 +74,12 @@ impl Default for QuantizeOptions {
 
 impl QuantizeOptions {
     /// Why these options are not a study, naming the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> crate::Result<()> {
+        self.check()
+            .map_err(|m| super::RotateError::Invalid(m).into())
+    }
+
+    fn check(&self) -> Result<(), String> {
         let s = &self.study;
         if s.context < 2 {
             return Err(format!("`context` must be at least 2 (got {})", s.context));
@@ -99,6 +114,18 @@ impl QuantizeOptions {
         if self.seed.is_empty() {
             return Err("`seed`: give at least one".into());
         }
+        let d = s.gptq.damp;
+        if !(d.is_finite() && (0.0..=1.0).contains(&d)) {
+            return Err(format!(
+                "`damp` {d} must be a number from 0 to 1 (a fraction of the mean Hessian diagonal)"
+            ));
+        }
+        if self.calib_tokens < MIN_CALIB_TOKENS {
+            return Err(format!(
+                "`calib_tokens` {} must be at least {MIN_CALIB_TOKENS}",
+                self.calib_tokens
+            ));
+        }
         if self.max_tokens < 2 {
             return Err(format!(
                 "`max_tokens` must be at least 2 (got {})",
@@ -106,6 +133,13 @@ impl QuantizeOptions {
             ));
         }
         Ok(())
+    }
+
+    /// Whether any configuration needs calibration text (a quantised rounding that calibrates).
+    pub fn calibrates(&self) -> bool {
+        self.configs()
+            .iter()
+            .any(|c| c.wbits < 16 && c.method.calibrates())
     }
 
     /// The configurations these options run: QuaRot's grid, or the one asked for with the

@@ -100,6 +100,10 @@ pub struct QuantReport {
     pub act_asym: bool,
     /// KV-cache group (0: per head).
     pub kv_group: usize,
+    /// GPTQ's damping (a fraction of the mean Hessian diagonal).
+    pub gptq_damp: f64,
+    /// GPTQ took the columns by decreasing Hessian diagonal.
+    pub gptq_act_order: bool,
     /// Rotation seeds.
     pub seeds: Vec<u64>,
     /// Calibration tokens (GPTQ, clipping search; 0 when unused).
@@ -133,6 +137,8 @@ impl QuantReport {
             act_clip: s.act_clip,
             act_asym: s.act_asym,
             kv_group: s.kv_group,
+            gptq_damp: s.gptq.damp,
+            gptq_act_order: s.gptq.act_order,
             seeds,
             calibration_tokens,
             rows,
@@ -232,6 +238,7 @@ mod tests {
             act_clip: 0.9,
             act_asym: true,
             kv_group: 0,
+            gptq: Default::default(),
         };
         let report = QuantReport::new(
             "m.gguf".into(),

@@ -13,7 +13,7 @@ use crate::model::llama::quant::ActStats;
 use crate::model::llama::{Llama, LlamaWeights};
 use crate::nn::hadamard_rows::OnlineHadamard;
 use crate::quant::model::{Method, Plan, quantize_model};
-use crate::quant::{Clip, Format, GptqOptions};
+use crate::quant::{Clip, Format};
 
 /// One text the study is measured on.
 pub struct StudyText<'a> {
@@ -50,12 +50,12 @@ fn weight_key(c: &QuantConfig) -> (u32, WeightRounding) {
 }
 
 /// `rotated` (with `R4` online as `down`) rounded to `wbits` by `method`, symmetric, one
-/// scale per output channel or per `group` inputs.
+/// scale per output channel or per `s.group` inputs, GPTQ with `s.gptq`.
 fn quantised(
     rotated: &LlamaWeights,
     down: Option<OnlineHadamard>,
     (wbits, method): (u32, WeightRounding),
-    group: usize,
+    s: StudySettings,
     hessians: Option<&Hessians>,
 ) -> crate::Result<Llama> {
     let mut w = rotated.clone();
@@ -63,13 +63,13 @@ fn quantised(
         let method = match method {
             WeightRounding::Rtn => Method::Rtn(Clip::None),
             WeightRounding::RtnClip => Method::Rtn(Clip::Search),
-            WeightRounding::Gptq => Method::Gptq(GptqOptions::default()),
+            WeightRounding::Gptq => Method::Gptq(s.gptq),
         };
         let plan = Plan {
             method,
             format: Format::Affine {
                 bits: wbits,
-                group,
+                group: s.group,
                 symmetric: true,
             },
             fallback: None,
@@ -135,7 +135,7 @@ pub fn run_study(
                 None
             };
             for &key in &keys {
-                let mut model = quantised(&rotated, down.clone(), key, s.group, hs.as_ref())?;
+                let mut model = quantised(&rotated, down.clone(), key, s, hs.as_ref())?;
                 for &i in idx.iter().filter(|&&i| weight_key(&configs[i]) == key) {
                     configure(&mut model, &configs[i], s)?;
                     let want_stats = configs[i].is_full_precision() && k == 0;

@@ -10,7 +10,7 @@ use serde::Serialize;
 pub use super::quant_run::{StudyText, run_study, seeds_of, study_tokens};
 pub use super::set::{RotateChoice, RotationSet};
 use crate::model::llama::{KvDtype, Llama, RuntimeQuant};
-use crate::nn::group_quant::GroupQuant;
+use crate::quant::GptqOptions;
 
 /// How the study rounds weights (symmetric, per output channel or group).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -21,8 +21,30 @@ pub enum WeightRounding {
     /// Round to nearest with each group's clip ratio searched (error weighted by the
     /// calibration inputs' energy).
     RtnClip,
-    /// GPTQ (damping 0.01, act-order) on calibration Hessians.
+    /// GPTQ on calibration Hessians ([`StudySettings::gptq`]).
     Gptq,
+}
+
+impl WeightRounding {
+    /// The names [`str::parse`] takes.
+    pub const NAMES: [&'static str; 3] = ["rtn", "rtn-clip", "gptq"];
+}
+
+impl std::str::FromStr for WeightRounding {
+    type Err = crate::Error;
+
+    /// `rtn`, `rtn-clip` or `gptq`; anything else names the `method` field.
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "rtn" => Ok(WeightRounding::Rtn),
+            "rtn-clip" => Ok(WeightRounding::RtnClip),
+            "gptq" => Ok(WeightRounding::Gptq),
+            other => Err(super::RotateError::Invalid(format!(
+                "`method` {other:?}: use rtn, rtn-clip or gptq"
+            ))
+            .into()),
+        }
+    }
 }
 
 impl WeightRounding {
@@ -171,25 +193,19 @@ pub struct StudySettings {
     pub act_asym: bool,
     /// Values per KV-cache group inside a head (0: one per head).
     pub kv_group: usize,
+    /// GPTQ's damping and column order.
+    pub gptq: GptqOptions,
 }
 
 /// Sets `model`'s activation quantiser, `R3` and KV-cache type for configuration `c`.
 pub fn configure(model: &mut Llama, c: &QuantConfig, s: StudySettings) -> crate::Result<()> {
-    let act = if c.abits < 16 {
-        let q = GroupQuant::new(c.abits, 0, !s.act_asym, s.act_clip).map_err(|e| {
-            let e = e
-                .replace("`bits`", "`abits`")
-                .replace("`clip`", "`act_clip`");
-            super::RotateError::Invalid(e)
-        })?;
-        Some(q)
+    // A table's unquantised rows run without the activation settings they would not use.
+    let (clip, asym) = if c.abits < 16 {
+        (s.act_clip, s.act_asym)
     } else {
-        None
+        (1.0, false)
     };
-    model.set_runtime(&RuntimeQuant {
-        act,
-        qk_hadamard: c.rotations.qk,
-    })?;
+    model.set_runtime(&RuntimeQuant::new(c.abits, clip, asym, c.rotations.qk)?)?;
     model.kv_dtype = if c.kv_bits < 16 {
         KvDtype::Quant {
             bits: c.kv_bits,

@@ -30,12 +30,42 @@ pub enum RotateChoice {
 }
 
 impl RotateChoice {
+    /// The names [`str::parse`] takes.
+    pub const NAMES: [&'static str; 3] = ["none", "random", "hadamard"];
+
     /// The kind of matrix, unless none.
     pub fn kind(self) -> Option<RotationKind> {
         match self {
             RotateChoice::None => None,
             RotateChoice::Random => Some(RotationKind::Random),
             RotateChoice::Hadamard => Some(RotationKind::Hadamard),
+        }
+    }
+}
+
+impl std::fmt::Display for RotateChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RotateChoice::None => "none",
+            RotateChoice::Random => "random",
+            RotateChoice::Hadamard => "hadamard",
+        })
+    }
+}
+
+impl std::str::FromStr for RotateChoice {
+    type Err = crate::Error;
+
+    /// `none`, `random` or `hadamard`; anything else names the `rotate` field.
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "none" => Ok(RotateChoice::None),
+            "random" => Ok(RotateChoice::Random),
+            "hadamard" => Ok(RotateChoice::Hadamard),
+            other => Err(super::RotateError::Invalid(format!(
+                "`rotate` {other:?}: use none, random or hadamard"
+            ))
+            .into()),
         }
     }
 }

@@ -72,6 +72,19 @@ pub struct Limits<'a> {
     pub stop_at: Option<usize>,
 }
 
+impl Limits<'_> {
+    /// Refuses a chunk of no steps (`stop_at` 0), naming the field: checked by [`train_on`],
+    /// and by a front end before it writes a run's folder.
+    pub fn validate(&self) -> Result<()> {
+        if self.stop_at == Some(0) {
+            return Err(super::invalid(
+                "`stop_at` must be at least 1 (the step to stop after)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Trains `model` on `split` until `opts.steps`, starting from `state`: [`train_on`] with
 /// the split's seeded training windows (continued from `state.sampler_pos`) and the losses
 /// of fixed batches of both splits (`TextEval`).
@@ -125,6 +138,7 @@ pub fn train_on<M: Trainable>(
     limits: Limits,
 ) -> Result<RunState> {
     opts.validate()?;
+    limits.validate()?;
     let end = limits.stop_at.map_or(opts.steps, |s| s.min(opts.steps));
     let b = opts.batch;
     let n = model.params_and_grads().0.len();
@@ -249,4 +263,22 @@ fn record<M: Trainable>(
         ms_per_step,
         peak_rss_bytes: crate::io::rss::peak_rss_bytes(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Limits;
+
+    #[test]
+    fn a_chunk_of_no_steps_is_refused() {
+        let at = |stop_at| {
+            Limits {
+                stop: None,
+                stop_at,
+            }
+            .validate()
+        };
+        assert!(at(None).is_ok() && at(Some(1)).is_ok());
+        assert!(at(Some(0)).unwrap_err().to_string().contains("`stop_at`"));
+    }
 }

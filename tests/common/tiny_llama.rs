@@ -4,30 +4,13 @@
 
 use std::path::Path;
 
+use orthoformer::export::tiny_llama::byte_alphabet;
 use orthoformer::io::gguf::{GgmlType, TensorOut, Value, write_gguf};
 
 /// Byte-level tokens for "a", "b", "c", " " and one merge "a b".
 pub fn meta(d: u32, layers: u32) -> Vec<(String, Value)> {
     let toks = ["a", "b", "c", "Ġ", "ab", "<|endoftext|>"].map(String::from);
     meta_with(d, layers, &toks, &["a b".to_string()])
-}
-
-/// The GPT-2 byte-level alphabet (`bytes_to_unicode`): printable bytes stand for
-/// themselves, the others for the code points from 256 on, in byte order.
-pub fn byte_alphabet() -> Vec<String> {
-    let mut next = 256u32;
-    (0u32..256)
-        .map(|b| {
-            let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || b >= 174;
-            let c = if printable {
-                b
-            } else {
-                next += 1;
-                next - 1
-            };
-            char::from_u32(c).map(String::from).unwrap_or_default()
-        })
-        .collect()
 }
 
 /// Metadata of a tiny model whose vocabulary is `toks` (the last one a control token, the

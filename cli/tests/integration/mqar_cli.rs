@@ -105,6 +105,7 @@ fn masked_step_ignores_unscored_positions() {
         vocab: 64,
         weight_decay: 0.1,
         seed: 3,
+        ..MqarPlan::default()
     };
     let task = MqarTask {
         vocab_size: 64,
@@ -238,6 +239,7 @@ fn small_plan(lrs: Vec<f64>, steps: usize) -> MqarPlan {
         vocab: 64,
         weight_decay: 0.1,
         seed: 5,
+        ..MqarPlan::default()
     }
 }
 

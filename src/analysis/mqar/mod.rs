@@ -37,7 +37,8 @@ impl Default for run::MqarPlan {
     /// The default grid of `orthoformer mqar` (the only place it is written): settings 64:4,
     /// 128:8, 256:16 and 512:64 at widths 64, 128 and 256, every attention variant, learning
     /// rates 1e-3 and 3e-3, 1,000 steps of 32 examples, 512 held-out examples, heads of width
-    /// 32, Zoology's 2 layers and weight decay 0.1, the task's default vocabulary, seed 0.
+    /// 32, Zoology's 2 layers and weight decay 0.1, the task's default vocabulary, seed 0,
+    /// learned absolute positions, a fixed score temperature.
     fn default() -> Self {
         run::MqarPlan {
             settings: vec![(64, 4), (128, 8), (256, 16), (512, 64)],
@@ -52,6 +53,8 @@ impl Default for run::MqarPlan {
             vocab: generator::DEFAULT_VOCAB,
             weight_decay: 0.1,
             seed: 0,
+            position: crate::model::Position::Learned,
+            temperature: crate::model::Temperature::Fixed,
         }
     }
 }

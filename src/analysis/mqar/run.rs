@@ -11,7 +11,7 @@ use super::generator::MqarTask;
 use super::masked::MaskedGpt;
 use super::score::count_correct;
 use crate::init::orthogonal::OrthoMethod;
-use crate::model::{AttentionKind, Gpt, GptConfig, IGNORE, NormPlacement};
+use crate::model::{AttentionKind, Gpt, GptConfig, IGNORE, NormPlacement, Position, Temperature};
 use crate::train::{AdamWConfig, Limits, Observer, RunState, TrainError, TrainOptions, train_on};
 
 /// Everything one MQAR sweep runs: the grid and the per-run budget.
@@ -41,6 +41,10 @@ pub struct MqarPlan {
     pub weight_decay: f64,
     /// Seed of the data, the initialisation and the frozen weights.
     pub seed: u64,
+    /// How the models see positions (learned absolute embeddings or rotary).
+    pub position: Position,
+    /// Whether attention scores get a learned per-head temperature (softmax variants only).
+    pub temperature: Temperature,
 }
 
 /// Result of one training run (one learning rate).
@@ -107,8 +111,8 @@ impl MqarPlan {
             dropout: 0.0,
             frozen_method: OrthoMethod::Qr,
             frozen_seed: self.seed,
-            position: Default::default(),
-            temperature: Default::default(),
+            position: self.position,
+            temperature: self.temperature,
         }
     }
 

@@ -44,6 +44,13 @@ impl MqarPlan {
                 "learning rate {lr} must be a positive number"
             )));
         }
+        // Every model's own rules (a learned temperature on a linear variant, ...).
+        for &kind in &self.variants {
+            for &w in &self.widths {
+                let t = self.settings[0].0;
+                self.model_config(kind, w, t).validate()?;
+            }
+        }
         for &(t, p) in &self.settings {
             let task = MqarTask {
                 vocab_size: self.vocab,

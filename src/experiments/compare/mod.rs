@@ -78,6 +78,7 @@ pub fn run(
     limits: Limits,
     progress: &mut dyn Observer<Gpt>,
 ) -> Result<Outcome> {
+    limits.validate()?;
     plan.check_data(prepared)?;
     let mut finals = read_finals(out, plan)?;
     // A sweep trains on the training split less its held-out tail, and scores that tail.

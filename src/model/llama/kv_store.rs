@@ -67,10 +67,16 @@ impl KvDtype {
         }
     }
 
-    /// Parses a name (`f32`, `f16`, `q8`, `q4`, `q8-g32`, ...), or says what is allowed.
+    /// Parses a name (`f32`, `f16`, `q8`, `q4`, `q8-g32`, ...), or says what is allowed, naming
+    /// the `kv_cache` field.
     pub fn parse(s: &str) -> Result<Self, String> {
         let name = s.trim().to_ascii_lowercase();
-        let bad = || format!("unknown KV cache type '{s}': use one of {}", Self::NAMES);
+        let bad = || {
+            format!(
+                "`kv_cache` {s:?} is not a KV cache type: use one of {}",
+                Self::NAMES
+            )
+        };
         match name.as_str() {
             "f32" => return Ok(KvDtype::F32),
             "f16" => return Ok(KvDtype::F16),
@@ -86,9 +92,7 @@ impl KvDtype {
             _ => return Err(bad()),
         };
         if name.contains("-g") && group == 0 {
-            return Err(format!(
-                "KV cache type '{s}': a group holds at least 1 value"
-            ));
+            return Err(format!("`kv_cache` {s:?}: a group holds at least 1 value"));
         }
         Ok(KvDtype::Quant { bits, group })
     }
@@ -254,7 +258,10 @@ mod tests {
         assert_eq!(KvDtype::parse("Q8-g32"), Ok(q8g));
         for bad in ["q3", "q4-g", "q4-g0", "q4-gx", "f8"] {
             let e = KvDtype::parse(bad).unwrap_err();
-            assert!(e.contains(&format!("'{bad}'")), "{e}");
+            assert!(
+                e.contains(&format!("{bad:?}")) && e.contains("`kv_cache`"),
+                "{e}"
+            );
         }
         assert!(
             KvDtype::parse("i8")

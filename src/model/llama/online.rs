@@ -54,6 +54,39 @@ pub struct RuntimeQuant {
     pub qk_hadamard: bool,
 }
 
+impl RuntimeQuant {
+    /// Activations at `abits` (16: f32), keeping `act_clip` of each token's range, on an
+    /// asymmetric grid when `act_asym`, with `R3` when `qk_hadamard`. Refuses, naming the
+    /// field, a clip or asymmetry with unquantised activations (they would be unused).
+    pub fn new(
+        abits: u32,
+        act_clip: f32,
+        act_asym: bool,
+        qk_hadamard: bool,
+    ) -> crate::Result<Self> {
+        let bad = |m: String| crate::Error::from(ModelError::Config(m));
+        if !matches!(abits, 4 | 8 | 16) {
+            return Err(bad(format!("`abits` {abits}: use 16, 8 or 4")));
+        }
+        if abits >= 16 && (act_clip != 1.0 || act_asym) {
+            return Err(bad(
+                "`act_clip` and `act_asym` shape quantised activations: set `abits` to 8 or 4"
+                    .into(),
+            ));
+        }
+        let act = if abits < 16 {
+            Some(GroupQuant::new(abits, 0, !act_asym, act_clip).map_err(|e| {
+                bad(e
+                    .replace("`bits`", "`abits`")
+                    .replace("`clip`", "`act_clip`"))
+            })?)
+        } else {
+            None
+        };
+        Ok(RuntimeQuant { act, qk_hadamard })
+    }
+}
+
 impl Llama {
     /// Sets the activation quantiser and `R3` (the KV cache type is [`Llama::kv_dtype`]; `R4`
     /// comes with the weights). Refuses, naming the field, a head width with no Hadamard

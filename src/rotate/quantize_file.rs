@@ -1,0 +1,216 @@
+//! `quantize` with `out`: rotate (optionally), calibrate, round by RTN or GPTQ onto a GGUF
+//! block format, and write the file llama.cpp and this crate's engine run. The file is then
+//! opened as a user would (memory-mapped, in its stored types) and its logits compared with
+//! the quantised model in memory: a file that does not give back what was quantised is
+//! reported, never silently accepted.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::RotateError;
+use super::quant_options::QuantizeOptions;
+use super::quant_study::WeightRounding;
+use super::quantize_job::QuantizeJob;
+use super::set::{RotationSet, apply_offline};
+use crate::infer::text::read_tokens;
+use crate::io::gguf::GgufFile;
+use crate::model::llama::{Llama, load_model};
+use crate::quant::calibrate::calibrate;
+use crate::quant::model::{Method, Plan, quantize_model};
+use crate::quant::write::save_quantized_gguf;
+use crate::quant::{Clip, Format};
+
+/// Tokens of the first text the written file and the model in memory are compared on.
+const CHECK_TOKENS: usize = 64;
+
+/// What [`write`] did.
+#[derive(Clone, Debug, Serialize)]
+pub struct QuantizeFileReport {
+    /// The model quantised, as given.
+    pub model: String,
+    /// The file written.
+    pub out: String,
+    /// `rtn`, `rtn+clip` or `gptq` with its settings.
+    pub method: String,
+    /// The block format (`q4_k`).
+    pub gguf_type: String,
+    /// The rotations folded into the file (`R3` acts at run time and is never written).
+    pub rotate: String,
+    /// `R4` is folded in: the file needs this crate's engine (llama.cpp refuses it).
+    pub online_hadamard: bool,
+    /// `R3` was asked for: it acts at run time (`--qk-hadamard` on eval or generate).
+    pub qk_hadamard_at_run_time: bool,
+    /// The file's size.
+    pub bytes: u64,
+    /// Calibration tokens used (0 for plain RTN).
+    pub calibration_tokens: usize,
+    /// GPTQ's summed reconstruction loss, for GPTQ.
+    pub gptq_loss: Option<f64>,
+    /// Seconds calibrating.
+    pub seconds_calibrate: f64,
+    /// Seconds rounding.
+    pub seconds_quantize: f64,
+    /// Tokens the file was checked on.
+    pub check_tokens: usize,
+    /// max |Δlogit| between the quantised model in memory and the written file run by the
+    /// engine.
+    pub max_abs_logit_diff_file: f64,
+    /// Both give the same greedy token at every position.
+    pub greedy_same: bool,
+}
+
+fn invalid(msg: String) -> crate::Error {
+    RotateError::Invalid(msg).into()
+}
+
+/// Why `o` cannot be written as one `format` file at `out`, naming the field.
+pub fn validate(o: &QuantizeOptions, out: &Path, format: Format) -> crate::Result<()> {
+    let name = format.file_name().ok_or_else(|| {
+        invalid("`gguf_type`: a file is written in a GGUF block format, not a study grid".into())
+    })?;
+    let s = &o.study;
+    if o.table {
+        return Err(invalid(
+            "`table` runs the study and writes nothing; drop `out` or `table`".into(),
+        ));
+    }
+    if o.abits < 16 || s.act_clip != 1.0 || s.act_asym || o.kv_bits != 16 || s.kv_group != 0 {
+        return Err(invalid(
+            "`abits`, `act_clip`, `act_asym`, `kv_bits` and `kv_group` act at run time, not in \
+             the file: drop them with `out` and give them to eval or generate"
+                .into(),
+        ));
+    }
+    if o.seed.len() != 1 || o.method.len() != 1 {
+        return Err(invalid(
+            "`out` writes one file: give one `seed` and one `method`".into(),
+        ));
+    }
+    if o.wbits != 16 && o.wbits != format.bits() {
+        return Err(invalid(format!(
+            "`wbits` {} does not match `gguf_type` {name} ({}-bit); set it to {} or leave it out",
+            o.wbits,
+            format.bits(),
+            format.bits()
+        )));
+    }
+    if s.group != 0 && s.group != 32 {
+        return Err(invalid(format!(
+            "`group` {}: GGUF {name} stores one scale per 32 weights (q4_k: per 32 in \
+             super-blocks of 256); set it to 32 or leave it out",
+            s.group
+        )));
+    }
+    if out.extension().is_none_or(|e| e != "gguf") {
+        return Err(invalid(format!(
+            "`out` {}: a quantised model is written as a .gguf file; name it *.gguf",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Writes the quantised model of a valid `job` to `out` in `format`, then runs the file.
+pub fn write(job: &QuantizeJob, out: &Path, format: Format) -> crate::Result<QuantizeFileReport> {
+    let o = &job.options;
+    let loaded = load_model(&job.model)?;
+    let meta = loaded.gguf_metadata.as_deref().ok_or_else(|| {
+        invalid(format!(
+            "`out` writes a GGUF and needs the tokenizer metadata of a GGUF `model`; {} is not one",
+            job.model.display()
+        ))
+    })?;
+    let eval = read_tokens(&loaded.tokenizer, job.first_text(), CHECK_TOKENS)?;
+    let mut w = loaded.weights.clone();
+    // R3 acts at run time only; R1, R2 and R4 are folded into the file.
+    let set = RotationSet {
+        qk: false,
+        ..o.rotations
+    };
+    let down = apply_offline(&mut w, &set, o.seed[0])?;
+    let t0 = Instant::now();
+    let method = match o.method[0] {
+        WeightRounding::Rtn => Method::Rtn(Clip::None),
+        WeightRounding::RtnClip => Method::Rtn(Clip::Search),
+        WeightRounding::Gptq => Method::Gptq(o.study.gptq),
+    };
+    let (hessians, ncal) = if method == Method::Rtn(Clip::None) {
+        (None, 0)
+    } else {
+        let ids = job.calibration(&loaded.tokenizer)?;
+        let h = calibrate(&w, down.clone(), &ids, o.study.context)?;
+        (Some(h), ids.len())
+    };
+    let t_cal = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let plan = Plan {
+        method,
+        format,
+        fallback: (format == Format::Q4K).then_some(Format::Q4_1),
+        embed_format: Some(Format::Q8_0),
+    };
+    let q = quantize_model(&mut w, &plan, hessians.as_ref(), &mut |_| {})?;
+    drop(hessians);
+    let t_q = t1.elapsed().as_secs_f64();
+    let signs = down.as_ref().and_then(|h| h.signs());
+    save_quantized_gguf(&w, &q, format, meta, signs, out)?;
+    // The file, run by the engine as a user would (its R4 read back from the file), against
+    // the model in memory.
+    let mut mem = Llama::new(w);
+    mem.down_hadamard = down;
+    let g = GgufFile::open(out)?;
+    let mut file = Llama::from_gguf(&g)?;
+    let (diff, same) = compare_logits(&mut mem, &mut file, &eval)?;
+    Ok(QuantizeFileReport {
+        model: job.model.display().to_string(),
+        out: out.display().to_string(),
+        method: method_name(&method),
+        gguf_type: format.file_name().unwrap_or_default().to_string(),
+        rotate: set.label(),
+        online_hadamard: set.down,
+        qk_hadamard_at_run_time: o.rotations.qk,
+        bytes: std::fs::metadata(out).map(|m| m.len()).unwrap_or(0),
+        calibration_tokens: ncal,
+        gptq_loss: matches!(method, Method::Gptq(_)).then_some(q.gptq_loss),
+        seconds_calibrate: t_cal,
+        seconds_quantize: t_q,
+        check_tokens: eval.len(),
+        max_abs_logit_diff_file: diff,
+        greedy_same: same,
+    })
+}
+
+/// max |Δlogit| over the logits of `ids`, and whether every argmax agrees.
+fn compare_logits(a: &mut Llama, b: &mut Llama, ids: &[u32]) -> crate::Result<(f64, bool)> {
+    let mut ca = a.new_cache(ids.len())?;
+    let mut cb = b.new_cache(ids.len())?;
+    let la = a.forward(ids, &mut ca, 0)?;
+    let lb = b.forward(ids, &mut cb, 0)?;
+    let v = a.vocab_size();
+    let arg = |r: &[f32]| {
+        r.iter()
+            .enumerate()
+            .fold(0, |m, (i, x)| if *x > r[m] { i } else { m })
+    };
+    let same = la
+        .chunks(v)
+        .zip(lb.chunks(v))
+        .all(|(x, y)| arg(x) == arg(y));
+    let diff = la
+        .iter()
+        .zip(&lb)
+        .map(|(x, y)| f64::from((x - y).abs()))
+        .fold(0.0, f64::max);
+    Ok((diff, same))
+}
+
+/// The method as the report names it: `rtn`, `rtn+clip` or `gptq` with its settings.
+fn method_name(method: &Method) -> String {
+    match method {
+        Method::Rtn(Clip::None) => "rtn".into(),
+        Method::Rtn(Clip::Search) => "rtn+clip".into(),
+        Method::Gptq(o) => format!("gptq (damp {}, act-order {})", o.damp, o.act_order),
+    }
+}
