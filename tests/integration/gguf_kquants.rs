@@ -1,4 +1,5 @@
-//! The super-block types (Q4_K, Q5_K, Q6_K) and BF16 against llama.cpp's Python reference:
+//! The super-block types (Q4_K, Q5_K, Q6_K), BF16 and the 5-bit block types (Q5_0, Q5_1)
+//! against llama.cpp's Python reference:
 //! `tests/fixtures/gguf/kquants.gguf` (`scripts/kquant_fixture.py`) holds random tensors of
 //! each type beside their dequantisation by the `gguf` package. The reader's dequantisation,
 //! every SIMD body's `dequantize_rows` and `matvec` are checked against it.
@@ -22,6 +23,8 @@ fn super_block_types_match_the_gguf_package() {
         ("q5_k", GgmlType::Q5_K),
         ("q6_k", GgmlType::Q6_K),
         ("bf16", GgmlType::BF16),
+        ("q5_0", GgmlType::Q5_0),
+        ("q5_1", GgmlType::Q5_1),
     ] {
         let want = g.tensor_f32(&format!("{name}.f32"), &dims).unwrap();
         let got = g.tensor_f32(name, &dims).unwrap();

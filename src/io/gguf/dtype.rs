@@ -4,6 +4,9 @@
 //! - `Q8_0`: `d`, then 32 × i8 `q`; `x = d·q`.
 //! - `Q4_0`: `d`, then 16 bytes; low nibbles are weights 0..16, high nibbles 16..32; `x = d·(q − 8)`.
 //! - `Q4_1`: `d`, `m`, then 16 bytes as in `Q4_0`; `x = d·q + m`.
+//! - `Q5_0`: `d`, 4 bytes `qh` (a little-endian u32), 16 bytes of nibbles as in `Q4_0`; bit `j`
+//!   of `qh` is the fifth bit of weight `j`; `x = d·(q − 16)`.
+//! - `Q5_1`: `d`, `m`, then `qh` and the nibbles as in `Q5_0`; `x = d·q + m`.
 //!
 //! The 256-weight super-block types (`Q4_K`, `Q5_K`, `Q6_K`) and BF16 are in `kquants`.
 
@@ -23,6 +26,10 @@ pub enum GgmlType {
     Q4_0,
     /// 4-bit, scale and minimum.
     Q4_1,
+    /// 5-bit, scale only.
+    Q5_0,
+    /// 5-bit, scale and minimum.
+    Q5_1,
     /// 8-bit, scale only.
     Q8_0,
     /// bfloat16 (the high half of an f32).
@@ -38,8 +45,6 @@ pub enum GgmlType {
 /// The names of ggml type ids, for error messages about types we do not read.
 fn type_name(id: u32) -> &'static str {
     match id {
-        6 => "Q5_0",
-        7 => "Q5_1",
         9 => "Q8_1",
         10 => "Q2_K",
         11 => "Q3_K",
@@ -63,6 +68,8 @@ impl GgmlType {
             1 => GgmlType::F16,
             2 => GgmlType::Q4_0,
             3 => GgmlType::Q4_1,
+            6 => GgmlType::Q5_0,
+            7 => GgmlType::Q5_1,
             8 => GgmlType::Q8_0,
             12 => GgmlType::Q4_K,
             13 => GgmlType::Q5_K,
@@ -71,7 +78,7 @@ impl GgmlType {
             _ => {
                 return Err(format!(
                     "tensor type {} (id {id}) is not supported; supported: F32, F16, BF16, Q8_0, \
-                     Q4_0, Q4_1, Q4_K, Q5_K, Q6_K",
+                     Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K",
                     type_name(id)
                 ));
             }
@@ -85,6 +92,8 @@ impl GgmlType {
             GgmlType::F16 => 1,
             GgmlType::Q4_0 => 2,
             GgmlType::Q4_1 => 3,
+            GgmlType::Q5_0 => 6,
+            GgmlType::Q5_1 => 7,
             GgmlType::Q8_0 => 8,
             GgmlType::Q4_K => 12,
             GgmlType::Q5_K => 13,
@@ -100,6 +109,8 @@ impl GgmlType {
             GgmlType::F16 => (1, 2),
             GgmlType::Q4_0 => (32, 18),
             GgmlType::Q4_1 => (32, 20),
+            GgmlType::Q5_0 => (32, 22),
+            GgmlType::Q5_1 => (32, 24),
             GgmlType::Q8_0 => (32, 34),
             GgmlType::BF16 => (1, 2),
             GgmlType::Q4_K => (kq::QK_K, kq::Q4_K_BYTES),
@@ -150,6 +161,28 @@ pub fn dequantize(ty: GgmlType, raw: &[u8], out: &mut [f32]) {
         GgmlType::Q4_K => kq::dequantize_q4_k(raw, out),
         GgmlType::Q5_K => kq::dequantize_q5_k(raw, out),
         GgmlType::Q6_K => kq::dequantize_q6_k(raw, out),
+        GgmlType::Q5_0 | GgmlType::Q5_1 => {
+            let q5_1 = ty == GgmlType::Q5_1;
+            let head = if q5_1 { 4 } else { 2 };
+            for (o, b) in out.chunks_exact_mut(32).zip(raw.chunks_exact(bytes)) {
+                let d = f16_at(b, 0);
+                let m = if q5_1 { f16_at(b, 2) } else { 0.0 };
+                let qh = u32::from_le_bytes([b[head], b[head + 1], b[head + 2], b[head + 3]]);
+                let qs = &b[head + 4..head + 20];
+                for j in 0..16 {
+                    let lo = (qs[j] & 0x0F) | ((((qh >> j) & 1) as u8) << 4);
+                    let hi = (qs[j] >> 4) | ((((qh >> (j + 16)) & 1) as u8) << 4);
+                    // As ggml: `d·(q − 16)` (no `+ 0`, which would turn −0 into +0), `d·q + m`.
+                    for (k, q) in [(j, lo), (j + 16, hi)] {
+                        o[k] = if q5_1 {
+                            d * f32::from(q) + m
+                        } else {
+                            d * (f32::from(q) - 16.0)
+                        };
+                    }
+                }
+            }
+        }
         GgmlType::Q4_0 | GgmlType::Q4_1 => {
             let (head, min) = if ty == GgmlType::Q4_0 {
                 (2, None)

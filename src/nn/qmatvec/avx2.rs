@@ -5,15 +5,16 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2_q5::{q5_0, q5_1};
 use crate::io::gguf::GgmlType;
 
 /// Four registers: weights 0..8, 8..16, 16..24, 24..32 of a block.
-type Block = [__m256; 4];
+pub(super) type Block = [__m256; 4];
 
 /// The f16 at `p` as f32.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn half(p: *const u8) -> f32 {
+pub(super) unsafe fn half(p: *const u8) -> f32 {
     // SAFETY: the caller points `p` at two readable bytes.
     let bits = unsafe { p.cast::<u16>().read_unaligned() };
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
@@ -22,7 +23,7 @@ unsafe fn half(p: *const u8) -> f32 {
 /// Bytes 0..8 and 8..16 of `v`, each widened to eight i32 (signed or not) and converted.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn widen(v: __m128i, signed: bool) -> (__m256, __m256) {
+pub(super) fn widen(v: __m128i, signed: bool) -> (__m256, __m256) {
     let hi = _mm_srli_si128::<8>(v);
     let (a, b) = if signed {
         (_mm256_cvtepi8_epi32(v), _mm256_cvtepi8_epi32(hi))
@@ -35,7 +36,7 @@ fn widen(v: __m128i, signed: bool) -> (__m256, __m256) {
 /// Low and high nibbles of the 16 bytes at `p` (weights 0..16 and 16..32), as bytes.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn nibbles(p: *const u8) -> (__m128i, __m128i) {
+pub(super) unsafe fn nibbles(p: *const u8) -> (__m128i, __m128i) {
     // SAFETY: the caller points `p` at 16 readable bytes.
     let q = unsafe { _mm_loadu_si128(p.cast()) };
     let m = _mm_set1_epi8(15);
@@ -193,6 +194,8 @@ pub(super) unsafe fn matvec(ty: GgmlType, data: &[u8], cols: usize, x: &[f32], y
                     GgmlType::Q8_0 => dot_q8_0(row, xp, nb),
                     GgmlType::Q4_0 => dot_q4_0(row, xp, nb),
                     GgmlType::Q4_1 => dot_q4_1(row, xp, nb),
+                    GgmlType::Q5_0 => super::avx2_q5::dot_q5_0(row, xp, nb),
+                    GgmlType::Q5_1 => super::avx2_q5::dot_q5_1(row, xp, nb),
                     GgmlType::F16 => dot_f16(row, xp, cols),
                     GgmlType::F32 => dot_f32(row.cast(), xp, cols),
                     _ => unreachable!("super-block types and BF16 are handled above"),
@@ -228,6 +231,8 @@ pub(super) unsafe fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) {
         GgmlType::Q8_0 => blocks!(q8_0),
         GgmlType::Q4_0 => blocks!(q4_0),
         GgmlType::Q4_1 => blocks!(q4_1),
+        GgmlType::Q5_0 => blocks!(q5_0),
+        GgmlType::Q5_1 => blocks!(q5_1),
         GgmlType::F16 => {
             let mut chunks = out.chunks_exact_mut(8);
             let mut i = 0;

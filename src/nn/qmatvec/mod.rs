@@ -1,5 +1,5 @@
 //! Matrix-vector products `y = W·x` that read a weight in its GGUF storage type (F32, F16,
-//! BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) in place: each block is dequantised in registers and multiplied into
+//! BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) in place: each block is dequantised in registers and multiplied into
 //! f32 activations with fused multiply-adds, so decoding from a quantised model streams its
 //! bytes (4.5 to 8.5 bits a weight) instead of an f32 copy four to seven times larger.
 //!
@@ -17,6 +17,8 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_k;
+#[cfg(target_arch = "x86_64")]
+mod avx2_q5;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod scalar;
