@@ -169,9 +169,9 @@ pub fn dequantize(ty: GgmlType, raw: &[u8], out: &mut [f32]) {
                 let m = if q5_1 { f16_at(b, 2) } else { 0.0 };
                 let qh = u32::from_le_bytes([b[head], b[head + 1], b[head + 2], b[head + 3]]);
                 let qs = &b[head + 4..head + 20];
-                for j in 0..16 {
-                    let lo = (qs[j] & 0x0F) | ((((qh >> j) & 1) as u8) << 4);
-                    let hi = (qs[j] >> 4) | ((((qh >> (j + 16)) & 1) as u8) << 4);
+                for (j, &byte) in qs.iter().enumerate() {
+                    let lo = (byte & 0x0F) | ((((qh >> j) & 1) as u8) << 4);
+                    let hi = (byte >> 4) | ((((qh >> (j + 16)) & 1) as u8) << 4);
                     // As ggml: `d·(q − 16)` (no `+ 0`, which would turn −0 into +0), `d·q + m`.
                     for (k, q) in [(j, lo), (j + 16, hi)] {
                         o[k] = if q5_1 {
