@@ -39,7 +39,15 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-cpu_id() { grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || uname -m; }
+# The CPU model and its SIMD flags: a model name alone ("AMD EPYC") names CPUs with and without
+# AVX-512, and a -march=native build for one is wrong for the other.
+cpu_id() {
+    local model flags
+    model=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //') || true
+    flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' \
+        | grep -E '^(avx|avx2|fma|f16c|avx512[a-z_0-9]*|avx_vnni|amx[a-z_0-9]*)$' | sort | tr '\n' ' ') || true
+    echo "${model:-$(uname -m)} [${flags% }]"
+}
 
 built() {
     for t in "${TOOLS[@]}"; do [ -x "$DEST/bin/$t" ] || return 1; done
