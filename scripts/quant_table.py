@@ -54,7 +54,8 @@ def main():
             print(f"| {label} | " + " | ".join(rows[key].get(c, "-") for c in cols) + " |")
     print(
         f"\nseeds {rep['seeds']}; activation clip {rep['act_clip']}, "
-        f"{'asymmetric' if rep['act_asym'] else 'symmetric'} activations; weight group "
+        f"{'asymmetric' if rep['act_asym'] else 'symmetric'} activations; "
+        f"{'asymmetric' if rep.get('weight_asym') else 'symmetric'} weights, group "
         f"{rep['group'] or 'per channel'}; GPTQ damp {rep.get('gptq_damp')}, act-order "
         f"{rep.get('gptq_act_order')}; {rep['calibration_tokens']} calibration tokens"
     )

@@ -54,6 +54,11 @@ pub struct QuantizeArgs {
     /// Weight group size along the input dimension (0: one scale per output channel).
     #[arg(long, default_value_t = QuantizeOptions::default().study.group)]
     pub group: usize,
+    /// Study: round weights on an asymmetric grid (a zero point per channel or group) instead
+    /// of ±max, for every method (--out: the block format decides; q4_1 and q4_k have a
+    /// minimum).
+    #[arg(long)]
+    pub weight_asym: bool,
     /// Text(s) to measure perplexity on; repeat for several [default: the embedded
     /// TinyShakespeare].
     #[arg(long)]
@@ -153,6 +158,7 @@ impl QuantizeArgs {
             study: StudySettings {
                 context: self.context,
                 group: self.group,
+                weight_asym: self.weight_asym,
                 act_clip: self.runtime.act_clip,
                 act_asym: self.runtime.act_asym,
                 kv_group: self.kv_group,

@@ -16,6 +16,7 @@ impl Default for StudySettings {
         StudySettings {
             context: 256,
             group: 0,
+            weight_asym: false,
             act_clip: 1.0,
             act_asym: false,
             kv_group: 0,

@@ -94,6 +94,8 @@ pub struct QuantReport {
     pub context: usize,
     /// Weight group size (0: per output channel).
     pub group: usize,
+    /// Weights on an asymmetric grid.
+    pub weight_asym: bool,
     /// Activation clipping ratio.
     pub act_clip: f32,
     /// Activations asymmetric (a zero point per token).
@@ -134,6 +136,7 @@ impl QuantReport {
             tokens_per_text,
             context: s.context,
             group: s.group,
+            weight_asym: s.weight_asym,
             act_clip: s.act_clip,
             act_asym: s.act_asym,
             kv_group: s.kv_group,
@@ -235,6 +238,7 @@ mod tests {
         let s = StudySettings {
             context: 256,
             group: 0,
+            weight_asym: false,
             act_clip: 0.9,
             act_asym: true,
             kv_group: 0,

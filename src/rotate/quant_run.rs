@@ -49,8 +49,8 @@ fn weight_key(c: &QuantConfig) -> (u32, WeightRounding) {
     }
 }
 
-/// `rotated` (with `R4` online as `down`) rounded to `wbits` by `method`, symmetric, one
-/// scale per output channel or per `s.group` inputs, GPTQ with `s.gptq`.
+/// `rotated` (with `R4` online as `down`) rounded to `wbits` by `method`, symmetric unless
+/// `s.weight_asym`, one grid per output channel or per `s.group` inputs, GPTQ with `s.gptq`.
 fn quantised(
     rotated: &LlamaWeights,
     down: Option<OnlineHadamard>,
@@ -70,7 +70,7 @@ fn quantised(
             format: Format::Affine {
                 bits: wbits,
                 group: s.group,
-                symmetric: true,
+                symmetric: !s.weight_asym,
             },
             fallback: None,
             embed_format: None,

@@ -187,6 +187,9 @@ pub struct StudySettings {
     pub context: usize,
     /// Weight group size along the input dimension (0: one scale per output channel).
     pub group: usize,
+    /// Weights rounded on an asymmetric grid (a zero point per channel or group), else
+    /// symmetric (`±max`).
+    pub weight_asym: bool,
     /// Activations keep this fraction of their range (per token; 1: the full range).
     pub act_clip: f32,
     /// Activations rounded on an asymmetric grid (a zero point per token), else symmetric.

@@ -83,6 +83,12 @@ pub fn validate(o: &QuantizeOptions, out: &Path, format: Format) -> crate::Resul
                 .into(),
         ));
     }
+    if s.weight_asym {
+        return Err(invalid(format!(
+            "`weight_asym`: the symmetry of a file's weights is its block format's (q8_0 and \
+             q4_0 symmetric, q4_1 and q4_k with a minimum); drop it and choose `gguf_type` ({name} now)"
+        )));
+    }
     if o.seed.len() != 1 || o.method.len() != 1 {
         return Err(invalid(
             "`out` writes one file: give one `seed` and one `method`".into(),

@@ -173,7 +173,7 @@ mod tests {
         };
         assert_eq!(file(&|_| {}), "");
         type Change<'a> = &'a dyn Fn(&mut QuantizeJob);
-        let cases: [(Change, &str); 9] = [
+        let cases: [(Change, &str); 10] = [
             (&|j| j.gguf_type = None, "`gguf_type`"),
             (&|j| j.options.table = true, "`table`"),
             (&|j| j.options.abits = 8, "`abits`"),
@@ -183,6 +183,7 @@ mod tests {
             (&|j| j.options.study.group = 64, "`group`"),
             (&|j| j.out = Some("q.bin".into()), "`out`"),
             (&|j| j.options.study.gptq.damp = -1.0, "`damp`"),
+            (&|j| j.options.study.weight_asym = true, "`weight_asym`"),
         ];
         for (change, field) in cases {
             let e = file(change);
