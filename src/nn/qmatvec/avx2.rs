@@ -84,10 +84,10 @@ unsafe fn q4_1(p: *const u8) -> Block {
 
 /// `Σ w·x` over `nb` blocks of `$bytes` bytes decoded by `$decode`, four accumulators.
 macro_rules! block_dot {
-    ($name:ident, $bytes:expr, $decode:ident) => {
+    ($vis:vis $name:ident, $bytes:expr, $decode:ident) => {
         #[target_feature(enable = "avx2,fma,f16c")]
         #[inline]
-        unsafe fn $name(p: *const u8, x: *const f32, nb: usize) -> f32 {
+        $vis unsafe fn $name(p: *const u8, x: *const f32, nb: usize) -> f32 {
             let mut a = [_mm256_setzero_ps(); 4];
             for b in 0..nb {
                 // SAFETY: block b of `p` and values 32b..32b+32 of `x` are readable.
@@ -110,6 +110,9 @@ macro_rules! block_dot {
 block_dot!(dot_q8_0, 34, q8_0);
 block_dot!(dot_q4_0, 18, q4_0);
 block_dot!(dot_q4_1, 20, q4_1);
+// The 5-bit types (AVX-512 CPUs run these too).
+block_dot!(pub(super) dot_q5_0, 22, q5_0);
+block_dot!(pub(super) dot_q5_1, 24, q5_1);
 
 /// Sum of the eight lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -194,8 +197,8 @@ pub(super) unsafe fn matvec(ty: GgmlType, data: &[u8], cols: usize, x: &[f32], y
                     GgmlType::Q8_0 => dot_q8_0(row, xp, nb),
                     GgmlType::Q4_0 => dot_q4_0(row, xp, nb),
                     GgmlType::Q4_1 => dot_q4_1(row, xp, nb),
-                    GgmlType::Q5_0 => super::avx2_q5::dot_q5_0(row, xp, nb),
-                    GgmlType::Q5_1 => super::avx2_q5::dot_q5_1(row, xp, nb),
+                    GgmlType::Q5_0 => dot_q5_0(row, xp, nb),
+                    GgmlType::Q5_1 => dot_q5_1(row, xp, nb),
                     GgmlType::F16 => dot_f16(row, xp, cols),
                     GgmlType::F32 => dot_f32(row.cast(), xp, cols),
                     _ => unreachable!("super-block types and BF16 are handled above"),

@@ -3,11 +3,11 @@
 //! super-blocks. The fifth bits (one u32 `qh` a block) are spread over bytes with a shuffle
 //! and a bit test, then joined to the nibbles; each weight is then computed as
 //! [`crate::io::gguf::dtype::dequantize`] computes it: `d·(q − 16)` or `d·q + m`, not fused.
-//! AVX-512 CPUs run these bodies too.
+//! The dot products are `avx2.rs`'s, on these decoders; AVX-512 CPUs run them too.
 
 use std::arch::x86_64::*;
 
-use super::avx2::{Block, half, hsum, nibbles, widen};
+use super::avx2::{Block, half, nibbles, widen};
 
 /// The fifth bits of weights `8k..8k+8` for `k` in `[b0, b0+1]` as bytes of 0 or 16.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -57,34 +57,3 @@ pub(super) unsafe fn q5_1(p: *const u8) -> Block {
     let m = _mm256_set1_ps(unsafe { half(p.add(2)) });
     unsafe { codes(p.add(4)) }.map(|w| _mm256_add_ps(_mm256_mul_ps(w, d), m))
 }
-
-/// `Σ w·x` over `nb` blocks of `$bytes` bytes decoded by `$decode`, four accumulators.
-macro_rules! q5_dot {
-    ($name:ident, $bytes:expr, $decode:ident) => {
-        /// `Σ w·x` over `nb` blocks.
-        ///
-        /// # Safety
-        /// AVX2/FMA/F16C are available; `p` holds `nb` blocks and `x` `32·nb` values.
-        #[target_feature(enable = "avx2,fma,f16c")]
-        pub(super) unsafe fn $name(p: *const u8, x: *const f32, nb: usize) -> f32 {
-            let mut a = [_mm256_setzero_ps(); 4];
-            for b in 0..nb {
-                // SAFETY: block b of `p` and values 32b..32b+32 of `x` are readable.
-                unsafe {
-                    let w = $decode(p.add(b * $bytes));
-                    let xb = x.add(b * 32);
-                    for j in 0..4 {
-                        a[j] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(xb.add(8 * j)), a[j]);
-                    }
-                }
-            }
-            hsum(_mm256_add_ps(
-                _mm256_add_ps(a[0], a[1]),
-                _mm256_add_ps(a[2], a[3]),
-            ))
-        }
-    };
-}
-
-q5_dot!(dot_q5_0, 22, q5_0);
-q5_dot!(dot_q5_1, 24, q5_1);

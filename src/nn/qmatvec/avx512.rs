@@ -175,8 +175,8 @@ pub(super) unsafe fn matvec(ty: GgmlType, data: &[u8], cols: usize, x: &[f32], y
                     GgmlType::Q4_0 => dot_q4_0(row, xp, nb),
                     GgmlType::Q4_1 => dot_q4_1(row, xp, nb),
                     // The 5-bit types run their AVX2 bodies.
-                    GgmlType::Q5_0 => super::avx2_q5::dot_q5_0(row, xp, nb),
-                    GgmlType::Q5_1 => super::avx2_q5::dot_q5_1(row, xp, nb),
+                    GgmlType::Q5_0 => super::avx2::dot_q5_0(row, xp, nb),
+                    GgmlType::Q5_1 => super::avx2::dot_q5_1(row, xp, nb),
                     GgmlType::F16 => dot_f16(row, xp, cols),
                     GgmlType::F32 => dot_f32(row.cast(), xp, cols),
                     _ => unreachable!("super-block types and BF16 are handled above"),
