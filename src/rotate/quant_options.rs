@@ -136,13 +136,6 @@ impl QuantizeOptions {
         Ok(())
     }
 
-    /// Whether any configuration needs calibration text (a quantised rounding that calibrates).
-    pub fn calibrates(&self) -> bool {
-        self.configs()
-            .iter()
-            .any(|c| c.wbits < 16 && c.method.calibrates())
-    }
-
     /// The configurations these options run: QuaRot's grid, or the one asked for with the
     /// baselines it is read against.
     pub fn configs(&self) -> Vec<QuantConfig> {

@@ -119,7 +119,7 @@ pub fn run_study(
                 keys.push(weight_key(&configs[i]));
             }
         }
-        let calibrates = keys.iter().any(|k| k.0 < 16 && k.1.calibrates());
+        let calibrates = idx.iter().any(|&i| configs[i].calibrates());
         for (k, &seed) in seeds_of(&configs[idx[0]], seeds).iter().enumerate() {
             let mut rotated = base.clone();
             let down = apply_offline(&mut rotated, &set, seed)?;

@@ -119,6 +119,11 @@ impl QuantConfig {
         self.wbits >= 16 && self.abits >= 16 && self.kv_bits >= 16
     }
 
+    /// Whether its weights are rounded by a method that needs calibration text.
+    pub fn calibrates(&self) -> bool {
+        self.wbits < 16 && self.method.calibrates()
+    }
+
     /// Whether anything in it is drawn from the seed (a rotation).
     pub fn is_seeded(&self) -> bool {
         let r = self.rotations;

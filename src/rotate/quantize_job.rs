@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::RotateError;
 use super::quant_options::{MIN_CALIB_TOKENS, QuantizeOptions};
 use super::quant_report::QuantReport;
-use super::quant_study::{StudyText, run_study, study_tokens};
+use super::quant_study::{QuantConfig, StudyText, run_study, study_tokens};
 use super::quantize_file::{self, QuantizeFileReport};
 use crate::infer::text::{read_tail_tokens, read_tokens, text_name};
 use crate::model::llama::load_model;
@@ -121,7 +121,7 @@ fn study(job: &QuantizeJob, on_tokens: &mut dyn FnMut(usize, usize)) -> crate::R
         })
         .collect();
     let total = study_tokens(&configs, &study_texts, &o.seed);
-    let calib = if o.calibrates() {
+    let calib = if configs.iter().any(QuantConfig::calibrates) {
         job.calibration(&loaded.tokenizer)?
     } else {
         Vec::new()
