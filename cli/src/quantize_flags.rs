@@ -3,7 +3,7 @@
 //! transform of every query and key head, for a quantised KV cache). They become the library's
 //! [`RuntimeQuant`]; the KV cache type is each command's `--kv-cache`.
 
-use orthoformer::model::llama::{Llama, RuntimeQuant};
+use orthoformer::model::llama::RuntimeQuant;
 
 /// Flags of the engine's run-time quantisation.
 #[derive(Debug, Clone, clap::Args)]
@@ -46,11 +46,5 @@ impl RuntimeQuantArgs {
             self.act_asym,
             self.qk_hadamard,
         )?)
-    }
-
-    /// Sets them on `model`.
-    pub fn apply(&self, model: &mut Llama) -> anyhow::Result<()> {
-        model.set_runtime(&self.runtime()?)?;
-        Ok(())
     }
 }
