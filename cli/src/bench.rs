@@ -12,6 +12,7 @@ use super::common::{PYTHON, comma_default, emit};
 use orthoformer::bench::options::{BenchOptions, BenchShape};
 use orthoformer::bench::step::{ReferenceStep, run_step_bench};
 use orthoformer::model::GptConfig;
+use orthoformer::nn::qmatvec::MatvecInput;
 
 /// Flags of `orthoformer bench`.
 #[derive(Debug, clap::Args)]
@@ -85,6 +86,11 @@ pub struct BenchArgs {
     /// its side uses too) or f32.
     #[arg(long, default_value_t = BenchOptions::default().kv_cache, value_parser = super::generate::parse_kv_cache)]
     pub kv_cache: orthoformer::model::llama::KvDtype,
+    /// With --model: what our decode multiplies Q8_0/Q4_0/Q4_1 weights with: the f32
+    /// activations (exact) or activations rounded to 8 bits per 32 for integer dot products
+    /// (q8, what llama.cpp's side does).
+    #[arg(long, default_value_t = BenchOptions::default().dot, value_parser = super::common::library_values(&MatvecInput::NAMES, str::parse::<MatvecInput>))]
+    pub dot: MatvecInput,
 }
 
 impl BenchArgs {
@@ -108,6 +114,7 @@ impl BenchArgs {
             gen_tokens: self.gen_tokens,
             eval_tokens: self.eval_tokens,
             kv_cache: self.kv_cache,
+            dot: self.dot,
         })
     }
 }

@@ -12,6 +12,7 @@ use orthoformer::infer::generate::{GenerateReport, SampleOptions};
 use orthoformer::infer::generate_job::{self, GenerateJob};
 use orthoformer::infer::{CausalLm, TextModel};
 use orthoformer::model::llama::KvDtype;
+use orthoformer::nn::qmatvec::MatvecInput;
 use orthoformer::train::checkpoint::load_text_model;
 
 /// Flags of `orthoformer generate`.
@@ -52,6 +53,11 @@ pub struct GenerateArgs {
     /// codes per token and head (q8, q4; q8-gN, q4-gN for groups of N values).
     #[arg(long, default_value_t = GenerateJob::default().kv_cache, value_parser = parse_kv_cache)]
     pub kv_cache: KvDtype,
+    /// With --model: what decode multiplies Q8_0/Q4_0/Q4_1 weights with: the f32 activations
+    /// (exact) or the activations rounded to 8 bits per 32 for integer dot products (q8:
+    /// llama.cpp's way, faster, slightly different logits).
+    #[arg(long, default_value_t = GenerateJob::default().dot, value_parser = super::common::library_values(&MatvecInput::NAMES, str::parse::<MatvecInput>))]
+    pub dot: MatvecInput,
     /// With --model: activation quantisation and R3.
     #[command(flatten)]
     pub quant: super::quantize_flags::RuntimeQuantArgs,
@@ -75,6 +81,7 @@ impl GenerateArgs {
                 seed: self.seed,
             },
             kv_cache: self.kv_cache,
+            dot: self.dot,
         }
     }
 }
@@ -85,7 +92,9 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
         (Some(path), _) => {
             let runtime = args.quant.runtime()?;
             generate(args, || {
-                TextModel::pretrained(path, args.kv_cache)?.with_runtime(&runtime)
+                TextModel::pretrained(path, args.kv_cache)?
+                    .with_dot(args.dot)
+                    .with_runtime(&runtime)
             })?
         }
         (None, Some(dir)) => {

@@ -26,6 +26,7 @@ def generate(
     top_p: Optional[float] = None,
     seed: Optional[int] = None,
     kv_cache: Optional[str] = None,
+    dot: Optional[str] = None,
 ) -> dict[str, Any]:
     """Continues ``prompt`` with the model of ``checkpoint`` (a folder ``orthoformer train``
     wrote) or ``model`` (a ``.gguf`` file or Hugging Face folder); give exactly one. An empty
@@ -33,7 +34,10 @@ def generate(
     generation stops after ``max_new_tokens`` (default 200) or the model's end-of-sequence
     token. ``temperature`` (default 1; 0 is greedy), ``top_k`` (0: all), ``top_p`` (1: all)
     and ``seed`` (default 0) choose the sampling; ``kv_cache`` (``"f16"``, the default, or
-    ``"f32"``) how a pretrained model caches keys and values. This is the library's one
+    ``"f32"``) how a pretrained model caches keys and values; ``dot`` (``"f32"``, the
+    default, or ``"q8"``) what its decode multiplies Q8_0/Q4_0/Q4_1 weights with: the
+    activations exactly, or rounded to 8 bits per 32 for integer dot products (llama.cpp's
+    way, faster, slightly different logits). This is the library's one
     generate operation, as ``orthoformer generate`` runs it: both refuse the same inputs with
     the same message. Returns the report (``text``, ``prompt_tokens``, ``new_tokens``,
     ``stopped_on_eos``, speeds) as a dict; bad inputs raise ``ValueError``/``OSError``.
@@ -48,5 +52,6 @@ def generate(
         top_p,
         seed,
         kv_cache,
+        dot,
     )
     return json.loads(report)

@@ -19,7 +19,7 @@ use crate::error::{OrPy, guard, keyword, value};
 /// library's defaults. Returns the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (prompt="", checkpoint=None, model=None, max_new_tokens=None,
-    temperature=None, top_k=None, top_p=None, seed=None, kv_cache=None))]
+    temperature=None, top_k=None, top_p=None, seed=None, kv_cache=None, dot=None))]
 #[allow(clippy::too_many_arguments)]
 fn generate_text(
     py: Python<'_>,
@@ -32,6 +32,7 @@ fn generate_text(
     top_p: Option<f64>,
     seed: Option<u64>,
     kv_cache: Option<&str>,
+    dot: Option<&str>,
 ) -> PyResult<String> {
     let d = GenerateJob::default();
     let job = GenerateJob {
@@ -48,11 +49,18 @@ fn generate_text(
                 .map_err(|e| value(orthoformer::error::name_fields(&e, keyword)))?,
             None => d.kv_cache,
         },
+        dot: match dot {
+            Some(name) => name
+                .parse()
+                .map_err(|e: String| value(orthoformer::error::name_fields(&e, keyword)))?,
+            None => d.dot,
+        },
     };
     let report = py.detach(|| {
         guard(|| match (checkpoint, model) {
             (None, Some(path)) => {
-                generate_job::run(&job, || TextModel::pretrained(&path, job.kv_cache), None).or_py()
+                let open = || Ok(TextModel::pretrained(&path, job.kv_cache)?.with_dot(job.dot));
+                generate_job::run(&job, open, None).or_py()
             }
             (Some(dir), None) => generate_job::run(&job, || load_text_model(&dir), None).or_py(),
             _ => Err(value(

@@ -138,3 +138,19 @@ def test_a_pretrained_model_is_refused_and_run_alike(cli) -> None:
     got = orthoformer.generate(model=model, max_new_tokens=4, temperature=0)
     assert got["prompt_tokens"] == want["prompt_tokens"] == 1
     assert got["text"] == want["text"]
+
+
+def test_q8_dot_products_run_alike_and_bad_names_are_refused_alike(cli) -> None:
+    """`dot="q8"` (integer dot products with 8-bit activations) gives both front ends the
+    same greedy text on SmolLM2 (Q4_1 and Q8_0 weights); an unknown name is refused by both."""
+    model = smollm2()
+    want = json.loads(
+        cli("generate", "--model", model, "--prompt", "The", "--max-new-tokens", 6,
+            "--temperature", 0, "--dot", "q8", "--json").stdout
+    )
+    got = orthoformer.generate("The", model=model, max_new_tokens=6, temperature=0, dot="q8")
+    assert got["text"] == want["text"] and got["new_tokens"] == want["new_tokens"] > 0
+    p = cli("generate", "--model", model, "--dot", "q4", check=False)
+    assert p.returncode == 2 and "--dot" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    with pytest.raises(ValueError, match="dot"):
+        orthoformer.generate(model=model, dot="q4")

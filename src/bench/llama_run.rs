@@ -40,6 +40,7 @@ pub fn run(path: &Path, opts: &BenchOptions) -> crate::Result<LlamaRun> {
     let loaded = load_engine(path)?;
     let mut model = loaded.model;
     model.kv_dtype = opts.kv_cache;
+    model.dot = opts.dot;
     let need = opts.prompt_tokens.saturating_add(opts.gen_tokens);
     if need > model.context() {
         return Err(invalid(format!(

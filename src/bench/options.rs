@@ -100,6 +100,8 @@ pub struct BenchOptions {
     pub eval_tokens: usize,
     /// `--model`: how the KV cache stores keys and values.
     pub kv_cache: crate::model::llama::KvDtype,
+    /// `--model`: what decode's matrix-vector products multiply quantised weights with.
+    pub dot: crate::nn::qmatvec::MatvecInput,
 }
 
 impl Default for BenchOptions {
@@ -121,6 +123,7 @@ impl Default for BenchOptions {
             gen_tokens: 128,
             eval_tokens: 1024,
             kv_cache: crate::model::llama::KvDtype::F16,
+            dot: crate::nn::qmatvec::MatvecInput::F32,
         }
     }
 }

@@ -14,6 +14,7 @@ use super::text_model::TextModel;
 use crate::Result;
 use crate::infer::CausalLm;
 use crate::model::llama::KvDtype;
+use crate::nn::qmatvec::MatvecInput;
 
 /// What to generate: the prompt, the sampling, and how a pretrained model caches.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +26,8 @@ pub struct GenerateJob {
     /// How a pretrained model's KV cache stores keys and values (a checkpoint's GPT has no
     /// KV cache).
     pub kv_cache: KvDtype,
+    /// What a pretrained model's decode multiplies quantised weights with (f32: exact).
+    pub dot: MatvecInput,
 }
 
 impl Default for GenerateJob {
@@ -35,6 +38,7 @@ impl Default for GenerateJob {
             prompt: String::new(),
             options: SampleOptions::default(),
             kv_cache: KvDtype::F16,
+            dot: MatvecInput::F32,
         }
     }
 }

@@ -44,6 +44,13 @@ impl TextModel<Llama> {
         })
     }
 
+    /// The same model with its decode's matrix-vector products reading their input as `dot`
+    /// says ([`Llama::dot`]).
+    pub fn with_dot(mut self, dot: crate::nn::qmatvec::MatvecInput) -> Self {
+        self.model.dot = dot;
+        self
+    }
+
     /// The same model with the engine's run-time quantisation and transforms set
     /// ([`Llama::set_runtime`]: activation bits, QuaRot's `R3`).
     pub fn with_runtime(mut self, runtime: &RuntimeQuant) -> Result<Self> {

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 
 use super::matmul::{Operand, Trans, matmul_raw};
-use super::qmatvec::{QMatrix, dequantize_rows, matvec, matvec_many};
+use super::qmatvec::{MatvecInput, QMatrix, dequantize_rows, matvec_many_with};
 
 /// Weight rows per task: a 64 x 1536 f32 panel is 384 KiB, within a core's L2.
 const PANEL: usize = 64;
@@ -42,6 +42,17 @@ pub fn matmul_xwt(y: &mut [f32], x: &[f32], n: usize, w: QMatrix) {
 /// the panels of all of them share one parallel loop, so a small matrix (K and V are three
 /// panels each) does not leave a thread idle.
 pub fn matmul_xwt_many(jobs: &mut [(&mut [f32], QMatrix)], x: &[f32], n: usize) {
+    matmul_xwt_many_with(jobs, x, n, MatvecInput::F32);
+}
+
+/// [`matmul_xwt_many`] whose rows, when they go through matrix-vector products (one or two
+/// rows: a decode step), read their input as `input` says; the panel products read f32.
+pub fn matmul_xwt_many_with(
+    jobs: &mut [(&mut [f32], QMatrix)],
+    x: &[f32],
+    n: usize,
+    input: MatvecInput,
+) {
     for (y, w) in jobs.iter() {
         assert!(
             y.len() == n * w.rows() && x.len() == n * w.cols(),
@@ -56,14 +67,14 @@ pub fn matmul_xwt_many(jobs: &mut [(&mut [f32], QMatrix)], x: &[f32], n: usize) 
         return;
     }
     if n == 1 {
-        matvec_many(jobs, x);
+        matvec_many_with(jobs, x, input);
         return;
     }
     if n <= MATVEC_ROWS {
         for (y, w) in jobs.iter_mut() {
             let (rows, cols) = (w.rows(), w.cols());
             for (yr, xr) in y.chunks_exact_mut(rows).zip(x.chunks_exact(cols)) {
-                matvec(yr, *w, xr);
+                matvec_many_with(&mut [(yr, *w)], xr, input);
             }
         }
         return;

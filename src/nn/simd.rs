@@ -114,6 +114,12 @@ pub fn has_avx512() -> bool {
         && has_avx2_fma()
 }
 
+/// Whether the CPU has AVX-512 VNNI (integer dot products) on top of [`has_avx512`].
+#[cfg(target_arch = "x86_64")]
+pub fn has_avx512_vnni() -> bool {
+    has_avx512() && std::arch::is_x86_feature_detected!("avx512vnni")
+}
+
 /// Whether the CPU has AVX2, FMA and F16C (every AVX2 CPU with FMA has F16C; the quantised
 /// kernels convert f16 scales with it).
 #[cfg(target_arch = "x86_64")]

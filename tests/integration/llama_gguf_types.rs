@@ -13,7 +13,7 @@ use half::f16;
 use orthoformer::io::gguf::{GgmlType, GgufFile, TensorOut, write_gguf};
 use orthoformer::model::llama::weights::{LayerWeights, LlamaWeights, QkvBias};
 use orthoformer::model::llama::{Llama, LlamaConfig};
-use orthoformer::nn::qmatvec::dequantize;
+use orthoformer::nn::qmatvec::{MatvecInput, dequantize};
 
 /// SplitMix64.
 struct Mix(u64);
@@ -283,4 +283,78 @@ fn qwen2_gguf_runs_with_its_biases_in_hugging_face_order() {
     for p in [path, llama] {
         let _ = std::fs::remove_file(p);
     }
+}
+
+#[test]
+fn q8_dot_products_change_decode_only_and_stay_close_to_f32() {
+    let (d, f, h, kv, v) = (128u64, 256u64, 4u64, 2u64, 96u64);
+    let kvd = kv * (d / h);
+    let mut r = Mix(5);
+    let shapes: Vec<(&str, Vec<u64>, GgmlType)> = vec![
+        ("token_embd.weight", vec![d, v], GgmlType::Q8_0),
+        ("blk.0.attn_norm.weight", vec![d], GgmlType::F32),
+        ("blk.0.attn_q.weight", vec![d, d], GgmlType::Q4_1),
+        ("blk.0.attn_k.weight", vec![d, kvd], GgmlType::Q4_0),
+        ("blk.0.attn_v.weight", vec![d, kvd], GgmlType::Q8_0),
+        ("blk.0.attn_output.weight", vec![d, d], GgmlType::Q4_1),
+        ("blk.0.ffn_norm.weight", vec![d], GgmlType::F32),
+        ("blk.0.ffn_gate.weight", vec![d, f], GgmlType::Q4_0),
+        ("blk.0.ffn_up.weight", vec![d, f], GgmlType::Q4_1),
+        ("blk.0.ffn_down.weight", vec![f, d], GgmlType::Q4_1),
+        ("output_norm.weight", vec![d], GgmlType::F32),
+    ];
+    let raw: Vec<RawTensor> = shapes
+        .iter()
+        .map(|(name, dims, ty)| {
+            let n = dims.iter().product::<u64>() as usize;
+            let bytes = if *ty == GgmlType::F32 {
+                (0..n)
+                    .flat_map(|_| r.uniform(0.5, 1.5).to_le_bytes())
+                    .collect()
+            } else {
+                random_bytes(*ty, n, &mut r)
+            };
+            RawTensor {
+                name: name.to_string(),
+                dims: dims.clone(),
+                ty: *ty,
+                bytes,
+            }
+        })
+        .collect();
+    let path = scratch("q8dot.gguf");
+    write(
+        &path,
+        &meta(
+            "llama", d as u32, f as u32, h as u32, kv as u32, 1, v as u32,
+        ),
+        &raw,
+    );
+    let g = GgufFile::open(&path).unwrap();
+    let prompt = [1u32, 17, 95, 42, 5];
+    // Prefill logits of every prompt position (five rows: panel products), then 6 decode
+    // steps' logits (one row: matrix-vector products).
+    let run = |dot: MatvecInput| {
+        let mut model = Llama::from_gguf(&g).unwrap();
+        model.dot = dot;
+        let mut cache = model.new_cache(prompt.len() + 6).unwrap();
+        let first = model.forward(&prompt, &mut cache, 0).unwrap();
+        let mut steps = Vec::new();
+        let mut next = 3u32;
+        for _ in 0..6 {
+            let l = model.decode_one(next, &mut cache).unwrap().to_vec();
+            next = (next * 7 + 11) % v as u32; // fixed ids: both runs see the same tokens
+            steps.push(l);
+        }
+        (first, steps)
+    };
+    let (p32, d32) = run(MatvecInput::F32);
+    let (p8, d8) = run(MatvecInput::Q8);
+    assert_eq!(p32, p8, "a five-row prefill reads f32 whatever `dot` says");
+    assert!(d32.iter().flatten().all(|x| x.is_finite()));
+    assert_ne!(d32, d8, "q8 must take the integer path");
+    for (i, (a, b)) in d8.iter().zip(&d32).enumerate() {
+        assert_close(a, b, 3e-2, &format!("decode step {i}, q8 vs f32"));
+    }
+    let _ = std::fs::remove_file(path);
 }

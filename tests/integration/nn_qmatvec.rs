@@ -1,12 +1,16 @@
 //! The quantised kernels against dequantise-then-f64: `matvec` (each SIMD body forced in turn
 //! with `simd::with_isa`, and the parallel driver), `dequantize_rows` (bit-identical to the
-//! GGUF reader's dequantisation), and `matmul_xwt` (panels + gemm, and the matvec path).
+//! GGUF reader's dequantisation), and `matmul_xwt` (panels + gemm, and the matvec path); and
+//! the integer products with activations rounded to 8 bits (`matvec_rows_q8`) against the
+//! same rounding done here, on every body.
 
 use half::f16;
 use orthoformer::io::gguf::GgmlType;
 use orthoformer::nn::qmatmul::matmul_xwt;
+use orthoformer::nn::qmatmul::matmul_xwt_many_with;
 use orthoformer::nn::qmatvec::{
-    QMatrix, dequantize, dequantize_rows, matvec, matvec_many, matvec_rows,
+    MatvecInput, Q8Vector, QMatrix, dequantize, dequantize_rows, matvec, matvec_many,
+    matvec_many_with, matvec_rows, matvec_rows_q8,
 };
 use orthoformer::nn::simd::{available, with_isa};
 
@@ -219,4 +223,118 @@ fn bad_shapes_are_rejected() {
         "misaligned F32"
     );
     assert!(QMatrix::from_f32(&f, 3, 3).is_some());
+}
+
+/// `x` rounded as `Q8Vector` documents (`d = max|x|/127`, `q = round(x/d)` per 32), as f32.
+fn rounded(x: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let mut xr = Vec::with_capacity(x.len());
+    let mut step = Vec::with_capacity(x.len());
+    for b in x.chunks(32) {
+        let d = b.iter().fold(0.0f32, |m, v| m.max(v.abs())) / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        for &v in b {
+            let q = (v * id).round();
+            assert!(q.abs() <= 127.0);
+            xr.push(d * q);
+            step.push(d);
+        }
+    }
+    (xr, step)
+}
+
+#[test]
+fn q8_products_equal_the_rounded_input_product_on_every_body() {
+    let rows = 37;
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1] {
+        for cols in [32, 96, 576, 1536] {
+            let data = random_matrix(ty, rows, cols, cols as u64 * 17 + ty.id() as u64);
+            let w = QMatrix::new(ty, rows, cols, &data).expect("valid matrix");
+            let mut deq = vec![0.0f32; rows * cols];
+            dequantize(ty, &data, &mut deq);
+            // Blocks of very different scales, a zero block and a block at ±127 exactly.
+            let x: Vec<f32> = (0..cols)
+                .map(|i| match i / 32 % 4 {
+                    0 => ((i * 7 % 23) as f32 - 11.0) * 0.09,
+                    1 => ((i * 5 % 19) as f32 - 9.0) * 3e-4,
+                    2 => 0.0,
+                    _ => {
+                        if i % 2 == 0 {
+                            2.54
+                        } else {
+                            -0.02
+                        }
+                    }
+                })
+                .collect();
+            let (xr, step) = rounded(&x);
+            let want = reference(&deq, &xr, cols);
+            let exact = reference(&deq, &x, cols);
+            let mut xq = Q8Vector::default();
+            xq.quantize(&x);
+            for isa in available() {
+                let mut y = vec![f32::NAN; rows];
+                with_isa(isa, || matvec_rows_q8(&mut y, w, &xq));
+                for (r, &g) in y.iter().enumerate() {
+                    let (s, a) = want[r];
+                    assert!(
+                        (g as f64 - s).abs() <= 1e-5 * a + 1e-30,
+                        "{ty:?} {cols} cols, {isa:?}, row {r}: {g} vs {s}"
+                    );
+                    // Against the f32 input: at most half a rounding step per weight.
+                    let row = &deq[r * cols..(r + 1) * cols];
+                    let bound: f64 = row
+                        .iter()
+                        .zip(&step)
+                        .map(|(&w, &d)| (w * d) as f64 / 2.0)
+                        .map(f64::abs)
+                        .sum();
+                    assert!(
+                        (g as f64 - exact[r].0).abs() <= bound + 1e-5 * exact[r].1,
+                        "{ty:?} {cols} cols, {isa:?}, row {r}: {g} vs f32 input {}",
+                        exact[r].0
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matvec_many_with_q8_rounds_once_and_leaves_other_types_exact() {
+    let (a, b) = (
+        random_matrix(GgmlType::Q4_1, 70, 96, 1),
+        random_matrix(GgmlType::F16, 19, 96, 2),
+    );
+    let wa = QMatrix::new(GgmlType::Q4_1, 70, 96, &a).unwrap();
+    let wb = QMatrix::new(GgmlType::F16, 19, 96, &b).unwrap();
+    let x: Vec<f32> = (0..96).map(|i| (i as f32 * 0.37).sin()).collect();
+    let (mut ya, mut yb) = (vec![0.0; 70], vec![0.0; 19]);
+    matvec_many_with(&mut [(&mut ya, wa), (&mut yb, wb)], &x, MatvecInput::Q8);
+    let mut xq = Q8Vector::default();
+    xq.quantize(&x);
+    let (mut ra, mut rb) = (vec![0.0; 70], vec![0.0; 19]);
+    matvec_rows_q8(&mut ra, wa, &xq);
+    matvec(&mut rb, wb, &x);
+    assert_eq!((&ya, &yb), (&ra, &rb));
+    // One and two rows of a matrix product take the same path; three rows read f32.
+    let x2: Vec<f32> = x.iter().chain(&x).copied().collect();
+    let mut y2 = vec![0.0; 140];
+    matmul_xwt_many_with(&mut [(&mut y2, wa)], &x2, 2, MatvecInput::Q8);
+    assert_eq!((&y2[..70], &y2[70..]), (&ra[..], &ra[..]));
+    let mut f = vec![0.0; 70];
+    matvec_many_with(&mut [(&mut f, wa)], &x, MatvecInput::F32);
+    let mut g = vec![0.0; 70];
+    matvec(&mut g, wa, &x);
+    assert_eq!(f, g);
+    assert_ne!(f, ra, "the rounded input must change some result");
+}
+
+#[test]
+fn matvec_input_names_round_trip() {
+    for name in MatvecInput::NAMES {
+        let v: MatvecInput = name.parse().unwrap();
+        assert_eq!(v.name(), name);
+    }
+    let e = "q4".parse::<MatvecInput>().unwrap_err();
+    assert!(e.contains("`dot`") && e.contains("f32, q8"), "{e}");
 }

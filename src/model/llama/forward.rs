@@ -23,8 +23,8 @@ use crate::model::ModelError;
 use crate::nn::attention::{HeadLayout, Heads, HeadsMut};
 use crate::nn::group_quant::GroupQuant;
 use crate::nn::hadamard_rows::OnlineHadamard;
-use crate::nn::qmatmul::matmul_xwt_many;
-use crate::nn::qmatvec::{QMatrix, dequantize_rows};
+use crate::nn::qmatmul::matmul_xwt_many_with;
+use crate::nn::qmatvec::{MatvecInput, QMatrix, dequantize_rows};
 use crate::nn::{attention_cached, rmsnorm, rope, simd, swiglu};
 
 /// A model ready to run: weights, and what runs around them: QuaRot's online Hadamard
@@ -51,6 +51,10 @@ pub struct Llama {
     pub hessians: Option<Hessians>,
     /// How the caches of [`new_cache`](Self::new_cache) store keys and values (f32 unless set).
     pub kv_dtype: KvDtype,
+    /// What the matrix-vector products multiply quantised weights with (f32 unless set):
+    /// products of one or two rows (a decode step, and the head at the last prompt position)
+    /// use it; longer prefills and evaluation windows read f32.
+    pub dot: MatvecInput,
 }
 
 /// What a pass leaves in the cache's scratch.
@@ -74,6 +78,7 @@ impl Llama {
             qk_hadamard: None,
             hessians: None,
             kv_dtype: KvDtype::F32,
+            dot: MatvecInput::F32,
         }
     }
 
@@ -92,6 +97,7 @@ impl Llama {
             qk_hadamard: None,
             hessians: None,
             kv_dtype: KvDtype::F32,
+            dot: MatvecInput::F32,
         })
     }
 
@@ -176,6 +182,7 @@ impl Llama {
             down_hadamard,
             qk_hadamard,
             hessians,
+            dot,
             ..
         } = self;
         let (c, t, f) = (cfg.d_model, tokens.len(), cfg.d_ff);
@@ -216,6 +223,7 @@ impl Llama {
             xq: &mut s.xq,
             hessians,
             layer: 0,
+            dot: *dot,
         };
         let had = &mut s.had;
         let (x, h) = (&mut s.x[..t * c], &mut s.h[..t * c]);
@@ -317,6 +325,7 @@ impl Llama {
                 xq: &mut s.xq,
                 hessians,
                 layer: n_layer,
+                dot: *dot,
             };
             hooks.linear(LinearSite::HeadIn, &mut head, hf, rows);
         }
@@ -342,6 +351,8 @@ struct Hooks<'a> {
     hessians: &'a mut Option<Hessians>,
     /// The decoder layer being run (`L` for the head).
     layer: usize,
+    /// What decode's matrix-vector products multiply the weights with.
+    dot: MatvecInput,
 }
 
 impl Hooks<'_> {
@@ -376,6 +387,6 @@ impl Hooks<'_> {
             }
             _ => x,
         };
-        matmul_xwt_many(jobs, x, rows);
+        matmul_xwt_many_with(jobs, x, rows, self.dot);
     }
 }

@@ -21,13 +21,62 @@ mod avx2_k;
 mod avx2_q5;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod q8;
 mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86_q8;
 
 use rayon::prelude::*;
 
 use super::simd::{self, Isa};
 use crate::io::gguf::GgmlType;
 pub use crate::io::gguf::dtype::dequantize;
+pub use q8::{Q8Vector, supports as q8_supports};
+
+/// What a matrix-vector product multiplies quantised weights with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MatvecInput {
+    /// The f32 activations, exactly (each weight dequantised in registers).
+    #[default]
+    F32,
+    /// The activations rounded to 8 bits per block of 32, multiplied in integers with Q8_0,
+    /// Q4_0 and Q4_1 weights ([`Q8Vector`]), as llama.cpp does; other types read f32.
+    Q8,
+}
+
+impl MatvecInput {
+    /// The names `FromStr` accepts, in order.
+    pub const NAMES: [&'static str; 2] = ["f32", "q8"];
+
+    /// The name `FromStr` accepts.
+    pub fn name(self) -> &'static str {
+        match self {
+            MatvecInput::F32 => "f32",
+            MatvecInput::Q8 => "q8",
+        }
+    }
+}
+
+impl std::str::FromStr for MatvecInput {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "f32" => Ok(MatvecInput::F32),
+            "q8" => Ok(MatvecInput::Q8),
+            _ => Err(format!(
+                "`dot` {s:?} is not a dot-product input: use one of {}",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for MatvecInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Rows per rayon work item (rayon's adaptive splitting groups them further).
 const ROWS: usize = 16;
@@ -131,6 +180,61 @@ pub fn matvec_many(jobs: &mut [(&mut [f32], QMatrix)], x: &[f32]) {
             matvec_rows(yc, w.slice_rows(r0..r0 + yc.len()), x);
         });
     });
+}
+
+/// [`matvec_many`] with the input `input`: for [`MatvecInput::Q8`], `x` is rounded once and
+/// every weight [`q8_supports`] takes multiplies it in integers.
+pub fn matvec_many_with(jobs: &mut [(&mut [f32], QMatrix)], x: &[f32], input: MatvecInput) {
+    let any_q8 = jobs.iter().any(|(_, w)| q8::supports(w.ty));
+    if input == MatvecInput::F32 || !any_q8 || !x.len().is_multiple_of(q8::BLOCK) {
+        matvec_many(jobs, x);
+        return;
+    }
+    for (y, w) in jobs.iter() {
+        check(y, w, x);
+    }
+    // A fresh vector per call (a few KiB): a thread-local one could be borrowed again by a
+    // task rayon runs on this thread while it waits.
+    let mut xq = Q8Vector::default();
+    xq.quantize(x);
+    let xq = &xq;
+    jobs.par_iter_mut().for_each(|(y, w)| {
+        let w = *w;
+        y.par_chunks_mut(ROWS).enumerate().for_each(|(i, yc)| {
+            let ws = w.slice_rows(i * ROWS..i * ROWS + yc.len());
+            if q8::supports(w.ty) {
+                matvec_rows_q8(yc, ws, xq);
+            } else {
+                matvec_rows(yc, ws, x);
+            }
+        });
+    });
+}
+
+/// `y = W·x` on the calling thread with `x` rounded ([`Q8Vector`]); `W`'s type must be one
+/// [`q8_supports`] takes.
+pub fn matvec_rows_q8(y: &mut [f32], w: QMatrix, x: &Q8Vector) {
+    assert!(
+        y.len() == w.rows && x.len() == w.cols && q8::supports(w.ty),
+        "matvec_q8: y {} x {} for a {}x{} {:?} matrix",
+        y.len(),
+        x.len(),
+        w.rows,
+        w.cols,
+        w.ty
+    );
+    match simd::isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `isa` reports AVX-512 only when the CPU has it, and VNNI is checked here;
+        // shapes checked above.
+        Isa::Avx512 if simd::has_avx512_vnni() => unsafe {
+            x86_q8::vnni::matvec(w.ty, w.data, w.cols, x, y)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512 CPUs have AVX2/FMA/F16C, and so do the CPUs `isa` reports AVX2 on.
+        Isa::Avx512 | Isa::Avx2 => unsafe { x86_q8::avx2::matvec(w.ty, w.data, w.cols, x, y) },
+        _ => q8::matvec(w.ty, w.data, w.cols, x, y),
+    }
 }
 
 fn check(y: &[f32], w: &QMatrix, x: &[f32]) {

@@ -1,0 +1,197 @@
+//! x86 bodies of the integer dot products of [`super::q8`]: one 32-weight block is one 256-bit
+//! register of bytes, multiplied with the block's rounded activations into eight i32 sums by
+//! VNNI's `vpdpbusd` (AVX-512 VNNI with VL) or by AVX2's `vpmaddubsw` + `vpmaddwd`. Both
+//! multiply unsigned weights by signed activations: 4-bit nibbles are unsigned already; Q8_0
+//! multiplies `|w|` by `x` with `w`'s sign (`vpsignb`), as llama.cpp does. No i16 sum can
+//! saturate: at most 2·128·127 = 32,512.
+//!
+//! Callers guarantee the CPU features and the shapes: `data` holds `y.len()` rows of `cols`
+//! weights of `ty`, and `x` holds `cols` rounded values.
+
+use std::arch::x86_64::*;
+
+use super::q8::{BLOCK, Q8Vector};
+use crate::io::gguf::GgmlType;
+
+/// The bodies for one instruction set: `$dp(w, x)` is the eight i32 sums of a block.
+macro_rules! q8_bodies {
+    ($module:ident, $features:literal, $dp:ident) => {
+        pub(super) mod $module {
+            use super::*;
+
+            /// The f16 at `p` as f32.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn half(p: *const u8) -> f32 {
+                // SAFETY: the caller points `p` at two readable bytes.
+                let bits = unsafe { p.cast::<u16>().read_unaligned() };
+                _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+            }
+
+            /// The 16 nibbles at `p` as 32 bytes: low nibbles (weights 0..16), then high.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn nibbles(p: *const u8) -> __m256i {
+                // SAFETY: the caller points `p` at 16 readable bytes.
+                let v = unsafe { _mm_loadu_si128(p.cast()) };
+                let m = _mm_set1_epi8(15);
+                let lo = _mm_and_si128(v, m);
+                let hi = _mm_and_si128(_mm_srli_epi16::<4>(v), m);
+                _mm256_set_m128i(hi, lo)
+            }
+
+            /// `Σ_b (d_w·d_x)·Σ n·q + o_w·s_x` over the `nb` 4-bit blocks of one row:
+            /// `$bytes` bytes a block, nibbles at `$nib`, offset `o_w` given by `$offset(p, d_w)`.
+            macro_rules! dot4 {
+                ($name:ident, $bytes:expr, $nib:expr, $offset:expr) => {
+                    #[target_feature(enable = $features)]
+                    #[inline]
+                    unsafe fn $name(p: *const u8, x: &Q8Vector, nb: usize) -> f32 {
+                        let (q, d, s) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
+                        // Block b's scaled sums and its offset term.
+                        let block = |b: usize| {
+                            // SAFETY: block b of the row and of `x` exist (the caller's
+                            // contract); `x` has `nb` scales.
+                            unsafe {
+                                let blk = p.add(b * $bytes);
+                                let dw = half(blk);
+                                let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
+                                let dot = _mm256_cvtepi32_ps($dp(nibbles(blk.add($nib)), xq));
+                                let scale = _mm256_set1_ps(dw * *d.add(b));
+                                (dot, scale, $offset(blk, dw) * *s.add(b))
+                            }
+                        };
+                        // Two accumulators (named: an indexed array is kept on the stack),
+                        // so consecutive blocks' multiply-adds overlap.
+                        let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                        let (mut o0, mut o1) = (0.0f32, 0.0f32);
+                        let mut b = 0;
+                        while b + 2 <= nb {
+                            let (v0, s0, f0) = block(b);
+                            let (v1, s1, f1) = block(b + 1);
+                            a0 = _mm256_fmadd_ps(v0, s0, a0);
+                            a1 = _mm256_fmadd_ps(v1, s1, a1);
+                            o0 += f0;
+                            o1 += f1;
+                            b += 2;
+                        }
+                        if b < nb {
+                            let (v0, s0, f0) = block(b);
+                            a0 = _mm256_fmadd_ps(v0, s0, a0);
+                            o0 += f0;
+                        }
+                        hsum(_mm256_add_ps(a0, a1)) + (o0 + o1)
+                    }
+                };
+            }
+
+            /// Q4_0's offset: `−8·d_w`.
+            #[inline(always)]
+            unsafe fn q4_0_offset(_: *const u8, dw: f32) -> f32 {
+                -8.0 * dw
+            }
+
+            /// Q4_1's offset: the block's `m`.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn q4_1_offset(blk: *const u8, _: f32) -> f32 {
+                // SAFETY: `blk` is a whole 20-byte block.
+                unsafe { half(blk.add(2)) }
+            }
+
+            dot4!(dot_q4_0, 18, 2, q4_0_offset);
+            dot4!(dot_q4_1, 20, 4, q4_1_offset);
+
+            /// `Σ_b (d_w·d_x)·Σ w·q` over the `nb` Q8_0 blocks of one row.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn dot_q8_0(p: *const u8, x: &Q8Vector, nb: usize) -> f32 {
+                let (q, d) = (x.q.as_ptr(), x.d.as_ptr());
+                let block = |b: usize| {
+                    // SAFETY: as in the 4-bit bodies.
+                    unsafe {
+                        let blk = p.add(b * 34);
+                        let w = _mm256_loadu_si256(blk.add(2).cast());
+                        let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
+                        let ax = _mm256_sign_epi8(w, w);
+                        let sx = _mm256_sign_epi8(xq, w);
+                        let dot = _mm256_cvtepi32_ps($dp(ax, sx));
+                        (dot, _mm256_set1_ps(half(blk) * *d.add(b)))
+                    }
+                };
+                let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                let mut b = 0;
+                while b + 2 <= nb {
+                    let (v0, s0) = block(b);
+                    let (v1, s1) = block(b + 1);
+                    a0 = _mm256_fmadd_ps(v0, s0, a0);
+                    a1 = _mm256_fmadd_ps(v1, s1, a1);
+                    b += 2;
+                }
+                if b < nb {
+                    let (v0, s0) = block(b);
+                    a0 = _mm256_fmadd_ps(v0, s0, a0);
+                }
+                hsum(_mm256_add_ps(a0, a1))
+            }
+
+            /// The sum of the eight lanes.
+            #[target_feature(enable = $features)]
+            #[inline]
+            fn hsum(v: __m256) -> f32 {
+                let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+                let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+                _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)))
+            }
+
+            /// `y[r] = Σ_c W[r, c]·x[c]` for every row of `data` (`ty` one of
+            /// [`super::super::q8::supports`]).
+            #[target_feature(enable = $features)]
+            pub(in crate::nn::qmatvec) unsafe fn matvec(
+                ty: GgmlType,
+                data: &[u8],
+                cols: usize,
+                x: &Q8Vector,
+                y: &mut [f32],
+            ) {
+                let (per, bytes) = ty.block();
+                let rb = cols / per * bytes;
+                let nb = cols / BLOCK;
+                for (r, o) in y.iter_mut().enumerate() {
+                    // SAFETY: row r of `data` is in bounds (the caller's contract); `x` holds
+                    // `nb` blocks.
+                    *o = unsafe {
+                        let row = data.as_ptr().add(r * rb);
+                        match ty {
+                            GgmlType::Q8_0 => dot_q8_0(row, x, nb),
+                            GgmlType::Q4_0 => dot_q4_0(row, x, nb),
+                            GgmlType::Q4_1 => dot_q4_1(row, x, nb),
+                            _ => unreachable!("q8::supports admits Q8_0, Q4_0 and Q4_1 only"),
+                        }
+                    };
+                }
+            }
+        }
+    };
+}
+
+/// Eight i32 sums of `u8 × i8` products, four adjacent each, by AVX-512 VNNI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+fn dp_vnni(w: __m256i, x: __m256i) -> __m256i {
+    _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x)
+}
+
+/// The same sums by AVX2: pairs into i16, then pairs of those into i32.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn dp_avx2(w: __m256i, x: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1))
+}
+
+q8_bodies!(
+    vnni,
+    "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c",
+    dp_vnni
+);
+q8_bodies!(avx2, "avx2,fma,f16c", dp_avx2);
