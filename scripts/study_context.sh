@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 30, item 3 (docs/RESULTS.md, "Context 64 to 512"): softmax vs frozen orthogonal Q/K on
+# nanoGPT's CPU recipe model (width 128) at contexts 128, 256 and 512, the recipe's budget
+# (2000 steps of batch 12, lr 1e-3), paired seeds. Context 64 is the study's block 1
+# (scripts/study_compare.sh, 3 seeds); context 256 seeds 0-1 are its block 4, so this adds
+# seed 2 there.
+#
+#   bash scripts/study_context.sh [BIN] [OUT]     # BIN: target/release/orthoformer, OUT: runs/context
+#
+# Safe to stop and start again (each block continues with --resume). One rayon thread and
+# `nice -n 10` by default, so the machine stays usable: THREADS=2 NICE=0 for a quiet run.
+set -euo pipefail
+BIN=${1:-target/release/orthoformer}
+OUT=${2:-runs/context}
+mkdir -p "$OUT"
+export RAYON_NUM_THREADS=${THREADS:-1}
+
+block() {
+    local name=$1
+    shift
+    if [[ -f $OUT/$name/plan.json ]]; then
+        nice -n ${NICE:-10} "$BIN" compare --resume --out "$OUT/$name" >"$OUT/$name.txt"
+    else
+        nice -n ${NICE:-10} "$BIN" compare "$@" --out "$OUT/$name" >"$OUT/$name.txt"
+    fi
+    tail -n 6 "$OUT/$name.txt"
+}
+
+C=(--recipe nanogpt-cpu --attention softmax,orthogonal --eval-every 100)
+block ctx128 "${C[@]}" --context 128 --seeds 3
+block ctx256-seed2 "${C[@]}" --context 256 --seed 2 --seeds 1
+block ctx512 "${C[@]}" --context 512 --seeds 2
