@@ -9,6 +9,8 @@
 #
 # Safe to stop and start again (each block continues with --resume). One rayon thread and
 # `nice -n 10` by default, so the machine stays usable: THREADS=2 NICE=0 for a quiet run.
+# BLOCKS="ctx256-seed2 ctx512" runs only those blocks (e.g. two processes at once, one
+# thread each, on disjoint blocks).
 set -euo pipefail
 BIN=${1:-target/release/orthoformer}
 OUT=${2:-runs/context}
@@ -18,6 +20,9 @@ export RAYON_NUM_THREADS=${THREADS:-1}
 block() {
     local name=$1
     shift
+    if [[ -n ${BLOCKS:-} && " $BLOCKS " != *" $name "* ]]; then
+        return
+    fi
     if [[ -f $OUT/$name/plan.json ]]; then
         nice -n ${NICE:-10} "$BIN" compare --resume --out "$OUT/$name" >"$OUT/$name.txt"
     else
@@ -29,4 +34,6 @@ block() {
 C=(--recipe nanogpt-cpu --attention softmax,orthogonal --eval-every 100)
 block ctx128 "${C[@]}" --context 128 --seeds 3
 block ctx256-seed2 "${C[@]}" --context 256 --seed 2 --seeds 1
-block ctx512 "${C[@]}" --context 512 --seeds 2
+# Context 512 as one block per seed, so two processes can share a 2-core machine.
+block ctx512 "${C[@]}" --context 512 --seed 0 --seeds 1
+block ctx512-seed1 "${C[@]}" --context 512 --seed 1 --seeds 1
