@@ -40,6 +40,8 @@ pub struct LlamaBench {
     pub kv_bytes_per_token: u64,
     /// How the cache stored keys and values (the model's `kv_dtype`).
     pub kv_cache: KvDtype,
+    /// What decode multiplied quantised weights with (the model's `dot`).
+    pub dot: crate::nn::qmatvec::MatvecInput,
     /// Streaming-read bandwidth of this machine over the same threads, GB/s (best of 3).
     pub read_bandwidth_gb_s: f64,
     /// `(weight + KV bytes per token) · decode tokens/s / bandwidth`: the share of the memory
@@ -133,6 +135,7 @@ pub fn bench_llama(
         weight_bytes_per_token,
         kv_bytes_per_token,
         kv_cache,
+        dot: model.dot,
         read_bandwidth_gb_s: bandwidth / 1e9,
         decode_share_of_bandwidth: bytes * decode / bandwidth,
         first_generated,

@@ -182,10 +182,11 @@ fn row_blocks(r: &LlamaBenchRow, threads: usize) -> Vec<Block> {
         t.note(format!("    torch: {e}"));
     }
     let mut text = format!(
-        "decode reads {:.1} MB of weights + {:.1} MB of {} KV cache per token; streaming read \
-         {:.1} GB/s; decode at {:.0}% of that bound\n\
+        "decode ({} activations) reads {:.1} MB of weights + {:.1} MB of {} KV cache per token; \
+         streaming read {:.1} GB/s; decode at {:.0}% of that bound\n\
          resident memory: {} before load, {} after load, {} after generating (peak {}): {} of \
          mapped file pages, {} of heap; weights {}",
+        o.dot,
         o.weight_bytes_per_token as f64 / 1e6,
         o.kv_bytes_per_token as f64 / 1e6,
         o.kv_cache,
@@ -235,6 +236,7 @@ mod tests {
             weight_bytes_per_token: 100_000_000,
             kv_bytes_per_token: 1_000_000,
             kv_cache: crate::model::llama::KvDtype::F16,
+            dot: crate::nn::qmatvec::MatvecInput::F32,
             read_bandwidth_gb_s: 10.0,
             decode_share_of_bandwidth: 0.4,
             first_generated: vec![1, 2, 3],

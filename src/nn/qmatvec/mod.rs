@@ -72,6 +72,12 @@ impl std::str::FromStr for MatvecInput {
     }
 }
 
+impl serde::Serialize for MatvecInput {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl std::fmt::Display for MatvecInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
