@@ -53,7 +53,7 @@ pub struct GenerateArgs {
     /// codes per token and head (q8, q4; q8-gN, q4-gN for groups of N values).
     #[arg(long, default_value_t = GenerateJob::default().kv_cache, value_parser = parse_kv_cache)]
     pub kv_cache: KvDtype,
-    /// With --model: what decode multiplies Q8_0/Q4_0/Q4_1 weights with: the f32 activations
+    /// With --model: what decode multiplies Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 weights with: the f32 activations
     /// (exact) or the activations rounded to 8 bits per 32 for integer dot products (q8:
     /// llama.cpp's way, faster, slightly different logits).
     #[arg(long, default_value_t = GenerateJob::default().dot, value_parser = super::common::library_values(&MatvecInput::NAMES, str::parse::<MatvecInput>))]

@@ -74,12 +74,12 @@ fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
             _ => {
                 for _ in 0..cols / 32 {
                     out.extend_from_slice(&half(r.uniform(0.001, 0.1)));
+                    if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+                        out.extend_from_slice(&half(r.uniform(-0.5, 0.5)));
+                    }
                     let quants = match ty {
                         GgmlType::Q8_0 => 32,
-                        GgmlType::Q4_1 => {
-                            out.extend_from_slice(&half(r.uniform(-0.5, 0.5)));
-                            16
-                        }
+                        GgmlType::Q5_0 | GgmlType::Q5_1 => 20, // qh, then the nibbles
                         _ => 16,
                     };
                     for _ in 0..quants {
@@ -245,7 +245,13 @@ fn rounded(x: &[f32]) -> (Vec<f32>, Vec<f32>) {
 #[test]
 fn q8_products_equal_the_rounded_input_product_on_every_body() {
     let rows = 37;
-    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1] {
+    for ty in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+    ] {
         for cols in [32, 96, 576, 1536] {
             let data = random_matrix(ty, rows, cols, cols as u64 * 17 + ty.id() as u64);
             let w = QMatrix::new(ty, rows, cols, &data).expect("valid matrix");

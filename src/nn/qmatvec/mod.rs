@@ -40,7 +40,8 @@ pub enum MatvecInput {
     #[default]
     F32,
     /// The activations rounded to 8 bits per block of 32, multiplied in integers with Q8_0,
-    /// Q4_0 and Q4_1 weights ([`Q8Vector`]), as llama.cpp does; other types read f32.
+    /// Q4_0, Q4_1, Q5_0 and Q5_1 weights ([`Q8Vector`]), as llama.cpp does; other types (the
+    /// K-quants, F16, BF16, F32) read f32.
     Q8,
 }
 

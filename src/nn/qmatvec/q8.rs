@@ -1,12 +1,14 @@
 //! Integer dot products for decode: the activation vector rounded to 8 bits per block of 32
-//! (llama.cpp's Q8_0/Q8_1 "vec_dot" types) and multiplied with Q8_0, Q4_0 and Q4_1 weights in
-//! integers, one f32 scale per block.
+//! (llama.cpp's Q8_0/Q8_1 "vec_dot" types) and multiplied with Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1
+//! weights in integers, one f32 scale per block.
 //!
 //! A block of `x` becomes `d·q` with `d = max|x|/127` and `q = round(x/d)` (ties away from
 //! zero, as llama.cpp's `roundf`), and `s = d·Σq`. Per block of weights:
 //! - Q8_0: `d_w·d·Σ q_w·q`;
 //! - Q4_0: `d_w·d·Σ n_w·q − 8·d_w·s` (nibbles `n_w` in 0..16);
-//! - Q4_1: `d_w·d·Σ n_w·q + m_w·s`.
+//! - Q4_1: `d_w·d·Σ n_w·q + m_w·s`;
+//! - Q5_0: `d_w·d·Σ n_w·q − 16·d_w·s` (5-bit `n_w` in 0..32: the nibble and a bit of `qh`);
+//! - Q5_1: `d_w·d·Σ n_w·q + m_w·s`.
 //!
 //! The integer sums are exact, so the bodies (VNNI, AVX2, portable) differ only in the order
 //! of the f32 block sums. Rounding `x` changes the result against the f32 product by about
@@ -58,7 +60,10 @@ impl Q8Vector {
 
 /// Whether `ty` has an integer dot product with a [`Q8Vector`].
 pub fn supports(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)
+    matches!(
+        ty,
+        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1
+    )
 }
 
 simd::dispatch! {
@@ -79,6 +84,10 @@ simd::dispatch! {
             s[b] = db * sum as f32;
         }
     }
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
 }
 
 fn f16_at(b: &[u8], i: usize) -> f32 {
@@ -103,16 +112,21 @@ fn dot_row(ty: GgmlType, row: &[u8], x: &Q8Vector) -> f32 {
                 dw * x.d[b] * dot as f32
             }
             _ => {
-                let (nib, offset) = match ty {
-                    GgmlType::Q4_0 => (&blk[2..18], -8.0 * dw),
-                    _ => (&blk[4..20], f16_at(blk, 2)),
+                // (nibbles, the fifth bits `qh` (0 for 4-bit types), offset per unit of `s`)
+                let (nib, qh, offset) = match ty {
+                    GgmlType::Q4_0 => (&blk[2..18], 0, -8.0 * dw),
+                    GgmlType::Q4_1 => (&blk[4..20], 0, f16_at(blk, 2)),
+                    GgmlType::Q5_0 => (&blk[6..22], u32_at(blk, 2), -16.0 * dw),
+                    _ => (&blk[8..24], u32_at(blk, 4), f16_at(blk, 2)),
                 };
-                let dot: i32 = nib
-                    .iter()
-                    .zip(&q[..16])
-                    .zip(&q[16..])
-                    .map(|((&n, &lo), &hi)| {
-                        i32::from(n & 15) * i32::from(lo) + i32::from(n >> 4) * i32::from(hi)
+                let bit = |j: usize| ((qh >> j) & 1) as i32 * 16;
+                let dot: i32 = (0..16)
+                    .map(|j| {
+                        let (lo, hi) = (
+                            i32::from(nib[j] & 15) + bit(j),
+                            i32::from(nib[j] >> 4) + bit(j + 16),
+                        );
+                        lo * i32::from(q[j]) + hi * i32::from(q[j + 16])
                     })
                     .sum();
                 dw * x.d[b] * dot as f32 + offset * x.s[b]

@@ -1,5 +1,5 @@
 //! x86 bodies of the integer dot products of [`super::q8`]: one 32-weight block is one 256-bit
-//! register of bytes, multiplied with the block's rounded activations into eight i32 sums by
+//! register of bytes (a 5-bit type adds its fifth bits, spread to bytes, to the nibbles), multiplied with the block's rounded activations into eight i32 sums by
 //! VNNI's `vpdpbusd` (AVX-512 VNNI with VL) or by AVX2's `vpmaddubsw` + `vpmaddwd`. Both
 //! multiply unsigned weights by signed activations: 4-bit nibbles are unsigned already; Q8_0
 //! multiplies `|w|` by `x` with `w`'s sign (`vpsignb`), as llama.cpp does. No i16 sum can
@@ -15,7 +15,7 @@ use crate::io::gguf::GgmlType;
 
 /// The bodies for one instruction set: `$dp(w, x)` is the eight i32 sums of a block.
 macro_rules! q8_bodies {
-    ($module:ident, $features:literal, $dp:ident) => {
+    ($module:ident, $features:literal, $dp:ident, $bits:ident) => {
         pub(super) mod $module {
             use super::*;
 
@@ -40,10 +40,23 @@ macro_rules! q8_bodies {
                 _mm256_set_m128i(hi, lo)
             }
 
-            /// `Σ_b (d_w·d_x)·Σ n·q + o_w·s_x` over the `nb` 4-bit blocks of one row:
-            /// `$bytes` bytes a block, nibbles at `$nib`, offset `o_w` given by `$offset(p, d_w)`.
+            /// The 16 nibbles at `nib` plus 16 for each set bit of the u32 at `qh`: the 32
+            /// weights of a 5-bit block.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn fives(nib: *const u8, qh: *const u8) -> __m256i {
+                // SAFETY: the caller points both at their bytes in one block.
+                unsafe {
+                    let high = $bits(qh.cast::<u32>().read_unaligned());
+                    _mm256_or_si256(nibbles(nib), high)
+                }
+            }
+
+            /// `Σ_b (d_w·d_x)·Σ n·q + o_w·s_x` over the `nb` 4- or 5-bit blocks of one row:
+            /// `$bytes` bytes a block, weights from `$weights(block)`, offset `o_w` given by
+            /// `$offset(block, d_w)`.
             macro_rules! dot4 {
-                ($name:ident, $bytes:expr, $nib:expr, $offset:expr) => {
+                ($name:ident, $bytes:expr, $weights:expr, $offset:expr) => {
                     #[target_feature(enable = $features)]
                     #[inline]
                     unsafe fn $name(p: *const u8, x: &Q8Vector, nb: usize) -> f32 {
@@ -56,7 +69,7 @@ macro_rules! q8_bodies {
                                 let blk = p.add(b * $bytes);
                                 let dw = half(blk);
                                 let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
-                                let dot = _mm256_cvtepi32_ps($dp(nibbles(blk.add($nib)), xq));
+                                let dot = _mm256_cvtepi32_ps($dp($weights(blk), xq));
                                 let scale = _mm256_set1_ps(dw * *d.add(b));
                                 (dot, scale, $offset(blk, dw) * *s.add(b))
                             }
@@ -99,8 +112,32 @@ macro_rules! q8_bodies {
                 unsafe { half(blk.add(2)) }
             }
 
-            dot4!(dot_q4_0, 18, 2, q4_0_offset);
-            dot4!(dot_q4_1, 20, 4, q4_1_offset);
+            /// Q5_0's offset: `−16·d_w`.
+            #[inline(always)]
+            unsafe fn q5_0_offset(_: *const u8, dw: f32) -> f32 {
+                -16.0 * dw
+            }
+
+            /// The weights of a block at `b` of each type (offsets of its nibbles and `qh`).
+            macro_rules! weights {
+                ($name:ident, $body:expr) => {
+                    #[target_feature(enable = $features)]
+                    #[inline]
+                    unsafe fn $name(b: *const u8) -> __m256i {
+                        // SAFETY: the caller points `b` at a whole block of the type.
+                        unsafe { $body(b) }
+                    }
+                };
+            }
+            weights!(w_q4_0, |b: *const u8| nibbles(b.add(2)));
+            weights!(w_q4_1, |b: *const u8| nibbles(b.add(4)));
+            weights!(w_q5_0, |b: *const u8| fives(b.add(6), b.add(2)));
+            weights!(w_q5_1, |b: *const u8| fives(b.add(8), b.add(4)));
+
+            dot4!(dot_q4_0, 18, w_q4_0, q4_0_offset);
+            dot4!(dot_q4_1, 20, w_q4_1, q4_1_offset);
+            dot4!(dot_q5_0, 22, w_q5_0, q5_0_offset);
+            dot4!(dot_q5_1, 24, w_q5_1, q4_1_offset);
 
             /// `Σ_b (d_w·d_x)·Σ w·q` over the `nb` Q8_0 blocks of one row.
             #[target_feature(enable = $features)]
@@ -166,7 +203,9 @@ macro_rules! q8_bodies {
                             GgmlType::Q8_0 => dot_q8_0(row, x, nb),
                             GgmlType::Q4_0 => dot_q4_0(row, x, nb),
                             GgmlType::Q4_1 => dot_q4_1(row, x, nb),
-                            _ => unreachable!("q8::supports admits Q8_0, Q4_0 and Q4_1 only"),
+                            GgmlType::Q5_0 => dot_q5_0(row, x, nb),
+                            GgmlType::Q5_1 => dot_q5_1(row, x, nb),
+                            _ => unreachable!("q8::supports admits 8-, 5- and 4-bit blocks only"),
                         }
                     };
                 }
@@ -189,9 +228,36 @@ fn dp_avx2(w: __m256i, x: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1))
 }
 
+/// 16 in byte `j` for each set bit `j` of `qh`, by an AVX-512 byte mask.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+fn bits_avx512(qh: u32) -> __m256i {
+    _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(16))
+}
+
+/// The same by AVX2: byte `j` takes byte `j/8` of `qh`, is ORed with all bits but `j % 8`, and
+/// compared with all ones (llama.cpp's `bytes_from_bits_32`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn bits_avx2(qh: u32) -> __m256i {
+    let spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(qh as i32),
+        _mm256_set_epi64x(
+            0x0303_0303_0303_0303,
+            0x0202_0202_0202_0202,
+            0x0101_0101_0101_0101,
+            0,
+        ),
+    );
+    let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+    let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi8(-1));
+    _mm256_and_si256(set, _mm256_set1_epi8(16))
+}
+
 q8_bodies!(
     vnni,
     "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c",
-    dp_vnni
+    dp_vnni,
+    bits_avx512
 );
-q8_bodies!(avx2, "avx2,fma,f16c", dp_avx2);
+q8_bodies!(avx2, "avx2,fma,f16c", dp_avx2, bits_avx2);
