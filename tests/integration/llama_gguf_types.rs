@@ -60,6 +60,29 @@ fn random_bytes(ty: GgmlType, n: usize, r: &mut Mix) -> Vec<u8> {
     out
 }
 
+/// Random tensors of the given names, dims and types (F32 ones are norm weights near 1).
+fn raw_tensors<N: ToString>(shapes: &[(N, Vec<u64>, GgmlType)], r: &mut Mix) -> Vec<RawTensor> {
+    shapes
+        .iter()
+        .map(|(name, dims, ty)| {
+            let n = dims.iter().product::<u64>() as usize;
+            let bytes = if *ty == GgmlType::F32 {
+                (0..n)
+                    .flat_map(|_| r.uniform(0.5, 1.5).to_le_bytes())
+                    .collect()
+            } else {
+                random_bytes(*ty, n, r)
+            };
+            RawTensor {
+                name: name.to_string(),
+                dims: dims.clone(),
+                ty: *ty,
+                bytes,
+            }
+        })
+        .collect()
+}
+
 fn logits(model: &mut Llama, ids: &[u32]) -> Vec<f32> {
     let mut cache = model.new_cache(ids.len()).unwrap();
     model.forward(ids, &mut cache, 0).unwrap()
@@ -100,25 +123,7 @@ fn k_quant_and_bf16_models_run_as_their_dequantised_f32_copy() {
         ("output_norm.weight".into(), vec![d], GgmlType::F32),
         ("output.weight".into(), vec![d, v], GgmlType::Q4_K),
     ];
-    let raw: Vec<RawTensor> = shapes
-        .iter()
-        .map(|(name, dims, ty)| {
-            let n = dims.iter().product::<u64>() as usize;
-            let bytes = if *ty == GgmlType::F32 {
-                (0..n)
-                    .flat_map(|_| r.uniform(0.5, 1.5).to_le_bytes())
-                    .collect()
-            } else {
-                random_bytes(*ty, n, &mut r)
-            };
-            RawTensor {
-                name: name.clone(),
-                dims: dims.clone(),
-                ty: *ty,
-                bytes,
-            }
-        })
-        .collect();
+    let raw = raw_tensors(&shapes, &mut r);
     let m = meta(
         "llama", d as u32, f as u32, h as u32, kv as u32, 1, v as u32,
     );
@@ -303,25 +308,7 @@ fn q8_dot_products_change_decode_only_and_stay_close_to_f32() {
         ("blk.0.ffn_down.weight", vec![f, d], GgmlType::Q4_1),
         ("output_norm.weight", vec![d], GgmlType::F32),
     ];
-    let raw: Vec<RawTensor> = shapes
-        .iter()
-        .map(|(name, dims, ty)| {
-            let n = dims.iter().product::<u64>() as usize;
-            let bytes = if *ty == GgmlType::F32 {
-                (0..n)
-                    .flat_map(|_| r.uniform(0.5, 1.5).to_le_bytes())
-                    .collect()
-            } else {
-                random_bytes(*ty, n, &mut r)
-            };
-            RawTensor {
-                name: name.to_string(),
-                dims: dims.clone(),
-                ty: *ty,
-                bytes,
-            }
-        })
-        .collect();
+    let raw = raw_tensors(&shapes, &mut r);
     let path = scratch("q8dot.gguf");
     write(
         &path,
