@@ -5,7 +5,7 @@
 //! into its thread's reused buffer (the same values as [`dequantize`](super::qmatvec::dequantize))
 //! and multiplies it with `gemm` single-threaded into its own columns of `Y`; an F32 weight is
 //! read in place. The panel split depends only on the shape, so results do not depend on the
-//! thread count. One or two rows go through [`matvec`] instead, which
+//! thread count. One or two rows go through [`matvec_many_with`] instead, which
 //! reads each weight once per row without dequantising a panel.
 
 use std::cell::RefCell;

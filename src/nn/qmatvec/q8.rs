@@ -21,7 +21,7 @@ use crate::nn::simd;
 /// Values per block of the rounded vector (every supported weight block is 32 wide).
 pub const BLOCK: usize = 32;
 
-/// A vector rounded to 8 bits per block of [`BLOCK`] values, reused between products.
+/// A vector rounded to 8 bits per block of 32 values, reused between products.
 #[derive(Clone, Debug, Default)]
 pub struct Q8Vector {
     /// The rounded values, `|q| ≤ 127`.
@@ -47,7 +47,7 @@ impl Q8Vector {
         round_blocks(x, &mut self.q, &mut self.d, &mut self.s);
     }
 
-    /// Values held (a multiple of [`BLOCK`]).
+    /// Values held (a multiple of 32).
     pub fn len(&self) -> usize {
         self.q.len()
     }
