@@ -336,6 +336,21 @@ fn matvec_many_with_q8_rounds_once_and_leaves_other_types_exact() {
 }
 
 #[test]
+fn a_nan_activation_makes_q8_products_nan_as_f32_ones_are() {
+    let data = random_matrix(GgmlType::Q4_1, 3, 64, 9);
+    let w = QMatrix::new(GgmlType::Q4_1, 3, 64, &data).unwrap();
+    let mut x: Vec<f32> = (0..64).map(|i| (i as f32 * 0.1).cos()).collect();
+    x[40] = f32::NAN;
+    let mut xq = Q8Vector::default();
+    xq.quantize(&x);
+    for isa in available() {
+        let mut y = vec![0.0f32; 3];
+        with_isa(isa, || matvec_rows_q8(&mut y, w, &xq));
+        assert!(y.iter().all(|v| v.is_nan()), "{isa:?}: {y:?}");
+    }
+}
+
+#[test]
 fn matvec_input_names_round_trip() {
     for name in MatvecInput::NAMES {
         let v: MatvecInput = name.parse().unwrap();

@@ -71,8 +71,11 @@ simd::dispatch! {
     /// libm call in the baseline build).
     fn round_blocks(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [f32]) {
         for (b, (xs, qs)) in x.chunks_exact(BLOCK).zip(q.chunks_exact_mut(BLOCK)).enumerate() {
+            // `f32::max` skips NaN: a NaN in the block makes its scale NaN instead, so the
+            // products come out NaN as the f32 ones do, never silently finite.
             let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            let db = amax / 127.0;
+            let nan = xs.iter().fold(false, |n, v| n | v.is_nan());
+            let db = if nan { f32::NAN } else { amax / 127.0 };
             let id = if db != 0.0 { 1.0 / db } else { 0.0 };
             let mut sum = 0i32;
             for (q, &v) in qs.iter_mut().zip(xs) {
