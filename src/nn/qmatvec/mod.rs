@@ -5,8 +5,9 @@
 //!
 //! Every weight is dequantised to exactly the value [`dequantize`] gives (`d·q`, `d·(q−8)`,
 //! `d·q + m` in f32, not fused), so a product differs from the dequantise-then-f32 product
-//! only in the order of its sums. The activations stay f32: llama.cpp instead rounds them to
-//! 8 bits for integer dot products, which changes the logits.
+//! only in the order of its sums. The activations stay f32 unless [`MatvecInput::Q8`] asks
+//! for llama.cpp's way, activations rounded to 8 bits for integer dot products (`q8.rs`),
+//! which moves the logits slightly.
 //!
 //! Bodies: AVX-512 and AVX2 (`std::arch` intrinsics, F16C for the f16 scales) and a portable
 //! one (the super-block types and BF16 have AVX2 bodies, which the AVX-512 level also runs), chosen per call by [`simd::isa`] (tests force each with [`simd::with_isa`]). Rows are
