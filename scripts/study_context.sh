@@ -34,6 +34,10 @@ block() {
 C=(--recipe nanogpt-cpu --attention softmax,orthogonal --eval-every 100)
 block ctx128 "${C[@]}" --context 128 --seeds 3
 block ctx256-seed2 "${C[@]}" --context 256 --seed 2 --seeds 1
+# Rotary positions at contexts 64 and 128: does RoPE move the context at which frozen Q/K stop
+# being within 1% of softmax? (Context 256 with RoPE: docs/RESULTS.md's rope-softmax/rope-ortho.)
+block rope-ctx64 "${C[@]}" --position rope --context 64 --seeds 3
+block rope-ctx128 "${C[@]}" --position rope --context 128 --seeds 2
 # Context 512 as one block per seed, so two processes can share a 2-core machine.
 block ctx512 "${C[@]}" --context 512 --seed 0 --seeds 1
 block ctx512-seed1 "${C[@]}" --context 512 --seed 1 --seeds 1
