@@ -7,9 +7,10 @@ Usage:
 
 For each context: every seed's whole-split validation loss (`summary.json`, or `finals.json`
 for a folder still running), the per-seed difference of orthogonal from softmax, the paired
-mean with its 95% Student t interval, and from the evaluation curves (mean over seeds): the
-steps orthogonal needs to reach softmax's final loss, and the steps softmax needs to reach
-orthogonal's (what frozen Q/K cost in training time), with the training seconds of those steps.
+mean with its 95% Student t interval, and from the evaluation curves (the loss on the
+evaluation batches every `--eval-every` steps, interpolated): the steps orthogonal needs to
+reach softmax's final loss on the mean curve, and per seed the steps softmax needs to reach
+orthogonal's final loss (what frozen Q/K cost in training steps), with their t interval.
 """
 import json
 import os
@@ -63,6 +64,17 @@ def reach(curve, target):
     return None
 
 
+def steps_interval(xs):
+    """Mean [95% t interval] of per-seed steps, with the seeds' values."""
+    m = sum(xs) / len(xs)
+    each = " / ".join(f"{x:.0f}" for x in xs)
+    if len(xs) < 2:
+        return f"{each} (one seed)"
+    sd = (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+    h = T975[len(xs) - 1] * sd / len(xs) ** 0.5
+    return f"{m:.0f} [{m - h:.0f}, {m + h:.0f}] ({each})"
+
+
 def row(context, folders):
     data = {}
     for f in folders:
@@ -87,9 +99,15 @@ def row(context, folders):
         sc = mean_curve([data[("softmax", s)][1] for s in seeds])
         oc = mean_curve([data[("orthogonal", s)][1] for s in seeds])
         o_to_s = reach(oc, sc[1][-1])
-        s_to_o = reach(sc, oc[1][-1])
         cells.append("not reached" if o_to_s is None else f"{o_to_s[0]:.0f}")
-        cells.append("-" if s_to_o is None else f"{s_to_o[0]:.0f} ({s_to_o[1]:.0f} s of {sc[2][-1]:.0f} s)")
+        # Per seed: the step at which softmax's curve reaches orthogonal's last evaluation.
+        per = []
+        for s in seeds:
+            sc1 = mean_curve([data[("softmax", s)][1]])
+            oc1 = mean_curve([data[("orthogonal", s)][1]])
+            hit = reach(sc1, oc1[1][-1])
+            per.append(hit[0] if hit else float("nan"))
+        cells.append(steps_interval(per))
     else:
         cells += ["-", "-"]
     return "| " + " | ".join(cells) + " |"
@@ -97,7 +115,7 @@ def row(context, folders):
 
 print("| context | seeds | softmax val | orthogonal val | orthogonal vs softmax, per seed "
       "| paired mean [95% interval] | orthogonal's steps to softmax's loss "
-      "| softmax's steps (seconds) to orthogonal's final loss |")
+      "| softmax's steps to orthogonal's final loss, mean [95% interval] (per seed) |")
 print("|---|---|---|---|---|---|---|---|")
 for arg in sys.argv[1:]:
     context, folders = arg.split("=", 1)
