@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use orthoformer::infer::CausalLm;
 use orthoformer::model::llama::load_engine;
+use orthoformer::nn::qmatvec::MatvecInput;
 
 struct Counting;
 
@@ -56,26 +57,35 @@ fn a_decode_step_allocates_nothing() {
     assert_eq!(ALLOCATIONS.swap(0, Ordering::SeqCst), 1);
 
     let loaded = load_engine(&common::smollm2()).unwrap();
-    let mut model = loaded.model;
-    let mut cache = CausalLm::new_cache(&model, 64).unwrap();
+    // f32 activations, then integer products (whose rounded input lives in the cache too).
+    for dot in [MatvecInput::F32, MatvecInput::Q8] {
+        let mut model = loaded.model.clone();
+        model.dot = dot;
+        count_decode_steps(&mut model, dot);
+    }
+}
+
+fn count_decode_steps(model: &mut orthoformer::model::llama::Llama, dot: MatvecInput) {
+    let mut cache = CausalLm::new_cache(&*model, 64).unwrap();
     let prompt = [1u32, 504, 3458, 282, 4649, 314];
     model
         .prefill(&prompt, &mut cache, prompt.len() - 1)
         .unwrap();
     let mut next = 28;
     for _ in 0..2 {
-        next = argmax(CausalLm::decode_one(&mut model, next, &mut cache).unwrap());
+        next = argmax(CausalLm::decode_one(model, next, &mut cache).unwrap());
     }
     COUNTING.store(true, Ordering::SeqCst);
     for _ in 0..16 {
-        next = argmax(CausalLm::decode_one(&mut model, next, &mut cache).unwrap());
+        next = argmax(CausalLm::decode_one(model, next, &mut cache).unwrap());
     }
     COUNTING.store(false, Ordering::SeqCst);
     assert_eq!(
         ALLOCATIONS.load(Ordering::SeqCst),
         0,
-        "16 decode steps allocated"
+        "16 decode steps with {dot} activations allocated"
     );
+    ALLOCATIONS.store(0, Ordering::SeqCst);
 }
 
 fn argmax(logits: &[f32]) -> u32 {

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 
 use super::matmul::{Operand, Trans, matmul_raw};
-use super::qmatvec::{MatvecInput, QMatrix, dequantize_rows, matvec_many_with};
+use super::qmatvec::{MatvecInput, Q8Vector, QMatrix, dequantize_rows, matvec_many_with};
 
 /// Weight rows per task: a 64 x 1536 f32 panel is 384 KiB, within a core's L2.
 const PANEL: usize = 64;
@@ -42,16 +42,19 @@ pub fn matmul_xwt(y: &mut [f32], x: &[f32], n: usize, w: QMatrix) {
 /// the panels of all of them share one parallel loop, so a small matrix (K and V are three
 /// panels each) does not leave a thread idle.
 pub fn matmul_xwt_many(jobs: &mut [(&mut [f32], QMatrix)], x: &[f32], n: usize) {
-    matmul_xwt_many_with(jobs, x, n, MatvecInput::F32);
+    // The f32 path never touches the scratch (an empty vector allocates nothing).
+    matmul_xwt_many_with(jobs, x, n, MatvecInput::F32, &mut Q8Vector::default());
 }
 
 /// [`matmul_xwt_many`] whose rows, when they go through matrix-vector products (one or two
-/// rows: a decode step), read their input as `input` says; the panel products read f32.
+/// rows: a decode step), read their input as `input` says (rounded into `scratch` for
+/// [`MatvecInput::Q8`]); the panel products read f32.
 pub fn matmul_xwt_many_with(
     jobs: &mut [(&mut [f32], QMatrix)],
     x: &[f32],
     n: usize,
     input: MatvecInput,
+    scratch: &mut Q8Vector,
 ) {
     for (y, w) in jobs.iter() {
         assert!(
@@ -67,14 +70,14 @@ pub fn matmul_xwt_many_with(
         return;
     }
     if n == 1 {
-        matvec_many_with(jobs, x, input);
+        matvec_many_with(jobs, x, input, scratch);
         return;
     }
     if n <= MATVEC_ROWS {
         for (y, w) in jobs.iter_mut() {
             let (rows, cols) = (w.rows(), w.cols());
             for (yr, xr) in y.chunks_exact_mut(rows).zip(x.chunks_exact(cols)) {
-                matvec_many_with(&mut [(yr, *w)], xr, input);
+                matvec_many_with(&mut [(yr, *w)], xr, input, scratch);
             }
         }
         return;

@@ -315,7 +315,13 @@ fn matvec_many_with_q8_rounds_once_and_leaves_other_types_exact() {
     let wb = QMatrix::new(GgmlType::F16, 19, 96, &b).unwrap();
     let x: Vec<f32> = (0..96).map(|i| (i as f32 * 0.37).sin()).collect();
     let (mut ya, mut yb) = (vec![0.0; 70], vec![0.0; 19]);
-    matvec_many_with(&mut [(&mut ya, wa), (&mut yb, wb)], &x, MatvecInput::Q8);
+    let mut scratch = Q8Vector::default();
+    matvec_many_with(
+        &mut [(&mut ya, wa), (&mut yb, wb)],
+        &x,
+        MatvecInput::Q8,
+        &mut scratch,
+    );
     let mut xq = Q8Vector::default();
     xq.quantize(&x);
     let (mut ra, mut rb) = (vec![0.0; 70], vec![0.0; 19]);
@@ -325,10 +331,10 @@ fn matvec_many_with_q8_rounds_once_and_leaves_other_types_exact() {
     // One and two rows of a matrix product take the same path; three rows read f32.
     let x2: Vec<f32> = x.iter().chain(&x).copied().collect();
     let mut y2 = vec![0.0; 140];
-    matmul_xwt_many_with(&mut [(&mut y2, wa)], &x2, 2, MatvecInput::Q8);
+    matmul_xwt_many_with(&mut [(&mut y2, wa)], &x2, 2, MatvecInput::Q8, &mut scratch);
     assert_eq!((&y2[..70], &y2[70..]), (&ra[..], &ra[..]));
     let mut f = vec![0.0; 70];
-    matvec_many_with(&mut [(&mut f, wa)], &x, MatvecInput::F32);
+    matvec_many_with(&mut [(&mut f, wa)], &x, MatvecInput::F32, &mut scratch);
     let mut g = vec![0.0; 70];
     matvec(&mut g, wa, &x);
     assert_eq!(f, g);

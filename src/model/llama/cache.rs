@@ -141,6 +141,8 @@ pub(super) struct Scratch {
     pub xq: Vec<f32>,
     /// Scratch of the online Hadamard transforms.
     pub had: Vec<f32>,
+    /// A linear layer's input rounded to 8 bits, when decode multiplies in integers.
+    pub q8: crate::nn::qmatvec::Q8Vector,
     /// Attention scores (`H x rows x keys`).
     pub scores: Vec<f32>,
     /// Logits of the scored rows (`rows x V`).

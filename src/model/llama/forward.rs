@@ -24,7 +24,7 @@ use crate::nn::attention::{HeadLayout, Heads, HeadsMut};
 use crate::nn::group_quant::GroupQuant;
 use crate::nn::hadamard_rows::OnlineHadamard;
 use crate::nn::qmatmul::matmul_xwt_many_with;
-use crate::nn::qmatvec::{MatvecInput, QMatrix, dequantize_rows};
+use crate::nn::qmatvec::{MatvecInput, Q8Vector, QMatrix, dequantize_rows};
 use crate::nn::{attention_cached, rmsnorm, rope, simd, swiglu};
 
 /// A model ready to run: weights, and what runs around them: QuaRot's online Hadamard
@@ -224,6 +224,7 @@ impl Llama {
             hessians,
             layer: 0,
             dot: *dot,
+            q8: &mut s.q8,
         };
         let had = &mut s.had;
         let (x, h) = (&mut s.x[..t * c], &mut s.h[..t * c]);
@@ -326,6 +327,7 @@ impl Llama {
                 hessians,
                 layer: n_layer,
                 dot: *dot,
+                q8: &mut s.q8,
             };
             hooks.linear(LinearSite::HeadIn, &mut head, hf, rows);
         }
@@ -353,6 +355,8 @@ struct Hooks<'a> {
     layer: usize,
     /// What decode's matrix-vector products multiply the weights with.
     dot: MatvecInput,
+    /// The rounded input of the integer products.
+    q8: &'a mut Q8Vector,
 }
 
 impl Hooks<'_> {
@@ -387,6 +391,6 @@ impl Hooks<'_> {
             }
             _ => x,
         };
-        matmul_xwt_many_with(jobs, x, rows, self.dot);
+        matmul_xwt_many_with(jobs, x, rows, self.dot, self.q8);
     }
 }

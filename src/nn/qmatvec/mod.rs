@@ -190,9 +190,15 @@ pub fn matvec_many(jobs: &mut [(&mut [f32], QMatrix)], x: &[f32]) {
     });
 }
 
-/// [`matvec_many`] with the input `input`: for [`MatvecInput::Q8`], `x` is rounded once and
-/// every weight [`q8_supports`] takes multiplies it in integers.
-pub fn matvec_many_with(jobs: &mut [(&mut [f32], QMatrix)], x: &[f32], input: MatvecInput) {
+/// [`matvec_many`] with the input `input`: for [`MatvecInput::Q8`], `x` is rounded once into
+/// `scratch` (whose buffers only grow, so a steady decode allocates nothing) and every weight
+/// [`q8_supports`] takes multiplies it in integers.
+pub fn matvec_many_with(
+    jobs: &mut [(&mut [f32], QMatrix)],
+    x: &[f32],
+    input: MatvecInput,
+    scratch: &mut Q8Vector,
+) {
     let any_q8 = jobs.iter().any(|(_, w)| q8::supports(w.ty));
     if input == MatvecInput::F32 || !any_q8 || !x.len().is_multiple_of(q8::BLOCK) {
         matvec_many(jobs, x);
@@ -201,11 +207,8 @@ pub fn matvec_many_with(jobs: &mut [(&mut [f32], QMatrix)], x: &[f32], input: Ma
     for (y, w) in jobs.iter() {
         check(y, w, x);
     }
-    // A fresh vector per call (a few KiB): a thread-local one could be borrowed again by a
-    // task rayon runs on this thread while it waits.
-    let mut xq = Q8Vector::default();
-    xq.quantize(x);
-    let xq = &xq;
+    scratch.quantize(x);
+    let xq = &*scratch;
     jobs.par_iter_mut().for_each(|(y, w)| {
         let w = *w;
         y.par_chunks_mut(ROWS).enumerate().for_each(|(i, yc)| {
