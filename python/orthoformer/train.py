@@ -256,7 +256,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         precision.apply(speed)
         if args.fsdp and world.size < 2:
             raise ValueError("--fsdp shards over processes: launch with torchrun --nproc_per_node=N (N > 1)")
-        run = open_run(args)
+        run = world.main_first(lambda: open_run(args))
         tb = tensorboard_writer(args.tensorboard) if world.main else None
         trainer = Trainer(
             run,

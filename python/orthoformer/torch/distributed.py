@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional
+from typing import Callable, Optional, TypeVar
 
 import torch
 import torch.distributed as dist
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -42,6 +44,26 @@ class World:
         dist.all_reduce(hi, op=dist.ReduceOp.MAX)
         dist.all_reduce(lo, op=dist.ReduceOp.MIN)
         return bool(torch.equal(hi, lo))
+
+    def main_first(self, fn: Callable[[], T]) -> T:
+        """``fn()`` on rank 0, then, once it succeeded there, on the other ranks. Opening a new
+        run claims its ``--out`` (a lock and a write probe): ranks doing it at once raced and
+        one refused the folder. A failure on rank 0 is raised there and stops the others with
+        one line; nobody waits forever."""
+        if self.size == 1:
+            return fn()
+        result, error = None, None
+        if self.main:
+            try:
+                result = fn()
+            except Exception as e:  # re-raised below, after the others know
+                error = e
+        ok = self.all_reduce_sum(torch.tensor([int(error is None)], dtype=torch.int64, device=self.device))
+        if error is not None:
+            raise error
+        if int(ok.item()) < self.size:
+            raise ValueError("rank 0 could not open the run: its message says why")
+        return result if self.main else fn()
 
     def synchronize(self) -> None:
         """Waits for this process's device work (for timing); nothing on the CPU."""
