@@ -130,7 +130,8 @@ impl GgmlType {
     }
 }
 
-fn f16_at(b: &[u8], i: usize) -> f32 {
+/// The little-endian f16 at byte `i` of `b`, as f32.
+pub(crate) fn f16_at(b: &[u8], i: usize) -> f32 {
     f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
 }
 

@@ -15,7 +15,7 @@
 //! Each value is a product then a difference in f32, never fused, so SIMD bodies that do the
 //! same operations in the same order give identical bits.
 
-use half::f16;
+use super::dtype::f16_at;
 
 /// Weights in one super-block.
 pub const QK_K: usize = 256;
@@ -25,10 +25,6 @@ pub const Q4_K_BYTES: usize = 144;
 pub const Q5_K_BYTES: usize = 176;
 /// Bytes of a `Q6_K` super-block.
 pub const Q6_K_BYTES: usize = 210;
-
-fn f16_at(b: &[u8], i: usize) -> f32 {
-    f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
-}
 
 /// Scale and minimum (6 bits each) of sub-block `j` (0..8) from the 12 packed bytes `s`:
 /// sub-blocks 0..4 keep theirs in the low six bits of bytes `j` and `j + 4`; 4..8 split

@@ -181,11 +181,17 @@ pub fn matvec_many(jobs: &mut [(&mut [f32], QMatrix)], x: &[f32]) {
     for (y, w) in jobs.iter() {
         check(y, w, x);
     }
+    for_each_chunk(jobs, |yc, ws| matvec_rows(yc, ws, x));
+}
+
+/// `f(y rows, their weight rows)` for every chunk of [`ROWS`] rows of every job, all in one
+/// parallel region.
+fn for_each_chunk(jobs: &mut [(&mut [f32], QMatrix)], f: impl Fn(&mut [f32], QMatrix) + Sync) {
     jobs.par_iter_mut().for_each(|(y, w)| {
         let w = *w;
         y.par_chunks_mut(ROWS).enumerate().for_each(|(i, yc)| {
             let r0 = i * ROWS;
-            matvec_rows(yc, w.slice_rows(r0..r0 + yc.len()), x);
+            f(yc, w.slice_rows(r0..r0 + yc.len()));
         });
     });
 }
@@ -209,16 +215,12 @@ pub fn matvec_many_with(
     }
     scratch.quantize(x);
     let xq = &*scratch;
-    jobs.par_iter_mut().for_each(|(y, w)| {
-        let w = *w;
-        y.par_chunks_mut(ROWS).enumerate().for_each(|(i, yc)| {
-            let ws = w.slice_rows(i * ROWS..i * ROWS + yc.len());
-            if q8::supports(w.ty) {
-                matvec_rows_q8(yc, ws, xq);
-            } else {
-                matvec_rows(yc, ws, x);
-            }
-        });
+    for_each_chunk(jobs, |yc, ws| {
+        if q8::supports(ws.ty) {
+            matvec_rows_q8(yc, ws, xq);
+        } else {
+            matvec_rows(yc, ws, x);
+        }
     });
 }
 

@@ -16,6 +16,7 @@
 //! ([`MatvecInput`](super::MatvecInput)), never a silent default of the kernels.
 
 use crate::io::gguf::GgmlType;
+use crate::io::gguf::dtype::f16_at;
 use crate::nn::simd;
 
 /// Values per block of the rounded vector (every supported weight block is 32 wide).
@@ -91,10 +92,6 @@ simd::dispatch! {
 
 fn u32_at(b: &[u8], i: usize) -> u32 {
     u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-
-fn f16_at(b: &[u8], i: usize) -> f32 {
-    half::f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
 }
 
 /// `Σ_b` of one row's block terms (the portable body; the reference of the x86 ones).

@@ -10,6 +10,7 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2::half;
 use super::q8::{BLOCK, Q8Vector};
 use crate::io::gguf::GgmlType;
 
@@ -18,15 +19,6 @@ macro_rules! q8_bodies {
     ($module:ident, $features:literal, $dp:ident, $bits:ident) => {
         pub(super) mod $module {
             use super::*;
-
-            /// The f16 at `p` as f32.
-            #[target_feature(enable = $features)]
-            #[inline]
-            unsafe fn half(p: *const u8) -> f32 {
-                // SAFETY: the caller points `p` at two readable bytes.
-                let bits = unsafe { p.cast::<u16>().read_unaligned() };
-                _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
-            }
 
             /// The 16 nibbles at `p` as 32 bytes: low nibbles (weights 0..16), then high.
             #[target_feature(enable = $features)]
