@@ -27,6 +27,7 @@ import json
 import os
 import pathlib
 import sys
+import traceback
 from typing import Any, Optional
 from collections.abc import Sequence
 
@@ -359,5 +360,23 @@ def report(args: argparse.Namespace, trainer: Any, state: dict[str, Any]) -> Non
         )
 
 
+def leave(status: int) -> None:
+    """Ends the process with ``status``. A rank of a ``torchrun`` job ends without the
+    interpreter's finalisation: gloo's worker threads may still be releasing the tensors of a
+    finished collective, and a thread that takes the GIL while Python finalises aborts the
+    process (``terminate called without an active exception``, PyTorch issue 190489), failing a
+    run whose checkpoint is already written. Everything this process wrote is closed by then."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    except Exception:  # a defect: its traceback, then the same exit as any other status
+        traceback.print_exc()
+        code = 1
+    leave(code)

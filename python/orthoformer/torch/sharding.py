@@ -9,6 +9,7 @@ a sharded run resumes unsharded (or on another number of ranks) and the other wa
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Any, Optional
 
 import torch
@@ -47,9 +48,13 @@ class Sharding:
             module: nn.Module = model
         elif world.size > 1:
             ids = [world.device.index] if world.device.type == "cuda" else None
-            # Frozen buffers are the same on every rank (regenerated from the seed): no broadcast.
+            # Frozen buffers are the same on every rank (regenerated from the seed): no broadcast,
+            # not even at wrapping. Newer PyTorch deprecates the flag, but its replacement still
+            # syncs at init, so the flag stays and its warning is not the user's business.
             inner = torch.compile(model) if compile else model
-            self.ddp = DistributedDataParallel(inner, device_ids=ids, broadcast_buffers=False)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)
+                self.ddp = DistributedDataParallel(inner, device_ids=ids, broadcast_buffers=False)
             module = self.ddp
             compile = False
         else:
