@@ -38,6 +38,10 @@ block ctx256-seed2 "${C[@]}" --context 256 --seed 2 --seeds 1
 # being within 1% of softmax? (Context 256 with RoPE: docs/RESULTS.md's rope-softmax/rope-ortho.)
 block rope-ctx64 "${C[@]}" --position rope --context 64 --seeds 3
 block rope-ctx128 "${C[@]}" --position rope --context 128 --seeds 2
+# A learned per-head temperature on the frozen scores at contexts 64 and 128: does it move the
+# 1% point? (Paired with the softmax runs of the study's block 1 and of ctx128, same seeds.)
+block temp-ctx64 --recipe nanogpt-cpu --attention orthogonal --temperature learned --eval-every 100 --context 64 --seeds 3
+block temp-ctx128 --recipe nanogpt-cpu --attention orthogonal --temperature learned --eval-every 100 --context 128 --seeds 3
 # Context 512 as one block per seed, so two processes can share a 2-core machine.
 block ctx512 "${C[@]}" --context 512 --seed 0 --seeds 1
 block ctx512-seed1 "${C[@]}" --context 512 --seed 1 --seeds 1
