@@ -7,7 +7,9 @@
 //! rows, so every attention reads the same rounded keys and values: a decode step reads the
 //! f16 rows directly ([`attention_decode_f16`]), a prefill chunk widens the cached rows before
 //! it into the staging buffer and runs the f32 block kernel over it. Queries, scores, softmax
-//! and outputs stay f32.
+//! and outputs stay f32. The f16 cache keeps each head's positions contiguous (`H_kv x cap x
+//! D`, where staging is `cap x H_kv·D`): a decode step reads every head as one stream, not as
+//! rows strided by the other heads (its cold read of the cache was half of its attention time).
 
 use std::ops::Range;
 
@@ -117,12 +119,17 @@ pub(crate) enum KvStore {
     Quant(Box<QuantStore>),
     /// f32 rows; the linear layers write straight into them.
     F32 { k: Vec<Vec<f32>>, v: Vec<Vec<f32>> },
-    /// f16 rows, and one layer's f32 staging rows for keys (`sk`) and values (`sv`).
+    /// f16 heads (`H_kv x cap x D` per layer), and one layer's f32 staging rows
+    /// (`cap x H_kv·D`) for keys (`sk`) and values (`sv`).
     F16 {
         k: Vec<Vec<f16>>,
         v: Vec<Vec<f16>>,
         sk: Vec<f32>,
         sv: Vec<f32>,
+        /// Values per position (`H_kv·D`).
+        width: usize,
+        /// Values per head (`D`).
+        head_dim: usize,
     },
 }
 
@@ -157,6 +164,8 @@ impl KvStore {
                 v: vec![vec![f16::ZERO; per_layer]; layers],
                 sk: vec![0.0; per_layer],
                 sv: vec![0.0; per_layer],
+                width,
+                head_dim,
             },
         }
     }
@@ -177,7 +186,7 @@ impl KvStore {
     pub(super) fn bytes(&self) -> usize {
         match self {
             KvStore::F32 { k, v } => 4 * k.iter().chain(v).map(Vec::len).sum::<usize>(),
-            KvStore::F16 { k, v, sk, sv } => {
+            KvStore::F16 { k, v, sk, sv, .. } => {
                 2 * k.iter().chain(v).map(Vec::len).sum::<usize>() + 4 * (sk.len() + sv.len())
             }
             KvStore::Quant(q) => q.bytes(),
@@ -194,15 +203,31 @@ impl KvStore {
         }
     }
 
-    /// Stores the rows written through [`new_rows`](Self::new_rows) (keys with RoPE applied):
-    /// f16 storage rounds them into the cache and writes the rounded values back to staging.
+    /// Stores the rows written through [`new_rows`](Self::new_rows) (keys with RoPE applied;
+    /// `at` covers whole positions): f16 storage rounds them into the cache and writes the
+    /// rounded values back to staging.
     pub(super) fn commit(&mut self, l: usize, at: Range<usize>) {
         if let KvStore::Quant(q) = self {
             q.commit(l, at);
-        } else if let KvStore::F16 { k, v, sk, sv } = self {
+        } else if let KvStore::F16 {
+            k,
+            v,
+            sk,
+            sv,
+            width,
+            head_dim,
+        } = self
+        {
+            let (w, d) = (*width, *head_dim);
             for (dst, src) in [(&mut k[l], sk), (&mut v[l], sv)] {
-                dst[at.clone()].convert_from_f32_slice(&src[at.clone()]);
-                dst[at.clone()].convert_to_f32_slice(&mut src[at.clone()]);
+                let cap = dst.len() / w;
+                for p in at.start / w..at.end / w {
+                    for h in 0..w / d {
+                        let (c, s) = (h * cap * d + p * d, p * w + h * d);
+                        dst[c..c + d].convert_from_f32_slice(&src[s..s + d]);
+                        dst[c..c + d].convert_to_f32_slice(&mut src[s..s + d]);
+                    }
+                }
             }
         }
     }
@@ -229,14 +254,36 @@ impl KvStore {
                 let (k, v) = (Heads { x: k, layout: kv }, Heads { x: v, layout: kv });
                 attention_cached::forward(o, scores, q, k, v, dims, scale);
             }
-            KvStore::F16 { k, v, .. } if dims.t == 1 => {
-                attention_decode_f16::decode(o, scores, q, (&k[l], &v[l], kv), dims, scale);
+            KvStore::F16 {
+                k,
+                v,
+                width,
+                head_dim,
+                ..
+            } if dims.t == 1 => {
+                let (w, d) = (*width, *head_dim);
+                let heads = HeadLayout::split(k[l].len() / w, w / d, d);
+                attention_decode_f16::decode(o, scores, q, (&k[l], &v[l], heads), dims, scale);
             }
-            KvStore::F16 { k, v, sk, sv } => {
+            KvStore::F16 {
+                k,
+                v,
+                sk,
+                sv,
+                width,
+                head_dim,
+            } => {
                 // Rows before p0 come from the f16 cache; rows p0.. are already in staging.
-                let before = p0 * kv.row;
-                k[l][..before].convert_to_f32_slice(&mut sk[..before]);
-                v[l][..before].convert_to_f32_slice(&mut sv[..before]);
+                let (w, d) = (*width, *head_dim);
+                for (src, dst) in [(&k[l], &mut *sk), (&v[l], &mut *sv)] {
+                    let cap = src.len() / w;
+                    for p in 0..p0 {
+                        for h in 0..w / d {
+                            let (c, s) = (h * cap * d + p * d, p * w + h * d);
+                            src[c..c + d].convert_to_f32_slice(&mut dst[s..s + d]);
+                        }
+                    }
+                }
                 let (k, v) = (Heads { x: sk, layout: kv }, Heads { x: sv, layout: kv });
                 attention_cached::forward(o, scores, q, k, v, dims, scale);
             }
@@ -288,11 +335,12 @@ mod tests {
 
     #[test]
     fn f16_commit_rounds_storage_and_staging_alike() {
-        let mut s = KvStore::new(KvDtype::F16, 2, 8, 4, 4);
-        let (k, v) = s.new_rows(1, 2..6);
+        // 2 layers, 2 positions of 2 heads of 2 values; position 1 of layer 1 is written.
+        let mut s = KvStore::new(KvDtype::F16, 2, 8, 4, 2);
+        let (k, v) = s.new_rows(1, 4..8);
         k.copy_from_slice(&[1.0, 0.1, -3.3, 1e-3]);
         v.copy_from_slice(&[2.0, 0.2, 65504.0, 7.0]);
-        s.commit(1, 2..6);
+        s.commit(1, 4..8);
         let KvStore::F16 { k, sk, .. } = &s else {
             panic!("f16 store")
         };
@@ -300,15 +348,79 @@ mod tests {
             .iter()
             .map(|&x| f16::from_f32(x).to_f32())
             .collect();
-        assert_eq!(&sk[2..6], &want[..]);
+        assert_eq!(&sk[4..8], &want[..]);
+        // Head-major storage: head 0's positions 0, 1, then head 1's.
+        let stored: Vec<f32> = k[1].iter().map(|x| x.to_f32()).collect();
         assert_eq!(
-            k[1][2..6].iter().map(|x| x.to_f32()).collect::<Vec<_>>(),
-            want
+            stored,
+            [0.0, 0.0, want[0], want[1], 0.0, 0.0, want[2], want[3]]
         );
         assert_ne!(
-            sk[3], 0.1,
+            sk[5], 0.1,
             "0.1 is not an f16 value: it must have been rounded"
         );
         assert_eq!(s.bytes(), 2 * 2 * 2 * 8 + 4 * 2 * 8);
+    }
+    /// The f16 store keeps heads contiguous, the f32 store rows: on f16-representable keys
+    /// and values both attend alike, for a decode step (the f16 kernels) and for a chunk after
+    /// cached positions (rows widened back from the heads), with 2 query heads per key head.
+    #[test]
+    fn f16_heads_attend_as_the_f32_rows_of_the_same_values() {
+        use rand::Rng;
+        let (kv_heads, d, cap) = (2, 16, 6);
+        let (w, qh) = (kv_heads * d, 2 * kv_heads);
+        let mut r = crate::init::rng::seeded(3);
+        let mut draw = |n: usize| -> Vec<f32> {
+            (0..n)
+                .map(|_| f16::from_f32(r.random_range(-1.0f32..1.0)).to_f32())
+                .collect()
+        };
+        let (keys, values, q) = (draw(cap * w), draw(cap * w), draw(2 * qh * d));
+        for (t, p0) in [(1, 5), (2, 3)] {
+            let mut outs = Vec::new();
+            for dtype in [KvDtype::F16, KvDtype::F32] {
+                let mut s = KvStore::new(dtype, 1, cap * w, w, d);
+                for at in [0..p0 * w, p0 * w..(p0 + t) * w] {
+                    let (k, v) = s.new_rows(0, at.clone());
+                    k.copy_from_slice(&keys[at.clone()]);
+                    v.copy_from_slice(&values[at.clone()]);
+                    s.commit(0, at);
+                }
+                let mut o = vec![0.0; t * qh * d];
+                let mut scores = vec![0.0; qh * cap * cap];
+                let ql = HeadLayout::rows(t, qh * d, d);
+                let dims = CachedDims {
+                    b: 1,
+                    h: qh,
+                    kv_h: kv_heads,
+                    t,
+                    past: p0,
+                    d,
+                };
+                let (x, layout) = (&q[..t * qh * d], ql);
+                let o_heads = HeadsMut {
+                    x: &mut o,
+                    layout: ql,
+                };
+                let kv = HeadLayout::rows(cap, w, d);
+                s.attend(
+                    0,
+                    p0,
+                    o_heads,
+                    &mut scores,
+                    Heads { x, layout },
+                    kv,
+                    dims,
+                    0.25,
+                );
+                outs.push(o);
+            }
+            for (a, b) in outs[0].iter().zip(&outs[1]) {
+                assert!((a - b).abs() <= 1e-6, "t {t}: f16 {a} vs f32 {b}");
+            }
+            if t > 1 {
+                assert_eq!(outs[0], outs[1], "a chunk reads the same widened rows");
+            }
+        }
     }
 }
