@@ -220,13 +220,9 @@ impl KvStore {
         {
             let (w, d) = (*width, *head_dim);
             for (dst, src) in [(&mut k[l], sk), (&mut v[l], sv)] {
-                let cap = dst.len() / w;
-                for p in at.start / w..at.end / w {
-                    for h in 0..w / d {
-                        let (c, s) = (h * cap * d + p * d, p * w + h * d);
-                        dst[c..c + d].convert_from_f32_slice(&src[s..s + d]);
-                        dst[c..c + d].convert_to_f32_slice(&mut src[s..s + d]);
-                    }
+                for (c, s) in head_pieces(w, d, dst.len() / w, at.start / w..at.end / w) {
+                    dst[c..c + d].convert_from_f32_slice(&src[s..s + d]);
+                    dst[c..c + d].convert_to_f32_slice(&mut src[s..s + d]);
                 }
             }
         }
@@ -276,12 +272,8 @@ impl KvStore {
                 // Rows before p0 come from the f16 cache; rows p0.. are already in staging.
                 let (w, d) = (*width, *head_dim);
                 for (src, dst) in [(&k[l], &mut *sk), (&v[l], &mut *sv)] {
-                    let cap = src.len() / w;
-                    for p in 0..p0 {
-                        for h in 0..w / d {
-                            let (c, s) = (h * cap * d + p * d, p * w + h * d);
-                            src[c..c + d].convert_to_f32_slice(&mut dst[s..s + d]);
-                        }
+                    for (c, s) in head_pieces(w, d, src.len() / w, 0..p0) {
+                        src[c..c + d].convert_to_f32_slice(&mut dst[s..s + d]);
                     }
                 }
                 let (k, v) = (Heads { x: sk, layout: kv }, Heads { x: sv, layout: kv });
@@ -289,6 +281,20 @@ impl KvStore {
             }
         }
     }
+}
+
+/// Where the f16 cache (`H_kv x cap x D`) and the staging rows (`cap x H_kv·D`) hold the `D`
+/// values of each head at each of `positions`: `(cache offset, staging offset)` pairs.
+fn head_pieces(
+    width: usize,
+    head_dim: usize,
+    cap: usize,
+    positions: Range<usize>,
+) -> impl Iterator<Item = (usize, usize)> {
+    positions.flat_map(move |p| {
+        (0..width / head_dim)
+            .map(move |h| (h * cap * head_dim + p * head_dim, p * width + h * head_dim))
+    })
 }
 
 #[cfg(test)]
@@ -361,6 +367,7 @@ mod tests {
         );
         assert_eq!(s.bytes(), 2 * 2 * 2 * 8 + 4 * 2 * 8);
     }
+
     /// The f16 store keeps heads contiguous, the f32 store rows: on f16-representable keys
     /// and values both attend alike, for a decode step (the f16 kernels) and for a chunk after
     /// cached positions (rows widened back from the heads), with 2 query heads per key head.
