@@ -4,10 +4,12 @@
 # of 2000 steps of batch 12), every variant at its own best peak learning rate of 1e-3 and
 # 3e-3 (`compare --lr-sweep`, chosen on the held-out tail of the training split, never on the
 # validation split it reports), 2 paired seeds; then (POSITION=rope) frozen orthogonal with
-# rotary positions on the same seeds. SMOKE=1 is the earlier smoke-sized run (150 steps of
+# rotary positions on the same seeds. WIDTH=384 runs the width sweep's widest point instead
+# (width 384, context 64) at 3e-4 and 1e-3, the rates below and at the one it used. SMOKE=1 is the earlier smoke-sized run (150 steps of
 # batch 4, warm-up 15), from a session where the machine was shared by 5 agents.
 #
 #   bash scripts/study_tuned.sh [BIN] [OUT]     # BIN: target/release/orthoformer, OUT: runs/tuned
+#   WIDTH=384 bash scripts/study_tuned.sh [BIN] [OUT]
 #
 # Safe to stop and start again, as scripts/study_compare.sh: each block runs in two chunks
 # (--stop-at half the steps, then --resume), under `nice -n 10`, on one rayon thread
@@ -41,6 +43,12 @@ if [[ ${SMOKE:-} == 1 ]]; then
 else
     COMMON=(--recipe nanogpt-cpu --eval-every 100)
     HALF=1000
+fi
+if [[ -n ${WIDTH:-} ]]; then
+    COMMON+=(--lr-sweep 3e-4,1e-3 --seeds 2 --width "$WIDTH")
+    block width$WIDTH --stop-at $HALF -- "${COMMON[@]}" --attention softmax,orthogonal
+    block width$WIDTH -- unused
+    exit 0
 fi
 COMMON+=(--lr-sweep 1e-3,3e-3 --seeds 2 --context 256)
 if [[ ${POSITION:-} != rope ]]; then
