@@ -144,16 +144,18 @@ def finetune(
     val_windows_n: int = 32,
     seed: int = 0,
     device: Any = "cpu",
+    eval_every: int = 0,
 ) -> dict[str, Any]:
     """Fine-tunes ``model`` in ``mode`` (see :data:`MODES`) for ``steps`` AdamW steps of
     ``batch`` random windows of ``context`` tokens of ``train`` drawn from ``seed`` (the same
     windows in every mode), and returns the report: validation loss on ``val_windows_n`` fixed
-    windows of ``val`` before and after, trainable and total parameters, mean step time over
-    the steps after the first (milliseconds), and peak memory."""
+    windows of ``val`` before and after (and, with ``eval_every`` > 0, after every
+    ``eval_every`` steps: ``curve``), trainable and total parameters, mean step time over the
+    steps after the first (milliseconds, evaluations excluded), and peak memory."""
     import torch
 
-    if steps < 1 or context < 1 or batch < 1:
-        raise ValueError("steps, context and batch must be at least 1")
+    if steps < 1 or context < 1 or batch < 1 or eval_every < 0:
+        raise ValueError("steps, context and batch must be at least 1 (eval_every at least 0)")
     if len(train) <= context + 1:
         raise ValueError(f"the training split ({len(train)} tokens) is shorter than one window of {context}")
     device = torch.device(device)
@@ -167,6 +169,7 @@ def finetune(
     rng = np.random.default_rng(seed)
     starts = rng.integers(0, len(train) - context - 1, size=(steps, batch))
     times, losses = [], []
+    curve = [{"step": 0, "val_loss": before}]
     for s in range(steps):
         rows = torch.as_tensor(
             np.stack([train[i : i + context + 1] for i in starts[s]]), dtype=torch.long, device=device
@@ -183,7 +186,10 @@ def finetune(
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
         losses.append(float(loss.detach()))
+        if eval_every and (s + 1) % eval_every == 0 and s + 1 < steps:
+            curve.append({"step": s + 1, "val_loss": evaluate(model, windows, batch, device)})
     after = evaluate(model, windows, batch, device)
+    curve.append({"step": steps, "val_loss": after})
     timed = times[1:] or times
     return {
         "mode": mode,
@@ -195,6 +201,7 @@ def finetune(
         "val_windows": int(len(windows)),
         "val_loss_before": before,
         "val_loss_after": after,
+        "curve": curve,
         "train_loss_last10": float(np.mean(losses[-10:])),
         "trainable": trainable_parameters(model),
         "total": sum(p.numel() for p in model.parameters()) + _frozen_values(model),
@@ -241,6 +248,7 @@ def run_mode(args: argparse.Namespace) -> dict[str, Any]:
         val_windows_n=args.val_windows,
         seed=args.seed,
         device=args.device,
+        eval_every=args.eval_every,
     )
 
 
@@ -256,6 +264,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--val-windows", type=int, default=32)
+    p.add_argument("--eval-every", type=int, default=0, help="also validate every N steps (0: before and after only)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", type=pathlib.Path, help="also write the reports here (JSON)")
@@ -275,6 +284,8 @@ def _check(args: argparse.Namespace) -> None:
             raise ValueError(f"--modes: {m!r} is not one of {', '.join(MODES)}")
     if min(args.steps, args.context, args.batch, args.val_windows) < 1:
         raise ValueError("--steps, --context, --batch and --val-windows must be at least 1")
+    if args.eval_every < 0:
+        raise ValueError("--eval-every must be 0 (before and after only) or more")
 
 
 def table(reports: Sequence[dict[str, Any]]) -> str:

@@ -94,6 +94,21 @@ def test_same_batches_in_every_mode() -> None:
     assert c["train_loss_last10"] != a["train_loss_last10"]
 
 
+def test_curve_validates_every_n_steps() -> None:
+    train, val = tokens()
+    kw = dict(steps=8, context=16, batch=4, lr=3e-3, warmup=2, val_windows_n=4)
+    r = ft.finetune(tiny_llama(), train, val, "full", eval_every=3, **kw)
+    assert [p["step"] for p in r["curve"]] == [0, 3, 6, 8]
+    assert r["curve"][0]["val_loss"] == r["val_loss_before"]
+    assert r["curve"][-1]["val_loss"] == r["val_loss_after"]
+    # Evaluating between steps changes nothing the training sees.
+    plain = ft.finetune(tiny_llama(), train, val, "full", **kw)
+    assert plain["val_loss_after"] == r["val_loss_after"]
+    assert [p["step"] for p in plain["curve"]] == [0, 8]
+    with pytest.raises(ValueError, match="eval_every"):
+        ft.finetune(tiny_llama(), train, val, "full", eval_every=-1, **kw)
+
+
 def test_bad_requests() -> None:
     with pytest.raises(ValueError, match="mode must be"):
         ft.prepare_mode_(tiny_llama(), "qk-random")
@@ -120,3 +135,5 @@ def test_command_line_runs_each_mode_in_its_own_process(tmp_path) -> None:
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "orthoformer rotate" in bad.stderr
     bad = python_module("orthoformer.finetune", *args[:4], "--modes", "lora")
     assert bad.returncode == 2 and "'lora'" in bad.stderr
+    bad = python_module("orthoformer.finetune", *args[:4], "--eval-every", -1)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--eval-every" in bad.stderr
