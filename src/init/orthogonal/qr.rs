@@ -33,7 +33,7 @@ pub(super) fn haar_qr(m: usize, n: usize, rng: &mut Rng, sign_fix: bool) -> Vec<
     let par = Par::Seq;
     let factor_scratch = factor::qr_in_place_scratch::<f64>(m, n, bs, par, Default::default());
     let apply_scratch =
-        householder::apply_block_householder_sequence_on_the_left_in_place_scratch::<f64>(m, bs, n);
+        householder::apply_block_householder_on_the_left_in_place_scratch::<f64>(m, bs, n);
     let mut buf = MemBuffer::new(factor_scratch.or(apply_scratch));
     factor::qr_in_place(
         a.as_mut(),
