@@ -5,11 +5,13 @@
 # 3e-3 (`compare --lr-sweep`, chosen on the held-out tail of the training split, never on the
 # validation split it reports), 2 paired seeds; then (POSITION=rope) frozen orthogonal with
 # rotary positions on the same seeds. WIDTH=384 runs the width sweep's widest point instead
-# (width 384, context 64) at 3e-4 and 1e-3, the rates below and at the one it used. SMOKE=1 is the earlier smoke-sized run (150 steps of
-# batch 4, warm-up 15), from a session where the machine was shared by 5 agents.
+# (width 384, context 64) at 3e-4 and 1e-3: the rate it used and the one below. SMOKE=1 is
+# the earlier smoke-sized run (150 steps of batch 4, warm-up 15), from a session where the
+# machine was shared by 5 agents.
 #
 #   bash scripts/study_tuned.sh [BIN] [OUT]     # BIN: target/release/orthoformer, OUT: runs/tuned
-#   WIDTH=384 bash scripts/study_tuned.sh [BIN] [OUT]
+#   WIDTH=384 bash scripts/study_tuned.sh [BIN] [OUT]      # writes OUT/width384
+#   POSITION=rope bash scripts/study_tuned.sh [BIN] [OUT]  # writes OUT/rope-ctx256
 #
 # Safe to stop and start again, as scripts/study_compare.sh: each block runs in two chunks
 # (--stop-at half the steps, then --resume), under `nice -n 10`, on one rayon thread
