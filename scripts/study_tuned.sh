@@ -7,11 +7,15 @@
 # rotary positions on the same seeds. WIDTH=384 runs the width sweep's widest point instead
 # (width 384, context 64) at 3e-4 and 1e-3: the rate it used and the one below. SMOKE=1 is
 # the earlier smoke-sized run (150 steps of batch 4, warm-up 15), from a session where the
-# machine was shared by 5 agents.
+# machine was shared by 5 agents. Item 3's context blocks: CONTEXT=C runs width 128 at context
+# C (rates 1e-3 and 3e-3, as at 256); WIDTH=W CONTEXT=C runs width W at context C (rates 3e-4
+# and 1e-3, as at width 384). SEEDS=N sets the paired seeds of those two (default 2).
 #
 #   bash scripts/study_tuned.sh [BIN] [OUT]     # BIN: target/release/orthoformer, OUT: runs/tuned
 #   WIDTH=384 bash scripts/study_tuned.sh [BIN] [OUT]      # writes OUT/width384
 #   POSITION=rope bash scripts/study_tuned.sh [BIN] [OUT]  # writes OUT/rope-ctx256
+#   SEEDS=3 CONTEXT=128 bash scripts/study_tuned.sh [BIN] [OUT]        # writes OUT/ctx128
+#   WIDTH=256 CONTEXT=128 bash scripts/study_tuned.sh [BIN] [OUT]      # writes OUT/width256-ctx128
 #
 # Safe to stop and start again, as scripts/study_compare.sh: each block runs in two chunks
 # (--stop-at half the steps, then --resume), under `nice -n 10`, on one rayon thread
@@ -45,6 +49,19 @@ if [[ ${SMOKE:-} == 1 ]]; then
 else
     COMMON=(--recipe nanogpt-cpu --eval-every 100)
     HALF=1000
+fi
+if [[ -n ${CONTEXT:-} ]]; then
+    if [[ -n ${WIDTH:-} ]]; then
+        name=width$WIDTH-ctx$CONTEXT
+        COMMON+=(--lr-sweep 3e-4,1e-3 --width "$WIDTH")
+    else
+        name=ctx$CONTEXT
+        COMMON+=(--lr-sweep 1e-3,3e-3)
+    fi
+    COMMON+=(--seeds "${SEEDS:-2}" --context "$CONTEXT")
+    block "$name" --stop-at $HALF -- "${COMMON[@]}" --attention softmax,orthogonal
+    block "$name" -- unused
+    exit 0
 fi
 if [[ -n ${WIDTH:-} ]]; then
     COMMON+=(--lr-sweep 3e-4,1e-3 --seeds 2 --width "$WIDTH")

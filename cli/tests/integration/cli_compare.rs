@@ -414,6 +414,7 @@ fn bad_input_is_a_clear_error_and_leaves_nothing() {
         (vec!["--batch", "0"], "--batch"),
         (vec!["--seeds", "0"], "--seeds"),
         (vec!["--stop-at", "0"], "--stop-at"),
+        (vec!["--jobs", "0"], "--jobs must be at least 1"),
         (vec!["--model-seed", "3"], "--model-seed does not apply"),
         (vec!["--recipe", "bogus"], "unknown recipe"),
         (
@@ -510,4 +511,70 @@ fn lr_sweep_chooses_on_the_held_out_training_part_and_resumes() {
         &["compare", "--resume", "--out", "s", "--lr-sweep", "1e-3"],
     );
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// `--jobs`: runs training at once are the same bits as one at a time (final losses, curves,
+/// checkpoints), also when stopped and resumed with another number of jobs.
+#[test]
+fn runs_at_once_are_the_same_bits_as_one_at_a_time() {
+    let dir = temp_dir("jobs");
+    let one = compare(
+        &dir,
+        &["--out", "one", "--seeds", "2", "--jobs", "1", "--json"],
+    );
+    assert!(one.status.success(), "{}", stderr(&one));
+    let three = compare(&dir, &["--out", "three", "--seeds", "2", "--jobs", "3"]);
+    assert!(three.status.success(), "{}", stderr(&three));
+    assert!(
+        String::from_utf8_lossy(&three.stdout).contains("training 3 runs at once"),
+        "{}",
+        String::from_utf8_lossy(&three.stdout)
+    );
+    let part = compare(
+        &dir,
+        &[
+            "--out",
+            "part",
+            "--seeds",
+            "2",
+            "--jobs",
+            "2",
+            "--stop-at",
+            "3",
+        ],
+    );
+    assert!(part.status.success(), "{}", stderr(&part));
+    let rest = run(
+        &dir,
+        &[
+            "compare", "--resume", "--out", "part", "--jobs", "4", "--json",
+        ],
+    );
+    assert!(rest.status.success(), "{}", stderr(&rest));
+    let file = |folder: &str, run: &str, name: &str| {
+        std::fs::read(dir.join(folder).join(run).join(name)).unwrap()
+    };
+    for folder in ["three", "part"] {
+        for run in [
+            "seed-0/softmax",
+            "seed-0/orthogonal",
+            "seed-1/softmax",
+            "seed-1/orthogonal",
+        ] {
+            for name in ["model.safetensors", "optimizer.safetensors"] {
+                assert!(
+                    file("one", run, name) == file(folder, run, name),
+                    "{folder}/{run}/{name} differs from the one-at-a-time run's"
+                );
+            }
+        }
+        let finals = |f: &str| read_json(&dir.join(f).join("finals.json"));
+        let (a, b) = (finals("one"), finals(folder));
+        for (key, v) in a.as_object().unwrap() {
+            assert_eq!(v["val_loss"], b[key]["val_loss"], "{folder} {key}");
+        }
+    }
+    let summary: Value = serde_json::from_slice(&rest.stdout).unwrap();
+    let whole: Value = serde_json::from_slice(&one.stdout).unwrap();
+    assert_eq!(summary["verdicts"], whole["verdicts"]);
 }

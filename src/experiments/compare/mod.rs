@@ -19,6 +19,7 @@ pub mod options;
 pub mod plan;
 pub(crate) mod plot;
 pub(crate) mod report;
+mod runner;
 pub(crate) mod summary;
 pub(crate) mod sweep;
 
@@ -35,6 +36,8 @@ use crate::train::session::{FreshSpec, Prepared, Session};
 pub use crate::train::trainer::Limits;
 pub use options::CompareOptions;
 pub use plan::ComparePlan;
+use runner::Workers;
+pub use runner::{Jobs, ObserverFactory};
 pub use summary::{CompareSummary, FinalEval, SeedRun, VariantSummary};
 
 /// File of each finished run's whole-validation-split loss, keyed by `seed-<s>/<attention>`.
@@ -69,7 +72,8 @@ pub fn run_dir_of(out: &Path, id: plan::RunId) -> std::path::PathBuf {
 }
 
 /// Runs (or continues) the comparison `plan` in `out` on `prepared` (the plan's text,
-/// tokenized; `corpus` is that text, for runs that resume), then summarises it.
+/// tokenized; `corpus` is that text, for runs that resume), one run at a time on the caller's
+/// thread pool, then summarises it.
 pub fn run(
     plan: &ComparePlan,
     corpus: &Corpus,
@@ -78,9 +82,42 @@ pub fn run(
     limits: Limits,
     progress: &mut dyn Observer<Gpt>,
 ) -> Result<Outcome> {
+    run_with(plan, corpus, prepared, out, limits, Workers::Here(progress))
+}
+
+/// [`run`] with `jobs` runs training at once, each on its own pool of `jobs.threads` workers
+/// and shown by its own observer from `observers` (called once per worker). The runs are the
+/// same bits as [`run`]'s; only their times differ.
+pub fn run_at_once(
+    plan: &ComparePlan,
+    corpus: &Corpus,
+    prepared: &Prepared,
+    out: &Path,
+    limits: Limits,
+    jobs: Jobs,
+    observers: &ObserverFactory,
+) -> Result<Outcome> {
+    run_with(
+        plan,
+        corpus,
+        prepared,
+        out,
+        limits,
+        Workers::AtOnce(jobs, observers),
+    )
+}
+
+fn run_with(
+    plan: &ComparePlan,
+    corpus: &Corpus,
+    prepared: &Prepared,
+    out: &Path,
+    limits: Limits,
+    workers: Workers<'_>,
+) -> Result<Outcome> {
     limits.validate()?;
     plan.check_data(prepared)?;
-    let mut finals = read_finals(out, plan)?;
+    let finals = read_finals(out, plan)?;
     // A sweep trains on the training split less its held-out tail, and scores that tail.
     let swept = if plan.lrs.is_empty() {
         None
@@ -89,33 +126,8 @@ pub fn run(
     };
     let data = swept.as_ref().map_or(prepared, |(p, _)| p);
     let held = swept.as_ref().map(|(_, h)| h.as_slice());
-    let runs = plan.runs();
-    let total = runs.len();
-    for (i, &id) in runs.iter().enumerate() {
-        let key = plan::run_key_of(id);
-        let dir = run_dir_of(out, id);
-        let mut session = open_run(plan, id, corpus, data, &dir)?;
-        let end = limits
-            .stop_at
-            .map_or(plan.options.steps, |s| s.min(plan.options.steps));
-        if session.state.step < end {
-            let lr = id.lr.map(|l| format!(" lr {l}")).unwrap_or_default();
-            let label = format!(
-                "{}{lr} seed {} ({}/{total})",
-                id.attention.name(),
-                id.seed,
-                i + 1
-            );
-            progress.start(&label, plan.options.steps, session.state.step);
-            session
-                .run(limits.stop, limits.stop_at, progress)
-                .map_err(|e| interrupted_hint(e, out))?;
-        }
-        if session.state.step == plan.options.steps && !finals.contains_key(&key) {
-            finals.insert(key, final_eval(&mut session, held)?);
-            write_finals(out, &finals)?;
-        }
-    }
+    let total = plan.runs().len();
+    let finals = runner::train_runs(plan, corpus, data, held, out, limits, finals, workers)?;
     let finished = finals.len();
     if finished < total {
         return Ok(Outcome::Stopped { finished, total });
