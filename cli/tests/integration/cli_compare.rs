@@ -578,3 +578,82 @@ fn runs_at_once_are_the_same_bits_as_one_at_a_time() {
     let whole: Value = serde_json::from_slice(&one.stdout).unwrap();
     assert_eq!(summary["verdicts"], whole["verdicts"]);
 }
+
+/// Ctrl-C while two runs train at once: both checkpoint, the error says how to continue, and
+/// the comparison resumes from there.
+#[test]
+fn ctrl_c_stops_every_run_training_at_once_with_a_checkpoint() {
+    let dir = temp_dir("jobs-ctrlc");
+    let mut args = vec![
+        "compare",
+        "--preset",
+        "tiny",
+        "--context",
+        "32",
+        "--batch",
+        "4",
+        "--eval-iters",
+        "1",
+    ];
+    args.extend_from_slice(&[
+        "--steps",
+        "1000000",
+        "--eval-every",
+        "5",
+        "--seeds",
+        "1",
+        "--jobs",
+        "2",
+        "--out",
+        "cmp",
+    ]);
+    let child = std::process::Command::new(common::BIN)
+        .args(&args)
+        .current_dir(&*dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let states =
+        ["softmax", "orthogonal"].map(|a| dir.join("cmp/seed-0").join(a).join("state.json"));
+    let t0 = std::time::Instant::now();
+    while !states.iter().all(|s| s.exists()) && t0.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        states.iter().all(|s| s.exists()),
+        "no checkpoints within a minute"
+    );
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("interrupted at step") && err.contains("compare --resume --out"),
+        "{err}"
+    );
+    let step = |s: &PathBuf| read_json(s)["step"].as_u64().unwrap();
+    let last = states.iter().map(step).max().unwrap();
+    let stop = (last + 2).to_string();
+    let again = run(
+        &dir,
+        &[
+            "compare",
+            "--resume",
+            "--out",
+            "cmp",
+            "--stop-at",
+            &stop,
+            "--jobs",
+            "2",
+        ],
+    );
+    assert!(again.status.success(), "{}", stderr(&again));
+    for s in &states {
+        assert_eq!(step(s), last + 2, "{}", s.display());
+    }
+}
