@@ -67,3 +67,30 @@ pub fn run(dir: &Path, args: &[&str]) -> Output {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Starts the binary with `args` in `dir`, waits (a minute at most) until every path in
+/// `ready` exists, sends it SIGINT as Ctrl-C does, and returns its output. Panics if a path
+/// never appears.
+pub fn interrupt_when_ready(dir: &Path, args: &[&str], ready: &[PathBuf]) -> Output {
+    let child = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the orthoformer binary");
+    let t0 = std::time::Instant::now();
+    while !ready.iter().all(|p| p.exists()) && t0.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        ready.iter().all(|p| p.exists()),
+        "not all of {ready:?} within a minute"
+    );
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(kill.success());
+    child.wait_with_output().expect("wait for the binary")
+}

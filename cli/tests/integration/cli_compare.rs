@@ -584,7 +584,7 @@ fn runs_at_once_are_the_same_bits_as_one_at_a_time() {
 #[test]
 fn ctrl_c_stops_every_run_training_at_once_with_a_checkpoint() {
     let dir = temp_dir("jobs-ctrlc");
-    let mut args = vec![
+    let args = [
         "compare",
         "--preset",
         "tiny",
@@ -594,8 +594,6 @@ fn ctrl_c_stops_every_run_training_at_once_with_a_checkpoint() {
         "4",
         "--eval-iters",
         "1",
-    ];
-    args.extend_from_slice(&[
         "--steps",
         "1000000",
         "--eval-every",
@@ -606,30 +604,10 @@ fn ctrl_c_stops_every_run_training_at_once_with_a_checkpoint() {
         "2",
         "--out",
         "cmp",
-    ]);
-    let child = std::process::Command::new(common::BIN)
-        .args(&args)
-        .current_dir(&*dir)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    ];
     let states =
         ["softmax", "orthogonal"].map(|a| dir.join("cmp/seed-0").join(a).join("state.json"));
-    let t0 = std::time::Instant::now();
-    while !states.iter().all(|s| s.exists()) && t0.elapsed().as_secs() < 60 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(
-        states.iter().all(|s| s.exists()),
-        "no checkpoints within a minute"
-    );
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let o = child.wait_with_output().unwrap();
+    let o = common::interrupt_when_ready(&dir, &args, &states);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(

@@ -4,10 +4,10 @@
 //! input is one clear error line with exit status 2 and no output left behind.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::common;
-use common::{BIN, Scratch, run, stderr};
+use common::{Scratch, run, stderr};
 
 fn temp_dir(name: &str) -> Scratch {
     Scratch::new("cli-train", name)
@@ -140,25 +140,8 @@ fn stopped_and_resumed_equals_uninterrupted() {
 fn ctrl_c_writes_a_checkpoint_that_resumes() {
     let dir = temp_dir("ctrlc");
     let args = tiny_args("run", &["--steps", "100000", "--eval-every", "5"]);
-    let child = Command::new(BIN)
-        .args(&args)
-        .current_dir(&dir)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     let state = dir.join("run/state.json");
-    let t0 = std::time::Instant::now();
-    while !state.exists() && t0.elapsed().as_secs() < 60 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(state.exists(), "no checkpoint within a minute");
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let o = child.wait_with_output().unwrap();
+    let o = common::interrupt_when_ready(&dir, &args, std::slice::from_ref(&state));
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
