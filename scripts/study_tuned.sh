@@ -9,13 +9,17 @@
 # the earlier smoke-sized run (150 steps of batch 4, warm-up 15), from a session where the
 # machine was shared by 5 agents. Item 3's context blocks: CONTEXT=C runs width 128 at context
 # C (rates 1e-3 and 3e-3, as at 256); WIDTH=W CONTEXT=C runs width W at context C (rates 3e-4
-# and 1e-3, as at width 384). SEEDS=N sets the paired seeds of those two (default 2).
+# and 1e-3, as at width 384). SEEDS=N sets the paired seeds of those two (default 2), and
+# FIRST_SEED=S starts them at seed S (the folder gets `-seedS`: one more seed of a block).
+# POSITION=rope ATTENTION=softmax runs softmax with rotary positions at context 256.
 #
 #   bash scripts/study_tuned.sh [BIN] [OUT]     # BIN: target/release/orthoformer, OUT: runs/tuned
 #   WIDTH=384 bash scripts/study_tuned.sh [BIN] [OUT]      # writes OUT/width384
 #   POSITION=rope bash scripts/study_tuned.sh [BIN] [OUT]  # writes OUT/rope-ctx256
 #   SEEDS=3 CONTEXT=128 bash scripts/study_tuned.sh [BIN] [OUT]        # writes OUT/ctx128
 #   WIDTH=256 CONTEXT=128 bash scripts/study_tuned.sh [BIN] [OUT]      # writes OUT/width256-ctx128
+#   CONTEXT=256 FIRST_SEED=2 SEEDS=1 bash scripts/study_tuned.sh [BIN] [OUT]   # OUT/ctx256-seed2
+#   POSITION=rope ATTENTION=softmax bash scripts/study_tuned.sh [BIN] [OUT]  # OUT/rope-softmax-ctx256
 #
 # Safe to stop and start again, as scripts/study_compare.sh: each block runs in two chunks
 # (--stop-at half the steps, then --resume), under `nice -n 10`, on one rayon thread
@@ -59,6 +63,10 @@ if [[ -n ${CONTEXT:-} ]]; then
         COMMON+=(--lr-sweep 1e-3,3e-3)
     fi
     COMMON+=(--seeds "${SEEDS:-2}" --context "$CONTEXT")
+    if [[ -n ${FIRST_SEED:-} ]]; then
+        name=$name-seed$FIRST_SEED
+        COMMON+=(--seed "$FIRST_SEED")
+    fi
     block "$name" --stop-at $HALF -- "${COMMON[@]}" --attention softmax,orthogonal
     block "$name" -- unused
     exit 0
@@ -73,7 +81,10 @@ COMMON+=(--lr-sweep 1e-3,3e-3 --seeds 2 --context 256)
 if [[ ${POSITION:-} != rope ]]; then
     block ctx256 --stop-at $HALF -- "${COMMON[@]}" --attention softmax,orthogonal
     block ctx256 -- unused
-else
+elif [[ ${ATTENTION:-orthogonal} == orthogonal ]]; then
     block rope-ctx256 --stop-at $HALF -- "${COMMON[@]}" --position rope --attention orthogonal
     block rope-ctx256 -- unused
+else
+    block rope-$ATTENTION-ctx256 --stop-at $HALF -- "${COMMON[@]}" --position rope --attention "$ATTENTION"
+    block rope-$ATTENTION-ctx256 -- unused
 fi

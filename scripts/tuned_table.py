@@ -2,7 +2,11 @@
 softmax vs frozen orthogonal Q/K, each at its own best rate, paired over the seeds.
 
 Usage:
-  python3 scripts/tuned_table.py 64=runs/tuned/ctx64 128=runs/tuned/ctx128 256=runs/tuned/ctx256
+  python3 scripts/tuned_table.py 64=runs/tuned/ctx64 128=runs/tuned/ctx128 \
+      256=runs/tuned/ctx256,runs/tuned/ctx256-seed2 rope256=runs/tuned/rope-softmax-ctx256,runs/tuned/rope-ctx256
+
+A label's folders (comma-separated) are merged: more seeds of one sweep, or one variant's
+sweep with the other's on the same seeds, rates and design.
 
 Reads each folder's `finals.json`, so a sweep still running is tabled on the seeds whose every
 run has finished (the rate is then chosen on those seeds only). For each folder: every rate's
@@ -15,6 +19,7 @@ softmax needs to reach orthogonal's last evaluation (what freezing Q/K costs), p
 """
 import itertools
 import json
+import math
 import os
 import statistics as st
 import sys
@@ -34,7 +39,8 @@ def interval(xs, unit="%", digits=2, sign="+"):
 
 
 def curve(folder, key):
-    """[(step, eval val loss, training seconds)] of one run, from its metrics.jsonl."""
+    """[(step, eval val loss, training seconds)] of the run `key` in `folder`, from its
+    metrics.jsonl."""
     out, seconds, prev = [], 0.0, 0
     with open(os.path.join(folder, key, "metrics.jsonl")) as f:
         records = [json.loads(line) for line in f]
@@ -57,8 +63,11 @@ def reach(points, target):
 
 
 def table(label, folder):
-    with open(os.path.join(folder, "finals.json")) as f:
-        finals = json.load(f)
+    finals, where = {}, {}
+    for part in folder.split(","):
+        with open(os.path.join(part, "finals.json")) as f:
+            for key, value in json.load(f).items():
+                finals[key], where[key] = value, part
     lrs = sorted({k.split("/")[1] for k in finals}, key=lambda s: float(s[3:]))
     seeds = sorted({k.split("/")[0] for k in finals}, key=lambda s: int(s[5:]))
     whole = [s for s in seeds if all(f"{s}/{lr}/{v}" in finals for lr in lrs for v in VARIANTS)]
@@ -92,11 +101,15 @@ def table(label, folder):
         print(f"- both at {lr[3:]}: {gap(lr, lr)}")
     steps, secs = [], []
     for s in whole:
-        sm = curve(folder, f"{s}/{best['softmax']}/softmax")
-        og = curve(folder, f"{s}/{best['orthogonal']}/orthogonal")
+        ks, ko = f"{s}/{best['softmax']}/softmax", f"{s}/{best['orthogonal']}/orthogonal"
+        sm, og = curve(where[ks], ks), curve(where[ko], ko)
         hit = reach(sm, og[-1][1])
         steps.append(hit[0] if hit else float("nan"))
         secs.append(hit[1] if hit else float("nan"))
+    if any(math.isnan(x) for x in steps):  # softmax never reaches it in some seed
+        print(f"- softmax's steps to orthogonal's last evaluation (tuned, per seed): "
+              f"{' / '.join('never' if math.isnan(x) else f'{x:.0f}' for x in steps)}\n")
+        return
     print(f"- softmax's steps to orthogonal's last evaluation (tuned, per seed): "
           f"{interval(steps, '', 0, '')} ({' / '.join(f'{x:.0f}' for x in steps)}); "
           f"training seconds {interval(secs, ' s', 0, '')} ({' / '.join(f'{x:.0f}' for x in secs)})\n")
