@@ -5,6 +5,10 @@ Usage:
   python3 scripts/tuned_table.py 64=runs/tuned/ctx64 128=runs/tuned/ctx128 \
       256=runs/tuned/ctx256,runs/tuned/ctx256-seed2 rope256=runs/tuned/rope-softmax-ctx256,runs/tuned/rope-ctx256
 
+`ms:LABEL=S/O` gives quiet milliseconds per step of softmax and orthogonal for LABEL's
+context (measured apart, e.g. `compare --steps 150 --jobs 1`), to turn steps into seconds
+where the runs' own times were taken on a shared machine.
+
 A label's folders (comma-separated) are merged: more seeds of one sweep, or one variant's
 sweep with the other's on the same seeds, rates and design.
 
@@ -112,9 +116,23 @@ def table(label, folder):
         return
     print(f"- softmax's steps to orthogonal's last evaluation (tuned, per seed): "
           f"{interval(steps, '', 0, '')} ({' / '.join(f'{x:.0f}' for x in steps)}); "
-          f"training seconds {interval(secs, ' s', 0, '')} ({' / '.join(f'{x:.0f}' for x in secs)})\n")
+          f"training seconds as run {interval(secs, ' s', 0, '')} "
+          f"({' / '.join(f'{x:.0f}' for x in secs)})")
+    if label in QUIET:
+        ms_s, ms_o = QUIET[label]
+        total = max(r[0] for r in curve(where[ko], ko))
+        print(f"- at the quiet step times ({ms_s:g} / {ms_o:g} ms, softmax / orthogonal): softmax "
+              f"reaches it in {interval([x * ms_s / 1e3 for x in steps], ' s', 0, '')}, "
+              f"orthogonal's whole run takes {total * ms_o / 1e3:.0f} s")
+    print()
 
 
+QUIET = {}
 for arg in sys.argv[1:]:
-    label, folder = arg.split("=", 1)
-    table(label, folder)
+    if arg.startswith("ms:"):
+        label, pair = arg[3:].split("=", 1)
+        QUIET[label] = tuple(float(x) for x in pair.split("/"))
+for arg in sys.argv[1:]:
+    if not arg.startswith("ms:"):
+        label, folder = arg.split("=", 1)
+        table(label, folder)
