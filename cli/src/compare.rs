@@ -88,16 +88,37 @@ struct Bars {
     run: Option<BarProgress>,
 }
 
+impl Bars {
+    /// Ends the bar of the run before: kept on screen when runs go one at a time, cleared
+    /// when several share it (their evaluation lines, which name them, stay).
+    fn finish(&mut self) {
+        if let Some(old) = self.run.take() {
+            if self.multi.is_some() {
+                old.bar.finish_and_clear();
+            } else {
+                old.bar.finish();
+            }
+        }
+    }
+}
+
+impl Drop for Bars {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 impl Observer<Gpt> for Bars {
     fn start(&mut self, label: &str, steps: usize, done: usize) {
-        if let Some(old) = self.run.take() {
-            old.bar.finish();
-        }
-        let mut bar = super::common::progress_bar(steps as u64, label, self.quiet);
-        if let Some(multi) = &self.multi {
-            bar = multi.add(bar);
-        }
-        self.run = Some(BarProgress::new(bar, self.tokens_per_step, done));
+        self.finish();
+        let bar = super::common::progress_bar(steps as u64, label, self.quiet);
+        let run = match &self.multi {
+            Some(multi) => {
+                BarProgress::new(multi.add(bar), self.tokens_per_step, done).with_label(label)
+            }
+            None => BarProgress::new(bar, self.tokens_per_step, done),
+        };
+        self.run = Some(run);
     }
     fn step(&mut self, step: usize, loss: f32, lr: f64) {
         if let Some(r) = &mut self.run {
@@ -155,9 +176,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
             run: None,
         };
         let outcome = compare::run(&plan, &corpus, &prepared, &out, limits, &mut bars);
-        if let Some(r) = bars.run.take() {
-            r.bar.finish();
-        }
+        drop(bars);
         outcome
     } else {
         if !args.json {

@@ -36,6 +36,7 @@ pub struct BarProgress {
     tokens_per_step: f64,
     started: std::time::Instant,
     first_step: Option<usize>,
+    label: Option<String>,
 }
 
 impl BarProgress {
@@ -47,7 +48,14 @@ impl BarProgress {
             tokens_per_step: tokens_per_step as f64,
             started: std::time::Instant::now(),
             first_step: None,
+            label: None,
         }
+    }
+
+    /// Names the run in its evaluation lines (runs that train at once share the screen).
+    pub fn with_label(mut self, label: &str) -> Self {
+        self.label = Some(label.to_string());
+        self
     }
 }
 
@@ -63,8 +71,13 @@ impl Observer<Gpt> for BarProgress {
 
     fn eval(&mut self, _model: &Gpt, state: &RunState) -> orthoformer::Result<()> {
         if let Some(r) = state.metrics.last() {
+            let who = self
+                .label
+                .as_deref()
+                .map(|l| format!("{l}: "))
+                .unwrap_or_default();
             self.bar.println(format!(
-                "step {:>6}  train {:.4}  val {:.4}",
+                "{who}step {:>6}  train {:.4}  val {:.4}",
                 r.step, r.train_loss, r.val_loss
             ));
         }
