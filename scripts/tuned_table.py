@@ -103,13 +103,16 @@ def table(label, folder):
           f"orthogonal vs softmax {gap(best['orthogonal'], best['softmax'])}")
     for lr in lrs:
         print(f"- both at {lr[3:]}: {gap(lr, lr)}")
-    steps, secs = [], []
+    steps, secs, back = [], [], []
     for s in whole:
         ks, ko = f"{s}/{best['softmax']}/softmax", f"{s}/{best['orthogonal']}/orthogonal"
         sm, og = curve(where[ks], ks), curve(where[ko], ko)
         hit = reach(sm, og[-1][1])
         steps.append(hit[0] if hit else float("nan"))
         secs.append(hit[1] if hit else float("nan"))
+        hit = reach(og, sm[-1][1])
+        back.append(f"{hit[0]:.0f}" if hit else "never")
+    print(f"- orthogonal's steps to softmax's last evaluation (tuned, per seed): {' / '.join(back)}")
     if any(math.isnan(x) for x in steps):  # softmax never reaches it in some seed
         print(f"- softmax's steps to orthogonal's last evaluation (tuned, per seed): "
               f"{' / '.join('never' if math.isnan(x) else f'{x:.0f}' for x in steps)}\n")
