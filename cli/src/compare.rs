@@ -159,7 +159,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     }
     let workers = orthoformer::nn::threads::current_threads();
     let jobs = match args.jobs {
-        Some(n) => Jobs::new(n, workers)?,
+        Some(n) => Jobs::new(n.min(plan.runs().len()).max(1), workers)?,
         None => Jobs::for_plan(&plan, workers),
     };
     let tokens_per_step = plan.options.batch * plan.model.context;
