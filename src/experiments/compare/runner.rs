@@ -26,18 +26,11 @@ use crate::train::session::Prepared;
 pub struct Jobs {
     /// Runs training at the same time (at least 1).
     pub jobs: usize,
-    /// Worker threads of each run's own pool (at least 1). Ignored with one job, which runs on
-    /// the caller's pool.
+    /// Worker threads of each run's own pool (at least 1).
     pub threads: usize,
 }
 
 impl Jobs {
-    /// One run at a time, on the caller's pool (the order and timing of earlier versions).
-    pub const ONE: Jobs = Jobs {
-        jobs: 1,
-        threads: 1,
-    };
-
     /// `jobs` runs at once sharing `workers` threads (`workers / jobs` each, at least 1);
     /// `jobs` must be at least 1.
     pub fn new(jobs: usize, workers: usize) -> Result<Jobs> {
@@ -67,9 +60,7 @@ impl Jobs {
             threads: (workers / jobs).max(1),
         }
     }
-}
 
-impl Jobs {
     /// [`Jobs::auto`] for `plan` on `workers` threads, with one run's training bytes from the
     /// model's accounting (weights, gradients, AdamW moments, activations) and the bytes the
     /// machine has available now.
@@ -148,13 +139,13 @@ pub(super) fn train_runs(
         .unwrap_or_else(|p| p.into_inner()))
 }
 
-/// `jobs.jobs` workers (no more than there are runs), each on a pool of its own.
+/// `jobs.jobs` workers (at least one, no more than there are runs), each on a pool of its own.
 fn at_once(
     shared: &Shared<'_>,
     jobs: Jobs,
     observers: &ObserverFactory,
 ) -> Result<Vec<Result<()>>> {
-    let pools = (0..jobs.jobs.min(shared.runs.len()))
+    let pools = (0..jobs.jobs.min(shared.runs.len()).max(1))
         .map(|_| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(jobs.threads.max(1))
