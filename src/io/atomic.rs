@@ -53,6 +53,52 @@ pub fn write_atomic_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic(path, |w| w.write_all(bytes).map_err(|e| Error::io(path, e)))
 }
 
+/// Removes the temporary copies of `dir/name` (`.NAME.PID.tmp`) left by writers that died
+/// mid-write (killed, power lost). A copy whose process is still alive is kept: it may be
+/// about to rename it into place.
+pub(crate) fn remove_stale_temporaries(dir: &Path, name: &str) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{name}.");
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(pid) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix))
+            .and_then(|r| r.strip_suffix(".tmp"))
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !process_alive(pid) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether a process with id `pid` exists (Unix: signal 0; elsewhere only this process is
+/// known to be alive).
+fn process_alive(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return false;
+        };
+        // SAFETY: kill with signal 0 only checks that the process exists; nothing is sent.
+        let r = unsafe { libc::kill(pid, 0) };
+        r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+    #[cfg(not(unix))]
+    {
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,6 +116,40 @@ mod tests {
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
         write_atomic_bytes(&target, b"ok").unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"ok");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stale_temporaries_go_live_ones_stay() {
+        let dir = std::env::temp_dir().join(format!("of-atomic-stale-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        // A reaped child's id is free (until reused, which this instant makes unlikely).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let mine = std::process::id();
+        for n in [
+            format!(".m.{dead}.tmp"),
+            format!(".m.{mine}.tmp"),
+            ".m.x.tmp".into(),
+            ".n.1.tmp".into(),
+        ] {
+            fs::write(dir.join(n), b"").unwrap();
+        }
+        remove_stale_temporaries(&dir, "m");
+        let mut left: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                format!(".m.{mine}.tmp"),
+                ".m.x.tmp".into(),
+                ".n.1.tmp".to_string()
+            ]
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -240,3 +240,21 @@ fn folders_of_the_previous_version_load_and_lose_their_stray_temporaries() {
     assert_eq!((loaded.run.step, loaded.state_file.version), (5, 2));
     assert!(d.join("SHA256SUMS").is_file());
 }
+
+/// A kill while `train` claims its folder leaves the marker's temporary copy
+/// (`..orthoformer.PID.tmp`) before any checkpoint exists; the next open removes it, and keeps
+/// the copy of a claimer that is still alive.
+#[test]
+fn a_claim_killed_midway_leaves_no_temporary_after_the_next_open() {
+    let d = Bench::new("claim", 1).root.join("run");
+    std::fs::create_dir_all(&d).unwrap();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let live = std::process::id();
+    for pid in [dead, live] {
+        std::fs::write(d.join(format!("..orthoformer.{pid}.tmp")), b"orthof").unwrap();
+    }
+    assert!(!checkpoint::exists(&d).unwrap());
+    assert_eq!(crash::entries(&d), [format!("..orthoformer.{live}.tmp")]);
+}

@@ -243,6 +243,9 @@ pub(crate) fn recover_locked(dir: &Path) -> Result<Recovery> {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+    // The folder marker's copy from a `claim` killed midway (`..orthoformer.PID.tmp`); the
+    // marker is written outside the lock, so a live claimer's copy stays.
+    crate::io::atomic::remove_stale_temporaries(dir, crate::io::folder_kind::MARKER);
     Ok(r)
 }
 
