@@ -127,7 +127,14 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return parse_error::report(&e),
     };
-    let result = run(cli).and_then(|outcome| {
+    // `bench --threads N` sizes the pool the whole command runs on; a count this machine
+    // cannot run is left to the command to refuse with its one line.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = match &cli.command {
+        Command::Bench(a) => a.threads.filter(|n| (1..=cores).contains(n)),
+        _ => None,
+    };
+    let result = orthoformer::nn::threads::run_in_pool(threads, || run(cli)).and_then(|outcome| {
         // The last, unterminated line's failure is seen only here.
         output::flush()?;
         Ok(outcome)
