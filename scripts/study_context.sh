@@ -45,3 +45,6 @@ block temp-ctx128 --recipe nanogpt-cpu --attention orthogonal --temperature lear
 # Context 512 as one block per seed, so two processes can share a 2-core machine.
 block ctx512 "${C[@]}" --context 512 --seed 0 --seeds 1
 block ctx512-seed1 "${C[@]}" --context 512 --seed 1 --seeds 1
+# Third seeds of the two-seed blocks: BLOCKS="rope-ctx128-seed2 ctx512-seed2".
+block rope-ctx128-seed2 "${C[@]}" --position rope --context 128 --seed 2 --seeds 1
+block ctx512-seed2 "${C[@]}" --context 512 --seed 2 --seeds 1

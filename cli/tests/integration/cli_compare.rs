@@ -219,8 +219,20 @@ fn a_stopped_comparison_resumes_where_it_stopped() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     std::fs::remove_file(dir.join("part/finals.json")).unwrap();
+    // Killed while writing the record or the plan: their copies (of a process that is gone)
+    // go on the next resume.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let strays = [".finals.json", ".plan.json"].map(|f| format!("{f}.{dead}.tmp"));
+    for s in &strays {
+        std::fs::write(dir.join("part").join(s), b"{").unwrap();
+    }
     let o = run(&dir, &["compare", "--resume", "--out", "part", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    for s in &strays {
+        assert!(!dir.join("part").join(s).exists(), "{s} was left");
+    }
     let (a, b): (Value, Value) = (
         serde_json::from_slice(&whole.stdout).unwrap(),
         serde_json::from_slice(&o.stdout).unwrap(),

@@ -237,6 +237,10 @@ fn final_eval(session: &mut Session, held: Option<&[u32]>) -> Result<FinalEval> 
 /// name, or a loss, count or time that is not a finite positive number, is refused (delete
 /// the file to have the finished runs evaluated again).
 fn read_finals(out: &Path, plan: &ComparePlan) -> Result<BTreeMap<String, FinalEval>> {
+    // Copies of the plan or the finals whose writer was killed midway.
+    for file in [plan::PLAN_FILE, FINALS_FILE] {
+        crate::io::atomic::remove_stale_temporaries(out, file);
+    }
     let finals = read_finals_file(out)?;
     let keys: Vec<String> = plan.runs().into_iter().map(plan::run_key_of).collect();
     for (key, f) in &finals {
