@@ -60,6 +60,18 @@ impl<T, E: Into<orthoformer::Error>> OrPy<T> for Result<T, E> {
     }
 }
 
+/// Runs `f` with the GIL released on a worker of the engine's thread pool, a panic turned
+/// into a `RuntimeError` ([`guard`]). On a worker each parallel loop of the call runs where it
+/// is called, instead of being handed over from the Python thread and waited for (a tenth of
+/// a small model's training step on one thread; `orthoformer::nn::threads::run_in_pool`).
+/// `f` must not call back into Python.
+pub(crate) fn compute<T: Send>(
+    py: pyo3::Python<'_>,
+    f: impl FnOnce() -> pyo3::PyResult<T> + Send,
+) -> pyo3::PyResult<T> {
+    py.detach(|| orthoformer::nn::threads::run_in_pool(None, || guard(f)))
+}
+
 /// Runs `f`, turning a panic into a `RuntimeError` that says it is a bug.
 pub(crate) fn guard<T>(f: impl FnOnce() -> pyo3::PyResult<T>) -> pyo3::PyResult<T> {
     match catch_unwind(AssertUnwindSafe(f)) {

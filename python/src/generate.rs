@@ -12,7 +12,7 @@ use orthoformer::infer::generate_job::{self, GenerateJob};
 use orthoformer::model::llama::KvDtype;
 use orthoformer::train::checkpoint::load_text_model;
 
-use crate::error::{OrPy, guard, keyword, value};
+use crate::error::{OrPy, compute, keyword, value};
 
 /// Continues `prompt` with the model of `checkpoint` (a training run's folder) or `model` (a
 /// `.gguf` file or Hugging Face folder), exactly one of them. Settings left `None` take the
@@ -56,18 +56,16 @@ fn generate_text(
             None => d.dot,
         },
     };
-    let report = py.detach(|| {
-        guard(|| match (checkpoint, model) {
-            (None, Some(path)) => {
-                let open = || Ok(TextModel::pretrained(&path, job.kv_cache)?.with_dot(job.dot));
-                generate_job::run(&job, open, None).or_py()
-            }
-            (Some(dir), None) => generate_job::run(&job, || load_text_model(&dir), None).or_py(),
-            _ => Err(value(
-                "pass `checkpoint` (a training run's folder) or `model` (a .gguf file or a \
+    let report = compute(py, || match (checkpoint, model) {
+        (None, Some(path)) => {
+            let open = || Ok(TextModel::pretrained(&path, job.kv_cache)?.with_dot(job.dot));
+            generate_job::run(&job, open, None).or_py()
+        }
+        (Some(dir), None) => generate_job::run(&job, || load_text_model(&dir), None).or_py(),
+        _ => Err(value(
+            "pass `checkpoint` (a training run's folder) or `model` (a .gguf file or a \
                  Hugging Face folder), one of them",
-            )),
-        })
+        )),
     })?;
     serde_json::to_string(&report).map_err(|e| value(e.to_string()))
 }

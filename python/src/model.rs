@@ -13,7 +13,7 @@ use orthoformer::model::{AttentionKind, FrozenStore, Gpt, GptConfig};
 use orthoformer::nn::hadamard::{Factor, dense_factor, factors};
 
 use crate::convert::{batch_len, checked_numel, f32_in, f32_out, f64_out, u32_in};
-use crate::error::{OrPy, guard, value};
+use crate::error::{OrPy, compute, guard, value};
 
 /// Parses a `GptConfig` from JSON (every field required, unknown fields rejected) and
 /// validates it.
@@ -279,8 +279,7 @@ impl PyGpt {
         let ids = u32_in(tokens, "tokens", Some(batch_len(b, t)?))?;
         check_activations(&self.inner, b, t)?;
         let inner = &mut self.inner;
-        let logits =
-            py.detach(|| guard(|| inner.logits(&ids, b, t).map(<[f32]>::to_vec).or_py()))?;
+        let logits = compute(py, || inner.logits(&ids, b, t).map(<[f32]>::to_vec).or_py())?;
         f32_out(py, &logits)
     }
 
@@ -300,7 +299,7 @@ impl PyGpt {
         );
         check_activations(&self.inner, b, t)?;
         let inner = &mut self.inner;
-        py.detach(|| guard(|| inner.loss(&x, &y, b, t).or_py()))
+        compute(py, || inner.loss(&x, &y, b, t).or_py())
     }
 
     /// Forward + backward of the mean cross-entropy; gradients are added to the buffer.
@@ -321,7 +320,9 @@ impl PyGpt {
         );
         check_activations(&self.inner, b, t)?;
         let inner = &mut self.inner;
-        py.detach(|| guard(|| inner.forward_backward(&x, &y, b, t, dropout_seed).or_py()))
+        compute(py, || {
+            inner.forward_backward(&x, &y, b, t, dropout_seed).or_py()
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use orthoformer::rotate::options::{RotateOptions, gguf_type_named};
 use orthoformer::rotate::{RotateJob, RotationKind};
 
-use crate::error::{OrPy, guard};
+use crate::error::{OrPy, compute};
 
 /// Rotates `model` into every path of `outs` (a path ending in `.gguf` is a GGUF file of
 /// `gguf_type` `f32`/`f16`, anything else a Hugging Face folder). `rotation` is `hadamard` or
@@ -49,7 +49,9 @@ fn rotate_model(
             tolerance: tolerance.unwrap_or(d.tolerance),
         },
     };
-    let report = py.detach(|| guard(|| orthoformer::rotate::run(&job, &mut |_, _| {}).or_py()))?;
+    let report = compute(py, || {
+        orthoformer::rotate::run(&job, &mut |_, _| {}).or_py()
+    })?;
     serde_json::to_string(&report).map_err(|e| crate::error::value(e.to_string()))
 }
 
