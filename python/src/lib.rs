@@ -7,7 +7,7 @@
 //!   `numpy.frombuffer` views without a copy); the Python side gives them shape and dtype.
 //! - Structured values (configs, reports, checkpoint state) cross as JSON text, in the
 //!   library's own serde form, so they follow the library's format as it changes.
-//! - Library errors become Python exceptions ([`error`]); a panic never crosses the boundary.
+//! - Library errors become Python exceptions (`error.rs`); a panic never crosses the boundary.
 
 mod accounting;
 mod checkpoint;
