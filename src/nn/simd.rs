@@ -104,14 +104,18 @@ pub fn available() -> Vec<Isa> {
     Isa::ALL.into_iter().filter(|&l| l <= detected()).collect()
 }
 
-/// Whether the CPU has the AVX-512 subsets the `v4` kernels use (cached by std).
+/// Whether the CPU has the AVX-512 subsets the `v4` kernels use. Asked once per kernel call
+/// (a decode step makes thousands), so the seven feature tests are combined once.
 #[cfg(target_arch = "x86_64")]
 pub fn has_avx512() -> bool {
-    std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("avx512dq")
-        && std::arch::is_x86_feature_detected!("avx512vl")
-        && has_avx2_fma()
+    static HAS: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && has_avx2_fma()
+    });
+    *HAS
 }
 
 /// Whether the CPU has AVX-512 VNNI (integer dot products) on top of [`has_avx512`].
