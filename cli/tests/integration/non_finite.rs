@@ -80,6 +80,19 @@ fn thread_counts_beyond_the_cores_are_refused() {
         );
         refused(&o, &format!("--threads {n}"));
     }
+    // The same through the environment, for every command: refused before any worker starts.
+    for args in [
+        &["params"][..],
+        &["bench", "--no-torch", "--steps", "1"][..],
+    ] {
+        let o = common::bin()
+            .args(args)
+            .current_dir(&*dir)
+            .env("RAYON_NUM_THREADS", "100000")
+            .output()
+            .unwrap();
+        refused(&o, "RAYON_NUM_THREADS=100000");
+    }
 }
 
 /// The tiny byte-level model with its final norm set to NaN: every logit is NaN.
