@@ -127,13 +127,13 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return parse_error::report(&e),
     };
-    // `bench --threads N` sizes the pool the whole command runs on; a count this machine
-    // cannot run is left to the command to refuse with its one line.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if let Err(e) = check_thread_env(cores) {
         output::warn_ln!("error: {e}");
         return ExitCode::from(2);
     }
+    // `bench --threads N` sizes the pool the whole command runs on; a count this machine
+    // cannot run is left to the command to refuse with its one line.
     let threads = match &cli.command {
         Command::Bench(a) => a.threads.filter(|n| (1..=cores).contains(n)),
         _ => None,
