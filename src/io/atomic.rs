@@ -60,14 +60,11 @@ pub(crate) fn remove_stale_temporaries(dir: &Path, name: &str) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
-    let prefix = format!(".{name}.");
     for entry in entries.flatten() {
         let file = entry.file_name();
         let Some(pid) = file
             .to_str()
-            .and_then(|f| f.strip_prefix(&prefix))
-            .and_then(|r| r.strip_suffix(".tmp"))
-            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|f| temporary_pid(f, name))
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
@@ -76,6 +73,16 @@ pub(crate) fn remove_stale_temporaries(dir: &Path, name: &str) {
             let _ = fs::remove_file(entry.path());
         }
     }
+}
+
+/// The process id in `file` if it is a temporary copy of `name` as [`temp_path`] names them
+/// (`.NAME.PID.tmp`).
+pub(crate) fn temporary_pid<'a>(file: &'a str, name: &str) -> Option<&'a str> {
+    file.strip_prefix('.')
+        .and_then(|r| r.strip_prefix(name))
+        .and_then(|r| r.strip_prefix('.'))
+        .and_then(|r| r.strip_suffix(".tmp"))
+        .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Whether a process with id `pid` exists (Unix: signal 0; elsewhere only this process is

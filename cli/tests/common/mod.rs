@@ -43,6 +43,15 @@ impl Drop for Scratch {
     }
 }
 
+/// The id of a process that has exited and been reaped: free, until the system reuses it
+/// (which a test's next moments make unlikely). For files a killed writer left behind.
+pub fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().expect("run `true`");
+    let pid = child.id();
+    child.wait().expect("wait for `true`");
+    pid
+}
+
 /// The binary as a command to add arguments to.
 pub fn bin() -> Command {
     Command::new(BIN)

@@ -221,9 +221,7 @@ fn a_stopped_comparison_resumes_where_it_stopped() {
     std::fs::remove_file(dir.join("part/finals.json")).unwrap();
     // Killed while writing the record or the plan: their copies (of a process that is gone)
     // go on the next resume.
-    let mut child = std::process::Command::new("true").spawn().unwrap();
-    let dead = child.id();
-    child.wait().unwrap();
+    let dead = crate::common::dead_pid();
     let strays = [".finals.json", ".plan.json"].map(|f| format!("{f}.{dead}.tmp"));
     for s in &strays {
         std::fs::write(dir.join("part").join(s), b"{").unwrap();

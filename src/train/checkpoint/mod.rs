@@ -227,11 +227,7 @@ pub(crate) fn recover_locked(dir: &Path) -> Result<Recovery> {
             STATE_FILE,
         ]
         .iter()
-        .any(|f| {
-            name.strip_prefix(&format!(".{f}."))
-                .and_then(|r| r.strip_suffix(".tmp"))
-                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-        });
+        .any(|f| crate::io::atomic::temporary_pid(&name, f).is_some());
         let write_test = name
             .strip_prefix(super::session::WRITE_TEST)
             .is_some_and(|r| {
