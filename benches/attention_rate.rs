@@ -20,7 +20,11 @@ fn heads_mut(x: &mut [f32], layout: HeadLayout) -> HeadsMut<'_> {
 }
 
 fn main() {
-    for (name, b, t, c, h) in [("A", 16, 128, 128, 4), ("B", 8, 256, 384, 6)] {
+    for (name, b, t, c, h) in [
+        ("main job", 12, 64, 128, 4),
+        ("A", 16, 128, 128, 4),
+        ("B", 8, 256, 384, 6),
+    ] {
         let d = c / h;
         let n = b * t * c;
         let x: Vec<f32> = (0..n)

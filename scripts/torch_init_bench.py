@@ -1,8 +1,10 @@
 """Times torch.nn.init.orthogonal_, torch.linalg.qr and torch.linalg.svd on the shapes given,
 for `orthoformer init-bench --torch`. Prints one JSON object on stdout:
-{"torch": version, "threads": n, "shapes": [{"rows", "cols", "orthogonal_ms", "qr_ms", "svd_ms"}]}
+{"torch": version, "threads": n, "shapes": [{"rows", "cols", "orthogonal_ms", "qr_ms", "svd_ms",
+"orthogonal_f64_ms"}]}
 Times are medians over --runs runs after one warm-up; --dtype float32 by default, the dtype of
-an nn.Linear weight (orthogonal_ computes in that dtype).
+an nn.Linear weight (orthogonal_ computes in that dtype). `orthogonal_f64_ms` is orthogonal_ on
+a float64 tensor whatever --dtype says: the accuracy Orthoformer's generators compute at.
 """
 import argparse
 import json
@@ -37,6 +39,7 @@ def main():
     for s in args.shape:
         m, n = (int(x) for x in s.lower().split("x"))
         w = torch.empty(m, n, dtype=dtype)
+        w64 = torch.empty(m, n, dtype=torch.float64)
         g = torch.randn(m, n, dtype=dtype)
         out["shapes"].append({
             "rows": m,
@@ -44,6 +47,7 @@ def main():
             "orthogonal_ms": median_ms(lambda: torch.nn.init.orthogonal_(w), args.runs),
             "qr_ms": median_ms(lambda: torch.linalg.qr(g), args.runs),
             "svd_ms": median_ms(lambda: torch.linalg.svd(g, full_matrices=False), args.runs),
+            "orthogonal_f64_ms": median_ms(lambda: torch.nn.init.orthogonal_(w64), args.runs),
         })
     print(json.dumps(out))
     return 0

@@ -1,7 +1,7 @@
 //! `orthoformer init-bench`: seed 000's §6 table measured on this machine. For each method
 //! and shape: the orthogonality error in f32 and f64 and the median milliseconds per matrix;
-//! with `--torch`, PyTorch's `orthogonal_`, `linalg.qr` and `linalg.svd` timed in the same run
-//! by `scripts/torch_init_bench.py`.
+//! with `--torch`, PyTorch's `orthogonal_` (float32, and float64 as our generators compute),
+//! `linalg.qr` and `linalg.svd` timed in the same run by `scripts/torch_init_bench.py`.
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -82,6 +82,8 @@ pub struct TorchInitRow {
     pub qr_ms: f64,
     /// `torch.linalg.svd`.
     pub svd_ms: f64,
+    /// `torch.nn.init.orthogonal_` on a float64 tensor: the accuracy our generators keep.
+    pub orthogonal_f64_ms: f64,
 }
 
 /// What `scripts/torch_init_bench.py` reports.
@@ -108,6 +110,8 @@ pub struct InitBenchReport {
     pub torch_error: Option<String>,
     /// Our `qr` median over torch's `orthogonal_` median, per shape (below 1 means faster).
     pub qr_over_torch_orthogonal: Vec<f64>,
+    /// The same over torch's float64 `orthogonal_`, at equal accuracy.
+    pub qr_over_torch_orthogonal_f64: Vec<f64>,
 }
 
 impl InitBenchReport {
@@ -117,21 +121,27 @@ impl InitBenchReport {
             Ok(t) => (t, None),
             Err(e) => (None, Some(e)),
         };
-        let qr_over_torch_orthogonal = torch.as_ref().map_or_else(Vec::new, |t| {
-            t.shapes
-                .iter()
-                .filter_map(|tr| {
-                    rows.iter()
-                        .find(|r| r.method == "qr" && r.rows == tr.rows && r.cols == tr.cols)
-                        .map(|r| r.median_ms / tr.orthogonal_ms)
-                })
-                .collect()
-        });
+        // Our qr median over one of torch's times, for every shape both timed.
+        let ratios = |torch_ms: fn(&TorchInitRow) -> f64| {
+            torch.as_ref().map_or_else(Vec::new, |t| {
+                t.shapes
+                    .iter()
+                    .filter_map(|tr| {
+                        rows.iter()
+                            .find(|r| r.method == "qr" && r.rows == tr.rows && r.cols == tr.cols)
+                            .map(|r| r.median_ms / torch_ms(tr))
+                    })
+                    .collect()
+            })
+        };
+        let qr_over_torch_orthogonal = ratios(|t| t.orthogonal_ms);
+        let qr_over_torch_orthogonal_f64 = ratios(|t| t.orthogonal_f64_ms);
         InitBenchReport {
             rows,
             torch,
             torch_error,
             qr_over_torch_orthogonal,
+            qr_over_torch_orthogonal_f64,
         }
     }
 }
@@ -144,6 +154,13 @@ fn seed_ms(method: &str, m: usize, n: usize) -> String {
         ("householder", 768, 64) => "1.876".into(),
         _ => "-".into(),
     }
+}
+
+/// Entry `i` of `ratios` as `0.50x`, or `-`.
+fn ratio(ratios: &[f64], i: usize) -> String {
+    ratios
+        .get(i)
+        .map_or_else(|| "-".into(), |x| format!("{x:.2}x"))
 }
 
 impl Report for InitBenchReport {
@@ -177,9 +194,11 @@ impl Report for InitBenchReport {
                 ("linalg.qr ms", r),
                 ("linalg.svd ms", r),
                 ("our qr / orth_", r),
+                ("orth_ f64 ms", r),
+                ("our qr / orth_ f64", r),
             ])
             .with_title(format!(
-                "PyTorch {} ({} threads, {}), same run, median of {} runs:",
+                "PyTorch {} ({} threads, {}; orth_ f64 in float64), same run, median of {} runs:",
                 tr.torch,
                 tr.threads,
                 tr.dtype,
@@ -191,9 +210,9 @@ impl Report for InitBenchReport {
                     format!("{:.3}", s.orthogonal_ms),
                     format!("{:.3}", s.qr_ms),
                     format!("{:.3}", s.svd_ms),
-                    self.qr_over_torch_orthogonal
-                        .get(i)
-                        .map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
+                    ratio(&self.qr_over_torch_orthogonal, i),
+                    format!("{:.3}", s.orthogonal_f64_ms),
+                    ratio(&self.qr_over_torch_orthogonal_f64, i),
                 ]);
             }
             out.push(Block::Table(p));
@@ -231,15 +250,20 @@ mod tests {
                 orthogonal_ms: 0.8,
                 qr_ms: 0.5,
                 svd_ms: 2.0,
+                orthogonal_f64_ms: 1.6,
             }],
         };
         let r = InitBenchReport::new(vec![row], Ok(Some(torch)));
         assert_eq!(r.qr_over_torch_orthogonal, vec![0.5]);
+        assert_eq!(r.qr_over_torch_orthogonal_f64, vec![0.25]);
         for t in r.tables() {
             t.check().unwrap();
         }
         let text = r.render();
-        assert!(text.contains("0.523") && text.contains("0.50x"), "{text}");
+        assert!(
+            text.contains("0.523") && text.contains("0.50x") && text.contains("0.25x"),
+            "{text}"
+        );
         let none = InitBenchReport::new(Vec::new(), Err("no torch".into()));
         assert!(none.render().contains("PyTorch not timed: no torch"));
     }
