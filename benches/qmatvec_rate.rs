@@ -2,7 +2,9 @@
 //!
 //! Run: `cargo bench --bench qmatvec_rate`.
 use orthoformer::io::gguf::GgmlType;
-use orthoformer::nn::qmatvec::{QMatrix, matvec, matvec_rows};
+use orthoformer::nn::qmatvec::{
+    Q8Vector, QMatrix, matvec, matvec_rows, matvec_rows_q8, q8_supports,
+};
 use orthoformer::nn::simd::{available, with_isa};
 use std::time::Instant;
 fn cpu_ns() -> f64 {
@@ -18,6 +20,7 @@ fn main() {
     for (ty, rows, cols) in [
         (GgmlType::Q4_1, 1536, 576),
         (GgmlType::Q4_1, 576, 1536),
+        (GgmlType::Q8_0, 1536, 576),
         (GgmlType::Q8_0, 49152, 576),
         (GgmlType::F32, 1536, 576),
         (GgmlType::F32, 49152, 576),
@@ -47,6 +50,22 @@ fn main() {
                 best = best.min((cpu_ns() - t) * 1e-9 / reps as f64);
             }
             line += &format!(" {isa:?}-1t {:.1} GB/s", nbytes as f64 / best / 1e9);
+        }
+        if q8_supports(ty) {
+            // Activations rounded to 8 bits, integer products (`--dot q8`).
+            let mut xq = Q8Vector::default();
+            xq.quantize(&x);
+            for isa in available() {
+                let mut best = f64::MAX;
+                for _ in 0..3 {
+                    let t = cpu_ns();
+                    for _ in 0..reps {
+                        with_isa(isa, || matvec_rows_q8(&mut y, w, &xq));
+                    }
+                    best = best.min((cpu_ns() - t) * 1e-9 / reps as f64);
+                }
+                line += &format!(" q8-{isa:?}-1t {:.1} GB/s", nbytes as f64 / best / 1e9);
+            }
         }
         let mut best = f64::MAX;
         for _ in 0..3 {

@@ -3,7 +3,9 @@
 //! VNNI's `vpdpbusd` (AVX-512 VNNI with VL) or by AVX2's `vpmaddubsw` + `vpmaddwd`. Both
 //! multiply unsigned weights by signed activations: 4-bit nibbles are unsigned already; Q8_0
 //! multiplies `|w|` by `x` with `w`'s sign (`vpsignb`), as llama.cpp does. No i16 sum can
-//! saturate: at most 2·128·127 = 32,512.
+//! saturate: at most 2·128·127 = 32,512. Eight blocks at a time, each block's sums are
+//! reduced to one lane (`sums8`), so the blocks' scales and offsets are multiplied as vectors
+//! of eight instead of one scalar conversion and broadcast per block.
 //!
 //! Callers guarantee the CPU features and the shapes: `data` holds `y.len()` rows of `cols`
 //! weights of `ty`, and `x` holds `cols` rounded values.
@@ -46,9 +48,16 @@ macro_rules! q8_bodies {
 
             /// `Σ_b (d_w·d_x)·Σ n·q + o_w·s_x` over the `nb` 4- or 5-bit blocks of one row:
             /// `$bytes` bytes a block, weights from `$weights(block)`, offset `o_w` given by
-            /// `$offset(block, d_w)`.
+            /// `$offset(block, d_w)`, or for eight blocks at once by `$offset8(first block,
+            /// $bytes, their d_w)`.
+            ///
+            /// Eight blocks at a time, each block's integer sum is reduced to one lane, so the
+            /// scales, offsets and their products are vectors of eight blocks: per block that
+            /// saves the two scalar half-precision conversions, a broadcast and a conversion
+            /// of the sums, which made this loop limited by instructions rather than by
+            /// memory. The rest (fewer than eight blocks) goes block by block.
             macro_rules! dot4 {
-                ($name:ident, $bytes:expr, $weights:expr, $offset:expr) => {
+                ($name:ident, $bytes:expr, $weights:expr, $offset:expr, $offset8:expr) => {
                     #[target_feature(enable = $features)]
                     #[inline]
                     unsafe fn $name(p: *const u8, x: &Q8Vector, nb: usize) -> f32 {
@@ -66,11 +75,39 @@ macro_rules! q8_bodies {
                                 (dot, scale, $offset(blk, dw) * *s.add(b))
                             }
                         };
+                        // Lane i of `acc8`/`off8` sums the blocks b with b % 8 == i.
+                        let (mut acc8, mut off8) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                        let mut b = 0;
+                        while b + 8 <= nb {
+                            // SAFETY: blocks b..b + 8 of the row and of `x` exist.
+                            unsafe {
+                                let p8 = p.add(b * $bytes);
+                                let one = |i: usize| {
+                                    let xq = _mm256_loadu_si256(q.add((b + i) * BLOCK).cast());
+                                    $dp($weights(p8.add(i * $bytes)), xq)
+                                };
+                                let sums = sums8(
+                                    one(0),
+                                    one(1),
+                                    one(2),
+                                    one(3),
+                                    one(4),
+                                    one(5),
+                                    one(6),
+                                    one(7),
+                                );
+                                let dw = halves8(p8, $bytes, 0);
+                                let scale = _mm256_mul_ps(dw, _mm256_loadu_ps(d.add(b)));
+                                acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc8);
+                                let sx = _mm256_loadu_ps(s.add(b));
+                                off8 = _mm256_fmadd_ps($offset8(p8, $bytes, dw), sx, off8);
+                            }
+                            b += 8;
+                        }
                         // Two accumulators (named: an indexed array is kept on the stack),
                         // so consecutive blocks' multiply-adds overlap.
-                        let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-                        let (mut o0, mut o1) = (0.0f32, 0.0f32);
-                        let mut b = 0;
+                        let (mut a0, mut a1) = (acc8, _mm256_setzero_ps());
+                        let (mut o0, mut o1) = (hsum(off8), 0.0f32);
                         while b + 2 <= nb {
                             let (v0, s0, f0) = block(b);
                             let (v1, s1, f1) = block(b + 1);
@@ -88,6 +125,71 @@ macro_rules! q8_bodies {
                         hsum(_mm256_add_ps(a0, a1)) + (o0 + o1)
                     }
                 };
+            }
+
+            /// The eight half-precision numbers at byte `at` of the eight blocks from `p`,
+            /// `bytes` apart, as f32.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn halves8(p: *const u8, bytes: usize, at: usize) -> __m256 {
+                // SAFETY: the caller points `p` at eight whole blocks.
+                let h = |i: usize| unsafe { p.add(i * bytes + at).cast::<i16>().read_unaligned() };
+                _mm256_cvtph_ps(_mm_set_epi16(
+                    h(7),
+                    h(6),
+                    h(5),
+                    h(4),
+                    h(3),
+                    h(2),
+                    h(1),
+                    h(0),
+                ))
+            }
+
+            /// Lane `i` the sum of the eight i32 lanes of the `i`-th argument.
+            #[target_feature(enable = $features)]
+            #[inline]
+            #[allow(clippy::too_many_arguments)]
+            fn sums8(
+                v0: __m256i,
+                v1: __m256i,
+                v2: __m256i,
+                v3: __m256i,
+                v4: __m256i,
+                v5: __m256i,
+                v6: __m256i,
+                v7: __m256i,
+            ) -> __m256i {
+                // Pairs, then quads: u0 holds the half sums of v0..v3 (low then high 128
+                // bits of each), u1 those of v4..v7; adding the halves finishes them.
+                let u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+                let u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v4, v5), _mm256_hadd_epi32(v6, v7));
+                _mm256_add_epi32(
+                    _mm256_permute2x128_si256::<0x20>(u0, u1),
+                    _mm256_permute2x128_si256::<0x31>(u0, u1),
+                )
+            }
+
+            /// Q4_0's offsets of eight blocks: `−8·d_w`.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn q4_0_offset8(_: *const u8, _: usize, dw: __m256) -> __m256 {
+                _mm256_mul_ps(dw, _mm256_set1_ps(-8.0))
+            }
+
+            /// Q4_1's (and Q5_1's) offsets of eight blocks: their `m`.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn q4_1_offset8(p: *const u8, bytes: usize, _: __m256) -> __m256 {
+                // SAFETY: the caller points `p` at eight whole blocks.
+                unsafe { halves8(p, bytes, 2) }
+            }
+
+            /// Q5_0's offsets of eight blocks: `−16·d_w`.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn q5_0_offset8(_: *const u8, _: usize, dw: __m256) -> __m256 {
+                _mm256_mul_ps(dw, _mm256_set1_ps(-16.0))
             }
 
             /// Q4_0's offset: `−8·d_w`.
@@ -126,16 +228,43 @@ macro_rules! q8_bodies {
             weights!(w_q5_0, |b: *const u8| fives(b.add(6), b.add(2)));
             weights!(w_q5_1, |b: *const u8| fives(b.add(8), b.add(4)));
 
-            dot4!(dot_q4_0, 18, w_q4_0, q4_0_offset);
-            dot4!(dot_q4_1, 20, w_q4_1, q4_1_offset);
-            dot4!(dot_q5_0, 22, w_q5_0, q5_0_offset);
-            dot4!(dot_q5_1, 24, w_q5_1, q4_1_offset);
+            dot4!(dot_q4_0, 18, w_q4_0, q4_0_offset, q4_0_offset8);
+            dot4!(dot_q4_1, 20, w_q4_1, q4_1_offset, q4_1_offset8);
+            dot4!(dot_q5_0, 22, w_q5_0, q5_0_offset, q5_0_offset8);
+            dot4!(dot_q5_1, 24, w_q5_1, q4_1_offset, q4_1_offset8);
 
             /// `Σ_b (d_w·d_x)·Σ w·q` over the `nb` Q8_0 blocks of one row.
             #[target_feature(enable = $features)]
             #[inline]
             unsafe fn dot_q8_0(p: *const u8, x: &Q8Vector, nb: usize) -> f32 {
                 let (q, d) = (x.q.as_ptr(), x.d.as_ptr());
+                // Eight blocks at a time, as the 4-bit bodies (`dot4`) do.
+                let mut acc8 = _mm256_setzero_ps();
+                let mut b = 0;
+                while b + 8 <= nb {
+                    // SAFETY: blocks b..b + 8 of the row and of `x` exist.
+                    unsafe {
+                        let p8 = p.add(b * 34);
+                        let one = |i: usize| {
+                            let w = _mm256_loadu_si256(p8.add(i * 34 + 2).cast());
+                            let xq = _mm256_loadu_si256(q.add((b + i) * BLOCK).cast());
+                            $dp(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w))
+                        };
+                        let sums = sums8(
+                            one(0),
+                            one(1),
+                            one(2),
+                            one(3),
+                            one(4),
+                            one(5),
+                            one(6),
+                            one(7),
+                        );
+                        let scale = _mm256_mul_ps(halves8(p8, 34, 0), _mm256_loadu_ps(d.add(b)));
+                        acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc8);
+                    }
+                    b += 8;
+                }
                 let block = |b: usize| {
                     // SAFETY: as in the 4-bit bodies.
                     unsafe {
@@ -148,8 +277,7 @@ macro_rules! q8_bodies {
                         (dot, _mm256_set1_ps(half(blk) * *d.add(b)))
                     }
                 };
-                let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-                let mut b = 0;
+                let (mut a0, mut a1) = (acc8, _mm256_setzero_ps());
                 while b + 2 <= nb {
                     let (v0, s0) = block(b);
                     let (v1, s1) = block(b + 1);
