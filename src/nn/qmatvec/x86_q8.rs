@@ -27,11 +27,10 @@ macro_rules! q8_bodies {
             #[inline]
             unsafe fn nibbles(p: *const u8) -> __m256i {
                 // SAFETY: the caller points `p` at 16 readable bytes.
-                let v = unsafe { _mm_loadu_si128(p.cast()) };
-                let m = _mm_set1_epi8(15);
-                let lo = _mm_and_si128(v, m);
-                let hi = _mm_and_si128(_mm_srli_epi16::<4>(v), m);
-                _mm256_set_m128i(hi, lo)
+                let v = unsafe { _mm256_broadcastsi128_si256(_mm_loadu_si128(p.cast())) };
+                // The high 128 bits shifted right by 4, then every byte's low nibble.
+                let v = _mm256_srlv_epi32(v, _mm256_set_epi32(4, 4, 4, 4, 0, 0, 0, 0));
+                _mm256_and_si256(v, _mm256_set1_epi8(15))
             }
 
             /// The 16 nibbles at `nib` plus 16 for each set bit of the u32 at `qh`: the 32
