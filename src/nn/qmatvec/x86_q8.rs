@@ -85,16 +85,7 @@ macro_rules! q8_bodies {
                                     let xq = _mm256_loadu_si256(q.add((b + i) * BLOCK).cast());
                                     $dp($weights(p8.add(i * $bytes)), xq)
                                 };
-                                let sums = sums8(
-                                    one(0),
-                                    one(1),
-                                    one(2),
-                                    one(3),
-                                    one(4),
-                                    one(5),
-                                    one(6),
-                                    one(7),
-                                );
+                                let sums = sums8(one);
                                 let dw = halves8(p8, $bytes, 0);
                                 let scale = _mm256_mul_ps(dw, _mm256_loadu_ps(d.add(b)));
                                 acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc8);
@@ -145,24 +136,15 @@ macro_rules! q8_bodies {
                 ))
             }
 
-            /// Lane `i` the sum of the eight i32 lanes of the `i`-th argument.
+            /// Lane `i` the sum of the eight i32 lanes of `one(i)`.
             #[target_feature(enable = $features)]
             #[inline]
-            #[allow(clippy::too_many_arguments)]
-            fn sums8(
-                v0: __m256i,
-                v1: __m256i,
-                v2: __m256i,
-                v3: __m256i,
-                v4: __m256i,
-                v5: __m256i,
-                v6: __m256i,
-                v7: __m256i,
-            ) -> __m256i {
-                // Pairs, then quads: u0 holds the half sums of v0..v3 (low then high 128
-                // bits of each), u1 those of v4..v7; adding the halves finishes them.
-                let u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-                let u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v4, v5), _mm256_hadd_epi32(v6, v7));
+            fn sums8(one: impl Fn(usize) -> __m256i) -> __m256i {
+                // Pairs, then quads: u0 holds the half sums of blocks 0..4 (low then high 128
+                // bits of each), u1 those of 4..8; adding the halves finishes them.
+                let pairs = |i: usize| _mm256_hadd_epi32(one(i), one(i + 1));
+                let u0 = _mm256_hadd_epi32(pairs(0), pairs(2));
+                let u1 = _mm256_hadd_epi32(pairs(4), pairs(6));
                 _mm256_add_epi32(
                     _mm256_permute2x128_si256::<0x20>(u0, u1),
                     _mm256_permute2x128_si256::<0x31>(u0, u1),
@@ -249,16 +231,7 @@ macro_rules! q8_bodies {
                             let xq = _mm256_loadu_si256(q.add((b + i) * BLOCK).cast());
                             $dp(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w))
                         };
-                        let sums = sums8(
-                            one(0),
-                            one(1),
-                            one(2),
-                            one(3),
-                            one(4),
-                            one(5),
-                            one(6),
-                            one(7),
-                        );
+                        let sums = sums8(one);
                         let scale = _mm256_mul_ps(halves8(p8, 34, 0), _mm256_loadu_ps(d.add(b)));
                         acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc8);
                     }
