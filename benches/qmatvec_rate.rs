@@ -16,6 +16,18 @@ fn cpu_ns() -> f64 {
         .parse::<f64>()
         .unwrap()
 }
+/// This thread's CPU seconds per call of `f`, best of 3 rounds of `reps` calls.
+fn best_cpu_secs(reps: usize, mut f: impl FnMut()) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t = cpu_ns();
+        for _ in 0..reps {
+            f();
+        }
+        best = best.min((cpu_ns() - t) * 1e-9 / reps as f64);
+    }
+    best
+}
 fn main() {
     for (ty, rows, cols) in [
         (GgmlType::Q4_1, 1536, 576),
@@ -41,14 +53,7 @@ fn main() {
         let reps = (4e9 / nbytes as f64) as usize + 1;
         let mut line = format!("{ty:?} {rows}x{cols} ({:.1} MB):", nbytes as f64 / 1e6);
         for isa in available() {
-            let mut best = f64::MAX;
-            for _ in 0..3 {
-                let t = cpu_ns();
-                for _ in 0..reps {
-                    with_isa(isa, || matvec_rows(&mut y, w, &x));
-                }
-                best = best.min((cpu_ns() - t) * 1e-9 / reps as f64);
-            }
+            let best = best_cpu_secs(reps, || with_isa(isa, || matvec_rows(&mut y, w, &x)));
             line += &format!(" {isa:?}-1t {:.1} GB/s", nbytes as f64 / best / 1e9);
         }
         if q8_supports(ty) {
@@ -56,14 +61,7 @@ fn main() {
             let mut xq = Q8Vector::default();
             xq.quantize(&x);
             for isa in available() {
-                let mut best = f64::MAX;
-                for _ in 0..3 {
-                    let t = cpu_ns();
-                    for _ in 0..reps {
-                        with_isa(isa, || matvec_rows_q8(&mut y, w, &xq));
-                    }
-                    best = best.min((cpu_ns() - t) * 1e-9 / reps as f64);
-                }
+                let best = best_cpu_secs(reps, || with_isa(isa, || matvec_rows_q8(&mut y, w, &xq)));
                 line += &format!(" q8-{isa:?}-1t {:.1} GB/s", nbytes as f64 / best / 1e9);
             }
         }

@@ -61,15 +61,22 @@ macro_rules! q8_bodies {
                     #[inline]
                     unsafe fn $name(p: *const u8, x: &Q8Vector, nb: usize) -> f32 {
                         let (q, d, s) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
+                        // Block b's eight i32 sums.
+                        let sums_at = |b: usize| {
+                            // SAFETY: block b of the row and of `x` exist (the caller's
+                            // contract).
+                            unsafe {
+                                let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
+                                $dp($weights(p.add(b * $bytes)), xq)
+                            }
+                        };
                         // Block b's scaled sums and its offset term.
                         let block = |b: usize| {
-                            // SAFETY: block b of the row and of `x` exist (the caller's
-                            // contract); `x` has `nb` scales.
+                            // SAFETY: as above; `x` has `nb` scales.
                             unsafe {
                                 let blk = p.add(b * $bytes);
                                 let dw = half(blk);
-                                let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
-                                let dot = _mm256_cvtepi32_ps($dp($weights(blk), xq));
+                                let dot = _mm256_cvtepi32_ps(sums_at(b));
                                 let scale = _mm256_set1_ps(dw * *d.add(b));
                                 (dot, scale, $offset(blk, dw) * *s.add(b))
                             }
@@ -81,11 +88,7 @@ macro_rules! q8_bodies {
                             // SAFETY: blocks b..b + 8 of the row and of `x` exist.
                             unsafe {
                                 let p8 = p.add(b * $bytes);
-                                let one = |i: usize| {
-                                    let xq = _mm256_loadu_si256(q.add((b + i) * BLOCK).cast());
-                                    $dp($weights(p8.add(i * $bytes)), xq)
-                                };
-                                let sums = sums8(one);
+                                let sums = sums8(|i| sums_at(b + i));
                                 let dw = halves8(p8, $bytes, 0);
                                 let scale = _mm256_mul_ps(dw, _mm256_loadu_ps(d.add(b)));
                                 acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc8);
@@ -219,20 +222,24 @@ macro_rules! q8_bodies {
             #[inline]
             unsafe fn dot_q8_0(p: *const u8, x: &Q8Vector, nb: usize) -> f32 {
                 let (q, d) = (x.q.as_ptr(), x.d.as_ptr());
+                // Block b's eight i32 sums.
+                let sums_at = |b: usize| {
+                    // SAFETY: as in the 4-bit bodies.
+                    unsafe {
+                        let w = _mm256_loadu_si256(p.add(b * 34 + 2).cast());
+                        let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
+                        $dp(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w))
+                    }
+                };
                 // Eight blocks at a time, as the 4-bit bodies (`dot4`) do.
                 let mut acc8 = _mm256_setzero_ps();
                 let mut b = 0;
                 while b + 8 <= nb {
                     // SAFETY: blocks b..b + 8 of the row and of `x` exist.
                     unsafe {
-                        let p8 = p.add(b * 34);
-                        let one = |i: usize| {
-                            let w = _mm256_loadu_si256(p8.add(i * 34 + 2).cast());
-                            let xq = _mm256_loadu_si256(q.add((b + i) * BLOCK).cast());
-                            $dp(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w))
-                        };
-                        let sums = sums8(one);
-                        let scale = _mm256_mul_ps(halves8(p8, 34, 0), _mm256_loadu_ps(d.add(b)));
+                        let sums = sums8(|i| sums_at(b + i));
+                        let scale =
+                            _mm256_mul_ps(halves8(p.add(b * 34), 34, 0), _mm256_loadu_ps(d.add(b)));
                         acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc8);
                     }
                     b += 8;
@@ -240,13 +247,8 @@ macro_rules! q8_bodies {
                 let block = |b: usize| {
                     // SAFETY: as in the 4-bit bodies.
                     unsafe {
-                        let blk = p.add(b * 34);
-                        let w = _mm256_loadu_si256(blk.add(2).cast());
-                        let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
-                        let ax = _mm256_sign_epi8(w, w);
-                        let sx = _mm256_sign_epi8(xq, w);
-                        let dot = _mm256_cvtepi32_ps($dp(ax, sx));
-                        (dot, _mm256_set1_ps(half(blk) * *d.add(b)))
+                        let dot = _mm256_cvtepi32_ps(sums_at(b));
+                        (dot, _mm256_set1_ps(half(p.add(b * 34)) * *d.add(b)))
                     }
                 };
                 let (mut a0, mut a1) = (acc8, _mm256_setzero_ps());
