@@ -11,6 +11,8 @@
 # C (rates 1e-3 and 3e-3, as at 256); WIDTH=W CONTEXT=C runs width W at context C (rates 3e-4
 # and 1e-3, as at width 384). SEEDS=N sets the paired seeds of those two (default 2), and
 # FIRST_SEED=S starts them at seed S (the folder gets `-seedS`: one more seed of a block).
+# RATES=a,b replaces a context block's rates (width 256 at contexts 256 and 512 use
+# RATES=1e-3,3e-3: at context 128 both variants chose the top of 3e-4,1e-3 in every seed).
 # POSITION=rope ATTENTION=softmax runs softmax with rotary positions at context 256.
 #
 #   bash scripts/study_tuned.sh [BIN] [OUT]     # BIN: target/release/orthoformer, OUT: runs/tuned
@@ -19,6 +21,7 @@
 #   SEEDS=3 CONTEXT=128 bash scripts/study_tuned.sh [BIN] [OUT]        # writes OUT/ctx128
 #   WIDTH=256 CONTEXT=128 bash scripts/study_tuned.sh [BIN] [OUT]      # writes OUT/width256-ctx128
 #   CONTEXT=256 FIRST_SEED=2 SEEDS=1 bash scripts/study_tuned.sh [BIN] [OUT]   # OUT/ctx256-seed2
+#   RATES=1e-3,3e-3 WIDTH=256 CONTEXT=256 FIRST_SEED=0 SEEDS=1 bash scripts/study_tuned.sh
 #   POSITION=rope ATTENTION=softmax bash scripts/study_tuned.sh [BIN] [OUT]  # OUT/rope-softmax-ctx256
 #
 # Safe to stop and start again, as scripts/study_compare.sh: each block runs in two chunks
@@ -57,10 +60,10 @@ fi
 if [[ -n ${CONTEXT:-} ]]; then
     if [[ -n ${WIDTH:-} ]]; then
         name=width$WIDTH-ctx$CONTEXT
-        COMMON+=(--lr-sweep 3e-4,1e-3 --width "$WIDTH")
+        COMMON+=(--lr-sweep "${RATES:-3e-4,1e-3}" --width "$WIDTH")
     else
         name=ctx$CONTEXT
-        COMMON+=(--lr-sweep 1e-3,3e-3)
+        COMMON+=(--lr-sweep "${RATES:-1e-3,3e-3}")
     fi
     COMMON+=(--seeds "${SEEDS:-2}" --context "$CONTEXT")
     if [[ -n ${FIRST_SEED:-} ]]; then
