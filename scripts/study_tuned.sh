@@ -12,7 +12,8 @@
 # and 1e-3, as at width 384). SEEDS=N sets the paired seeds of those two (default 2), and
 # FIRST_SEED=S starts them at seed S (the folder gets `-seedS`: one more seed of a block).
 # RATES=a,b replaces a context block's rates (width 256 at contexts 256 and 512 use
-# RATES=1e-3,3e-3: at context 128 both variants chose the top of 3e-4,1e-3 in every seed).
+# RATES=1e-3,3e-3: at context 128 both variants chose the top of 3e-4,1e-3 in every seed);
+# a folder that already has a plan.json resumes with the rates it was started with.
 # POSITION=rope ATTENTION=softmax runs softmax with rotary positions at context 256.
 #
 #   bash scripts/study_tuned.sh [BIN] [OUT]     # BIN: target/release/orthoformer, OUT: runs/tuned
@@ -21,7 +22,8 @@
 #   SEEDS=3 CONTEXT=128 bash scripts/study_tuned.sh [BIN] [OUT]        # writes OUT/ctx128
 #   WIDTH=256 CONTEXT=128 bash scripts/study_tuned.sh [BIN] [OUT]      # writes OUT/width256-ctx128
 #   CONTEXT=256 FIRST_SEED=2 SEEDS=1 bash scripts/study_tuned.sh [BIN] [OUT]   # OUT/ctx256-seed2
-#   RATES=1e-3,3e-3 WIDTH=256 CONTEXT=256 FIRST_SEED=0 SEEDS=1 bash scripts/study_tuned.sh
+#   RATES=1e-3,3e-3 WIDTH=256 CONTEXT=256 FIRST_SEED=0 SEEDS=1 bash scripts/study_tuned.sh [BIN] [OUT]
+#       # OUT/width256-ctx256-seed0
 #   POSITION=rope ATTENTION=softmax bash scripts/study_tuned.sh [BIN] [OUT]  # OUT/rope-softmax-ctx256
 #
 # Safe to stop and start again, as scripts/study_compare.sh: each block runs in two chunks
