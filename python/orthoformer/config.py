@@ -16,7 +16,10 @@ PRESETS, ATTENTIONS = (list(x) for x in _native.model_names())
 @dataclasses.dataclass
 class GPTConfig:
     """A GPT configuration (``vocab_size`` ``V``, ``context`` ``T``, ``n_layer`` ``L``,
-    ``n_head`` ``H``, ``d_model`` ``C``, ``d_ff`` ``F``); see ``orthoformer params``."""
+    ``n_head`` ``H``, ``d_model`` ``C``, ``d_ff`` ``F``); see ``orthoformer params``.
+    ``position`` is ``learned`` (an absolute position embedding ``wpe``) or ``rope`` (rotary
+    positions on every head's queries and keys, no ``wpe``); ``temperature`` is ``fixed`` or
+    ``learned`` (one trained scalar per head multiplying the scores; softmax kernels only)."""
 
     vocab_size: int
     context: int
@@ -33,6 +36,8 @@ class GPTConfig:
     dropout: float = 0.0
     frozen_method: str = "qr"
     frozen_seed: int = 0
+    position: str = "learned"
+    temperature: str = "fixed"
 
     @classmethod
     def preset(cls, name: str, attention: Optional[str] = None, context: Optional[int] = None) -> GPTConfig:
@@ -57,14 +62,6 @@ class GPTConfig:
     def from_json(cls, text: str) -> GPTConfig:
         """Parses and validates the library's JSON form (unknown fields are an error)."""
         fields = json.loads(_native.config_check(text))
-        # The library's rotary positions and learned score temperature (issue 30) have no
-        # PyTorch form yet: say so in one line instead of failing on an unexpected field.
-        beyond = {k: fields[k] for k in ("position", "temperature") if k in fields}
-        if beyond:
-            raise ValueError(
-                f"this configuration has {beyond}, which only the Rust model implements so far: "
-                "train and evaluate it with the orthoformer command line"
-            )
         return cls(**fields)
 
     @classmethod

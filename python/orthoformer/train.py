@@ -23,6 +23,7 @@ Errors print one line and exit with status 2, as the command line does.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -32,6 +33,7 @@ from typing import Any, Optional
 from collections.abc import Sequence
 
 from . import _native
+from .config import GPTConfig
 from .data import DEFAULTS
 from .errors import TrainingStopped
 
@@ -99,6 +101,18 @@ def parser() -> argparse.ArgumentParser:
         help="softmax, orthogonal, linear, orthogonal-linear, orthogonal-tied, identity-q, "
         "orthogonal-hadamard [default: the preset's]",
     )
+    p.add_argument(
+        "--position",
+        choices=["learned", "rope"],
+        help="positions: learned (an absolute position embedding, GPT-2's) or rope (rotary positions on "
+        "every head's queries and keys, no position embedding) [default: the preset's, learned]",
+    )
+    p.add_argument(
+        "--temperature",
+        choices=["fixed", "learned"],
+        help="attention-score temperature: fixed or learned (one trained scalar per head, starting at 1; "
+        "softmax variants only) [default: the preset's, fixed]",
+    )
     for flag, key, ty in OPTIM_FLAGS:
         extra = " rows per micro-step, over all ranks" if key == "batch" else ""
         p.add_argument(flag, type=ty, help=f"[default: {_default(key)}]{extra}")
@@ -162,6 +176,19 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
     return json.loads(_native.options_check(json.dumps(o)))
 
 
+def model_config(args: argparse.Namespace) -> str:
+    """The model the flags ask for, as the library's JSON: the preset or file with
+    ``--attention``, ``--context``, ``--position`` and ``--temperature`` applied, checked."""
+    config = _native.config_resolve(args.preset, args.config, args.attention, args.context)
+    if args.position is None and args.temperature is None:
+        return config
+    fields = json.loads(config)
+    for key in ("position", "temperature"):
+        if getattr(args, key) is not None:
+            fields[key] = getattr(args, key)
+    return _native.config_check(json.dumps(fields))
+
+
 def open_run(args: argparse.Namespace) -> Any:
     """A fresh or resumed run (text through the native ``Session``, checked as ``orthoformer
     train`` checks it, or a token folder)."""
@@ -178,16 +205,21 @@ def open_run(args: argparse.Namespace) -> Any:
                 "tokenizer flags (only --steps may change)"
             )
         full = args.preset is not None or args.config is not None
-        requested = (
-            _native.config_resolve(args.preset, args.config, args.attention, args.context) if full else None
-        )
+        requested = model_config(args) if full else None
         if args.data_dir is not None or _trained_on_tokens(args.out):
             run = TokenRun.resume(pathlib.Path(args.out), args.data_dir, args.steps)
         else:
             run = TextRun(_native.Session.resume(args.out, args.data, args.steps, requested))
-        have = json.loads(run.config.to_json())
-        want = json.loads(requested) if requested else {}
-        for what, asked in (("attention", args.attention), ("context", args.context)):
+        # Dataclass fields, defaults filled in (the library's JSON leaves some out).
+        have = dataclasses.asdict(run.config)
+        want = dataclasses.asdict(GPTConfig.from_json(requested)) if requested else {}
+        asked_for = (
+            ("attention", args.attention),
+            ("context", args.context),
+            ("position", args.position),
+            ("temperature", args.temperature),
+        )
+        for what, asked in asked_for:
             if asked is not None and asked != have[what]:
                 raise ValueError(
                     f"resuming {args.out}: checkpoint does not match the requested model: {what} is "
@@ -206,7 +238,7 @@ def open_run(args: argparse.Namespace) -> Any:
             "--vocab-size applies to --tokenizer bpe only (the character vocabulary is the text's characters)"
         )
     opts = options(args)
-    config = _native.config_resolve(args.preset, args.config, args.attention, args.context)
+    config = model_config(args)
     seed = args.model_seed if args.model_seed is not None else opts["seed"]
     if args.data_dir is not None:
         if args.tokenizer or args.vocab_size:

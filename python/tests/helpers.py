@@ -7,6 +7,10 @@ import pathlib
 import re
 from typing import Any, Callable
 
+import numpy as np
+import pytest
+import torch
+
 from orthoformer import GPTConfig
 
 
@@ -73,3 +77,33 @@ def same_message(cli_err: str, py_err: str) -> None:
     assert cli_err.startswith("error: "), cli_err
     as_keywords = re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), cli_err[7:])
     assert as_keywords.strip() == py_err.strip(), (cli_err, py_err)
+
+
+def tokens(b: int, t: int, seed: int) -> np.ndarray:
+    """``(b, t)`` random ids of TinyShakespeare's 65 characters."""
+    return np.random.default_rng(seed).integers(0, 65, size=(b, t))
+
+
+def matches_the_library(model: Any, rust: Any, label: str) -> None:
+    """The PyTorch GPT ``model`` gives the library model ``rust``'s logits (to 1e-5), loss and
+    gradients (to 1e-4 of each tensor's largest) on a fixed batch."""
+    x, y = tokens(3, 16, 1), tokens(3, 16, 2)
+    want = rust.logits(x)
+    model.eval()
+    with torch.no_grad():
+        got, _ = model(torch.from_numpy(x))
+    diff = np.abs(got.numpy() - want).max()
+    assert diff <= 1e-5, f"{label}: max |Δlogit| {diff:.2e}"
+
+    rust.zero_grad()
+    want_loss = rust.forward_backward(x, y)
+    model.train()
+    _, loss = model(torch.from_numpy(x), torch.from_numpy(y))
+    loss.backward()
+    assert float(loss.detach()) == pytest.approx(want_loss, abs=1e-5)
+    params = dict(model.named_parameters())
+    assert set(params) == set(rust.grads()), label
+    for name, g in rust.grads().items():
+        mine = params[name].grad.numpy()
+        scale = max(np.abs(g).max(), 1e-3)
+        assert np.abs(mine - g).max() <= 1e-4 * scale, f"{label}: gradient of {name}"

@@ -13,39 +13,16 @@ import orthoformer
 from orthoformer.config import ATTENTIONS
 from orthoformer.torch import GPT
 from orthoformer.torch.hadamard import check_dense
-from helpers import cli_train, small_config
+from helpers import cli_train, matches_the_library, small_config, tokens
 
 CASES = [(a, n) for a in ATTENTIONS for n in ("pre", "post")]
-
-
-def tokens(b: int, t: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 65, size=(b, t))
 
 
 @pytest.mark.parametrize("attention,norm", CASES)
 def test_cli_checkpoint_gives_the_cli_logits_and_gradients(cli, tmp_path, attention, norm) -> None:
     cfg = small_config(attention, norm)
     run = cli_train(cli, tmp_path, cfg, steps=12)
-    model = GPT.from_checkpoint(run)
-    rust = orthoformer.load_checkpoint(run).model
-    x, y = tokens(3, 16, 1), tokens(3, 16, 2)
-    want = rust.logits(x)
-    model.eval()
-    with torch.no_grad():
-        got, _ = model(torch.from_numpy(x))
-    diff = np.abs(got.numpy() - want).max()
-    assert diff <= 1e-5, f"{attention}/{norm}: max |Δlogit| {diff:.2e}"
-
-    rust.zero_grad()
-    want_loss = rust.forward_backward(x, y)
-    model.train()
-    _, loss = model(torch.from_numpy(x), torch.from_numpy(y))
-    loss.backward()
-    assert float(loss.detach()) == pytest.approx(want_loss, abs=1e-5)
-    for name, g in rust.grads().items():
-        mine = dict(model.named_parameters())[name].grad.numpy()
-        scale = max(np.abs(g).max(), 1e-3)
-        assert np.abs(mine - g).max() <= 1e-4 * scale, f"{attention}/{norm}: gradient of {name}"
+    matches_the_library(GPT.from_checkpoint(run), orthoformer.load_checkpoint(run).model, f"{attention}/{norm}")
 
 
 @pytest.mark.parametrize("attention", ATTENTIONS)

@@ -14,8 +14,11 @@ Frozen projections (:class:`~orthoformer.torch.frozen.FrozenOrthogonalLinear`,
 :class:`~orthoformer.torch.hadamard.FrozenHadamardLinear`) hold non-persistent buffers
 regenerated from the seed, never parameters; their biases train. Softmax attention is
 ``F.scaled_dot_product_attention`` (``1/√D``, dropout on the probabilities); linear attention
-is the causal ``elu(x)+1`` kernel form in chunks (no dropout inside). The library's GPT is
-built from this module (:meth:`OrthogonalAttention.from_config`).
+is the causal ``elu(x)+1`` kernel form in chunks (no dropout inside). Optionally, as the
+library's GPT has them: rotary positions on the queries and keys (``rope=True``; before the
+feature map for linear attention) and a learned per-head temperature on the scores
+(``learned_temperature=True``, softmax kernels only). The library's GPT is built from this
+module (:meth:`OrthogonalAttention.from_config`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from torch import nn
 
 from .. import _native
 from ..config import ATTENTIONS, GPTConfig
+from . import rope as _rope
 from .frozen import FrozenOrthogonalLinear, draw_seed
 from .functional import Device, causal_linear_attention, feature_map, linear_attention  # noqa: F401
 from .hadamard import FrozenHadamardLinear
@@ -66,7 +70,11 @@ class OrthogonalAttention(nn.Module):
     GPT whose ``frozen_seed`` is ``seed``. ``bias`` gives every projection a bias (trainable,
     also for frozen ones); ``dropout`` applies to the softmax probabilities while training;
     ``causal=False`` attends to the whole sequence; ``seed_in_state_dict=False`` leaves the
-    seed out of ``state_dict`` (where something else records it). Trainable projections are
+    seed out of ``state_dict`` (where something else records it). ``rope`` rotates every
+    head's queries and keys by their position (base ``rope_theta``; a cached call continues
+    from the cache's length), so frozen scores see relative position; ``learned_temperature``
+    adds ``temperature``, one trained scalar per head (starting at 1) multiplying its scores,
+    with frozen ``W_Q, W_K`` the only trained part of the score path. Trainable projections are
     ``nn.Linear`` with torch's default initialisation; ``device``/``dtype`` as for any torch
     module (on ``meta`` nothing is generated until :meth:`reset_frozen`)."""
 
@@ -83,6 +91,9 @@ class OrthogonalAttention(nn.Module):
         causal: bool = True,
         layer: int = 0,
         seed_in_state_dict: bool = True,
+        rope: bool = False,
+        rope_theta: float = _rope.THETA,
+        learned_temperature: bool = False,
         device: Device = None,
         dtype: Optional[torch.dtype] = None,
     ) -> None:
@@ -96,6 +107,16 @@ class OrthogonalAttention(nn.Module):
         self.d_model, self.n_head, self.d_head = d_model, n_head, d_model // n_head
         self.variant, self.causal, self.dropout = variant, causal, dropout
         self.linear = variant in LINEAR_VARIANTS
+        if rope and self.d_head % 2:
+            raise ValueError(f"rotary positions turn pairs of dimensions: the head width {self.d_head} must be even")
+        if not rope_theta > 0:
+            raise ValueError(f"rope_theta must be positive, got {rope_theta}")
+        if learned_temperature and self.linear:
+            raise ValueError(
+                f"a learned temperature scales softmax scores, and {variant} is linear attention: "
+                "use a softmax variant or learned_temperature=False"
+            )
+        self.rope, self.rope_theta = rope, float(rope_theta)
         self.q_kind, self.k_kind = _native.attention_projections(variant)
         frozen = "frozen-dense" in (self.q_kind, self.k_kind) or "hadamard" in (self.q_kind, self.k_kind)
         # Drawn only when something is frozen, so softmax modules leave torch's generator alone.
@@ -108,6 +129,15 @@ class OrthogonalAttention(nn.Module):
         self.k = self._projection(self.k_kind, 2 * layer + 1, bias, kw)
         self.v = nn.Linear(d_model, d_model, bias=bias, **kw)
         self.o = nn.Linear(d_model, d_model, bias=bias, **kw)
+        # After `o`: the library stores a layer's temperature after its projections.
+        self.temperature = nn.Parameter(torch.ones(n_head, **kw)) if learned_temperature else None
+
+    def reset_parameters(self) -> None:
+        """Sets the temperature (if any) back to 1, as for a module built on ``meta`` and
+        allocated with ``to_empty`` (the projections reset themselves)."""
+        if self.temperature is not None:
+            with torch.no_grad():
+                self.temperature.fill_(1.0)
 
     def _projection(self, kind: str, tensor: int, bias: bool, kw: dict[str, Any]) -> Optional[nn.Module]:
         """The module making queries or keys (frozen tensor number ``tensor``): ``None`` for
@@ -149,6 +179,8 @@ class OrthogonalAttention(nn.Module):
             dropout=cfg.dropout,
             layer=layer,
             seed_in_state_dict=False,
+            rope=cfg.position == "rope",
+            learned_temperature=cfg.temperature == "learned",
             device=device,
             dtype=dtype,
         )
@@ -173,6 +205,12 @@ class OrthogonalAttention(nn.Module):
         q = x if self.q is None else self.q(x)
         k = q if self.k is None else self.k(x)
         q, k, v = self._heads(q), self._heads(k), self._heads(self.v(x))
+        if self.rope:
+            start = 0 if cache is None else cache.length
+            cos, sin = _rope.tables(start, t, self.d_head, theta=self.rope_theta, device=x.device, dtype=q.dtype)
+            q, k = _rope.rotate(q, cos, sin), _rope.rotate(k, cos, sin)
+        if self.temperature is not None:
+            q = q * self.temperature.to(q.dtype).view(1, -1, 1, 1)
         if self.linear:
             if cache is not None:
                 raise ValueError("linear attention keeps no key/value cache: run it over the whole window")
@@ -195,7 +233,8 @@ class OrthogonalAttention(nn.Module):
         return self.o(y.transpose(1, 2).reshape(b, t, c))
 
     def extra_repr(self) -> str:
-        return f"variant={self.variant}, n_head={self.n_head}, causal={self.causal}, dropout={self.dropout}"
+        extra = (", rope=True" if self.rope else "") + (", learned_temperature=True" if self.temperature is not None else "")
+        return f"variant={self.variant}, n_head={self.n_head}, causal={self.causal}, dropout={self.dropout}{extra}"
 
 
 __all__ = ["KVCache", "LINEAR_VARIANTS", "OrthogonalAttention"]

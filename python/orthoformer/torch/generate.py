@@ -49,8 +49,7 @@ def sample(
 def cached_logits(model: Any, idx: torch.Tensor, caches: list[KVCache], start: int) -> torch.Tensor:
     """Logits of the last position of ``idx`` ``(B, T)``, which sit at positions ``start ..
     start + T`` after what ``caches`` hold (extended here)."""
-    t = idx.shape[1]
-    x = model.drop(model.wte[idx] + model.wpe[start : start + t])
+    x = model.embed(idx, start)
     for block, cache in zip(model.h, caches):
         x = block(x, cache)
     return torch.nn.functional.linear(model.ln_f(x[:, -1]), model.wte)

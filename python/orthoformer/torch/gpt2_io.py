@@ -176,6 +176,11 @@ def to_hf(model: Any, folder: PathArg) -> None:
             f"GPT-2 has no form of {cfg.attention} attention with {cfg.norm}-LN blocks: "
             "only pre-LN softmax-kernel models export"
         )
+    if cfg.position != "learned" or cfg.temperature != "fixed":
+        raise ValueError(
+            f"GPT-2 has no form of {cfg.position} positions with a {cfg.temperature} temperature: "
+            "only models with learned positions and a fixed temperature export"
+        )
     c = cfg.d_model
     p = model.state_numpy()
     frozen = {n: b.detach().to("cpu", torch.float32).numpy() for n, b in model.frozen_buffers().items()}

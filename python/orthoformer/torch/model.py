@@ -1,7 +1,7 @@
 """The Orthoformer GPT as a PyTorch ``nn.Module``, the same function as the library's
 ``model::Gpt`` (``src/model/gpt*.rs``):
 
-    x = drop(wte[idx] + wpe[:T])
+    x = drop(wte[idx] + wpe[:T])                 (no wpe with rotary positions)
     pre-LN block:  x = x + drop(attn(ln1(x)));  x = x + drop(mlp(ln2(x)))
     post-LN block: x = ln1(x + drop(attn(x)));  x = ln2(x + drop(mlp(x)))
     logits = ln_f(x) @ wteᵀ                      (head tied to the token embedding)
@@ -138,7 +138,8 @@ class GPT(nn.Module):
         with torch.device("meta"):
             c = cfg.d_model
             self.wte = nn.Parameter(torch.empty(cfg.vocab_size, c))
-            self.wpe = nn.Parameter(torch.empty(cfg.context, c))
+            # Rotary positions act inside attention: no position embedding then.
+            self.wpe = nn.Parameter(torch.empty(cfg.context, c)) if cfg.position == "learned" else None
             self.drop = nn.Dropout(cfg.dropout)
             self.h = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layer))
             self.ln_f = nn.LayerNorm(c, eps=LN_EPS, bias=cfg.norm_bias)
@@ -260,7 +261,7 @@ class GPT(nn.Module):
         b, t = idx.shape
         if t > self.config.context:
             raise ValueError(f"sequence length {t} exceeds the model's context {self.config.context}")
-        x = self.drop(self.wte[idx] + self.wpe[:t])
+        x = self.embed(idx)
         for block in self.h:
             x = block(x)
         logits = F.linear(self.ln_f(x), self.wte)
@@ -268,6 +269,14 @@ class GPT(nn.Module):
             return logits, None
         loss = F.cross_entropy(logits.reshape(b * t, -1), targets.reshape(b * t))
         return logits, loss
+
+    def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """The blocks' input for token ids ``idx`` ``(B, T)`` at positions ``start ..
+        start + T``: token embeddings, plus the position embeddings when learned, dropped out."""
+        x = self.wte[idx]
+        if self.wpe is not None:
+            x = x + self.wpe[start : start + idx.shape[1]]
+        return self.drop(x)
 
     def decay_groups(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
         """``(decayed, not decayed)`` parameters: 2-D tensors decay (weights and both
