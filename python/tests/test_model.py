@@ -22,7 +22,9 @@ CASES = [(a, n) for a in ATTENTIONS for n in ("pre", "post")]
 def test_cli_checkpoint_gives_the_cli_logits_and_gradients(cli, tmp_path, attention, norm) -> None:
     cfg = small_config(attention, norm)
     run = cli_train(cli, tmp_path, cfg, steps=12)
-    matches_the_library(GPT.from_checkpoint(run), orthoformer.load_checkpoint(run).model, f"{attention}/{norm}")
+    matches_the_library(
+        GPT.from_checkpoint(run), orthoformer.load_checkpoint(run).model, f"{attention}/{norm}"
+    )
 
 
 @pytest.mark.parametrize("attention", ATTENTIONS)

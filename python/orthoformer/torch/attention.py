@@ -108,7 +108,9 @@ class OrthogonalAttention(nn.Module):
         self.variant, self.causal, self.dropout = variant, causal, dropout
         self.linear = variant in LINEAR_VARIANTS
         if rope and self.d_head % 2:
-            raise ValueError(f"rotary positions turn pairs of dimensions: the head width {self.d_head} must be even")
+            raise ValueError(
+                f"rotary positions turn pairs of dimensions: the head width {self.d_head} must be even"
+            )
         if not rope_theta > 0:
             raise ValueError(f"rope_theta must be positive, got {rope_theta}")
         if learned_temperature and self.linear:
@@ -207,7 +209,9 @@ class OrthogonalAttention(nn.Module):
         q, k, v = self._heads(q), self._heads(k), self._heads(self.v(x))
         if self.rope:
             start = 0 if cache is None else cache.length
-            cos, sin = _rope.tables(start, t, self.d_head, theta=self.rope_theta, device=x.device, dtype=q.dtype)
+            cos, sin = _rope.tables(
+                start, t, self.d_head, theta=self.rope_theta, device=x.device, dtype=q.dtype
+            )
             q, k = _rope.rotate(q, cos, sin), _rope.rotate(k, cos, sin)
         if self.temperature is not None:
             q = q * self.temperature.to(q.dtype).view(1, -1, 1, 1)
@@ -233,8 +237,17 @@ class OrthogonalAttention(nn.Module):
         return self.o(y.transpose(1, 2).reshape(b, t, c))
 
     def extra_repr(self) -> str:
-        extra = (", rope=True" if self.rope else "") + (", learned_temperature=True" if self.temperature is not None else "")
-        return f"variant={self.variant}, n_head={self.n_head}, causal={self.causal}, dropout={self.dropout}{extra}"
+        parts = [
+            f"variant={self.variant}",
+            f"n_head={self.n_head}",
+            f"causal={self.causal}",
+            f"dropout={self.dropout}",
+        ]
+        if self.rope:
+            parts.append("rope=True")
+        if self.temperature is not None:
+            parts.append("learned_temperature=True")
+        return ", ".join(parts)
 
 
 __all__ = ["KVCache", "LINEAR_VARIANTS", "OrthogonalAttention"]

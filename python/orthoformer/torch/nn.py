@@ -5,7 +5,7 @@
 
     from orthoformer.torch.nn import OrthogonalAttention
     attn = OrthogonalAttention(768, 12, variant="orthogonal", seed=0)   # (B, T, 768) -> (B, T, 768)
-    attn = OrthogonalAttention(768, 12, seed=0, rope=True, learned_temperature=True)  # + rotary positions, τ per head
+    attn = OrthogonalAttention(768, 12, seed=0, rope=True, learned_temperature=True)  # RoPE, τ per head
 
 Frozen matrices are non-persistent buffers regenerated from ``(seed, method, layer)``: never
 parameters, never in an optimizer, absent from ``state_dict`` (which records the seed as the
