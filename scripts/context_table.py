@@ -65,9 +65,12 @@ def reach(curve, target):
 
 
 def steps_interval(xs):
-    """Mean [95% t interval] of per-seed steps, with the seeds' values."""
+    """Mean [95% t interval] of per-seed steps, with the seeds' values; `None` is a seed that
+    never reached the target, and then there is no mean (it would leave out the slowest)."""
+    each = " / ".join("not reached" if x is None else f"{x:.0f}" for x in xs)
+    if any(x is None for x in xs):
+        return f"no mean ({each})"
     m = sum(xs) / len(xs)
-    each = " / ".join(f"{x:.0f}" for x in xs)
     if len(xs) < 2:
         return f"{each} (one seed)"
     sd = (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
@@ -106,7 +109,7 @@ def row(context, folders):
             sc1 = mean_curve([data[("softmax", s)][1]])
             oc1 = mean_curve([data[("orthogonal", s)][1]])
             hit = reach(sc1, oc1[1][-1])
-            per.append(hit[0] if hit else float("nan"))
+            per.append(hit[0] if hit else None)
         cells.append(steps_interval(per))
     else:
         cells += ["-", "-"]

@@ -34,16 +34,18 @@ one() { # CONTEXT POSITION SEED ATTENTION
     local run=$block/seed-$s/$a
     [[ -f $run.eval.json ]] && return 0
     mkdir -p "$block/seed-$s"
-    # The recipe's model (src/train/recipe.rs) at this context, attention and seed.
-    cat >"$run.config.json" <<EOF
-{"vocab_size": 65, "context": $c, "n_layer": 4, "n_head": 4, "d_model": 128, "d_ff": 512,
- "attention": "$a", "norm": "pre", "attn_bias": false, "ffn_bias": false, "norm_bias": false,
- "gelu": "erf", "dropout": 0.0, "frozen_method": "qr", "frozen_seed": $s, "position": "$pos"}
-EOF
+    # The recipe's model at this context, attention and position, its frozen draw seeded by s
+    # (`compare`'s rule); the library resolves it, so it cannot drift from the recipe.
+    "$py" - "$c" "$a" "$pos" "$s" >"$run.config.json" <<'PY'
+import dataclasses, json, sys
+from orthoformer.config import GPTConfig
+c, a, pos, s = sys.argv[1:]
+cfg = GPTConfig.resolve(recipe="nanogpt-cpu", context=int(c), attention=a, position=pos)
+print(json.dumps(dataclasses.asdict(dataclasses.replace(cfg, frozen_seed=int(s)))))
+PY
     rm -rf "$run"
-    "$py" -m orthoformer.train --config "$run.config.json" --steps "$steps" --batch 12 --lr 1e-3 \
-        --min-lr 1e-4 --warmup 100 --grad-clip 1.0 --beta2 0.99 --weight-decay 0.1 \
-        --eval-every 100 --eval-iters 20 --seed "$s" --model-seed "$s" --dtype "$dtype" \
+    "$py" -m orthoformer.train --recipe nanogpt-cpu --config "$run.config.json" --steps "$steps" \
+        --eval-every 100 --seed "$s" --model-seed "$s" --dtype "$dtype" \
         --compile "$compile" --device "$device" --log-every 0 --json --out "$run" >"$run.log" 2>&1
     RAYON_NUM_THREADS=1 "$bin" eval --checkpoint "$run" --json >"$run.eval.tmp"
     mv "$run.eval.tmp" "$run.eval.json"

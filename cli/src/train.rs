@@ -306,6 +306,8 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
                 attention,
                 context: args.model.context,
                 d_model: args.model.width,
+                position: args.model.position,
+                temperature: args.model.temperature,
             },
         )?;
         session

@@ -1,7 +1,8 @@
 """Orthoformer from Python: the Rust library's initialisers, accounting, rotation, generation
 and checkpoints (``orthoformer.init``, :func:`params`, :func:`rotate`, :func:`generate`,
-:func:`load_checkpoint`, :func:`save_checkpoint`), the same GPT in PyTorch (``orthoformer.torch``) and data-parallel
-training on ``torch.distributed`` (``python -m orthoformer.train``).
+:func:`load_checkpoint`, :func:`save_checkpoint`), the same GPT in PyTorch
+(``orthoformer.torch``) and data-parallel training on ``torch.distributed`` (``python -m
+orthoformer.train``).
 
 Everything here calls the Rust library through the native module ``orthoformer._native``;
 nothing is re-implemented, so results are the command line's to the bit. ``import

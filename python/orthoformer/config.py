@@ -52,11 +52,19 @@ class GPTConfig:
         config: Union[str, PathLike[str], None] = None,
         attention: Optional[str] = None,
         context: Optional[int] = None,
+        *,
+        width: Optional[int] = None,
+        position: Optional[str] = None,
+        temperature: Optional[str] = None,
+        recipe: Optional[str] = None,
     ) -> GPTConfig:
-        """The model ``orthoformer train`` builds from ``--preset``/``--config``,
-        ``--attention`` and ``--context`` (none given: its default model)."""
+        """The model ``orthoformer train`` builds from ``--recipe``, ``--preset``/``--config``,
+        ``--attention``, ``--context``, ``--width``, ``--position`` and ``--temperature`` (none
+        given: its default model)."""
         path = None if config is None else str(config)
-        return cls.from_json(_native.config_resolve(preset, path, attention, context))
+        return cls.from_json(
+            _native.config_resolve(preset, path, attention, context, width, position, temperature, recipe)
+        )
 
     @classmethod
     def from_json(cls, text: str) -> GPTConfig:

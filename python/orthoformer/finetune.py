@@ -264,7 +264,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--val-windows", type=int, default=32)
-    p.add_argument("--eval-every", type=int, default=0, help="also validate every N steps (0: before and after only)")
+    p.add_argument(
+        "--eval-every", type=int, default=0, help="also validate every N steps (0: before and after only)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", type=pathlib.Path, help="also write the reports here (JSON)")

@@ -95,6 +95,11 @@ def parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--config", help="model configuration file (TOML or JSON with the fields of a preset)")
     p.add_argument("--context", type=int, help="context length, overriding the preset")
+    p.add_argument(
+        "--width",
+        type=int,
+        help="model width d_model (the feed-forward width becomes 4x), overriding the preset",
+    )
     p.add_argument("--model-seed", type=int, help="seed of the model's initialisation [default: --seed]")
     p.add_argument(
         "--attention",
@@ -112,6 +117,13 @@ def parser() -> argparse.ArgumentParser:
         choices=["fixed", "learned"],
         help="attention-score temperature: fixed or learned (one trained scalar per head, starting at 1; "
         "softmax variants only) [default: the preset's, fixed]",
+    )
+    p.add_argument(
+        "--recipe",
+        choices=DEFAULTS["recipes"],
+        help="start from a named recipe's model and options (flags given override it): nanogpt-cpu = "
+        "nanoGPT's CPU recipe for character-level TinyShakespeare (4 layers, 4 heads, width 128, "
+        "context 64, no biases; batch 12, 2000 steps, lr 1e-3 to 1e-4, warm-up 100)",
     )
     for flag, key, ty in OPTIM_FLAGS:
         extra = " rows per micro-step, over all ranks" if key == "batch" else ""
@@ -161,8 +173,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def options(args: argparse.Namespace) -> dict[str, Any]:
-    """The training options the flags ask for, the library's defaults filled in."""
-    o = json.loads(json.dumps(OPTIONS))
+    """The training options the flags ask for, the recipe's or the library's defaults
+    filled in."""
+    o = json.loads(_native.recipe(args.recipe)[1] if args.recipe else json.dumps(OPTIONS))
     for _, key, _ in OPTIM_FLAGS:
         value = getattr(args, key)
         if value is None:
@@ -177,16 +190,19 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def model_config(args: argparse.Namespace) -> str:
-    """The model the flags ask for, as the library's JSON: the preset or file with
-    ``--attention``, ``--context``, ``--position`` and ``--temperature`` applied, checked."""
-    config = _native.config_resolve(args.preset, args.config, args.attention, args.context)
-    if args.position is None and args.temperature is None:
-        return config
-    fields = json.loads(config)
-    for key in ("position", "temperature"):
-        if getattr(args, key) is not None:
-            fields[key] = getattr(args, key)
-    return _native.config_check(json.dumps(fields))
+    """The model the flags ask for, as the library's JSON: the recipe's model or the default,
+    replaced by the preset or file, with the single fields applied, checked (the library's
+    rule, as ``orthoformer train``)."""
+    return _native.config_resolve(
+        args.preset,
+        args.config,
+        args.attention,
+        args.context,
+        args.width,
+        args.position,
+        args.temperature,
+        args.recipe,
+    )
 
 
 def open_run(args: argparse.Namespace) -> Any:
@@ -199,10 +215,11 @@ def open_run(args: argparse.Namespace) -> Any:
             any(getattr(args, key) is not None for _, key, _ in OPTIM_FLAGS if key != "steps")
             or args.tokenizer
             or args.vocab_size
+            or args.recipe
         ):
             raise ValueError(
-                "--resume continues with the options stored in the checkpoint: drop the optimisation and "
-                "tokenizer flags (only --steps may change)"
+                "--resume continues with the options stored in the checkpoint: drop the optimisation, "
+                "recipe and tokenizer flags (only --steps may change)"
             )
         full = args.preset is not None or args.config is not None
         requested = model_config(args) if full else None
@@ -216,6 +233,7 @@ def open_run(args: argparse.Namespace) -> Any:
         asked_for = (
             ("attention", args.attention),
             ("context", args.context),
+            ("d_model", args.width),
             ("position", args.position),
             ("temperature", args.temperature),
         )

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
 use orthoformer::model::gpt::file::{load_model, save_model};
-use orthoformer::model::{AttentionKind, FrozenStore, Gpt, GptConfig};
+use orthoformer::model::{AttentionKind, FrozenStore, Gpt, GptConfig, Position, Temperature};
 use orthoformer::nn::hadamard::{Factor, dense_factor, factors};
 
 use crate::convert::{batch_len, checked_numel, f32_in, f32_out, f64_out, u32_in};
@@ -28,29 +28,63 @@ fn to_json(cfg: &GptConfig) -> PyResult<String> {
     serde_json::to_string(cfg).map_err(|e| value(format!("serialising the config: {e}")))
 }
 
-/// The model `orthoformer train` would build from `--preset`/`--config`, `--attention` and
-/// `--context` (none of them: the training default), as validated JSON.
+/// The model `orthoformer train` would build from `--recipe`, `--preset`/`--config`,
+/// `--attention`, `--context`, `--width`, `--position` and `--temperature` (none of them: the
+/// training default), as validated JSON.
 #[pyfunction]
-#[pyo3(signature = (preset=None, config=None, attention=None, context=None))]
+#[pyo3(signature = (preset=None, config=None, attention=None, context=None, width=None, position=None, temperature=None, recipe=None))]
+#[allow(clippy::too_many_arguments)] // one per command-line flag, all optional
 fn config_resolve(
     preset: Option<&str>,
     config: Option<PathBuf>,
     attention: Option<&str>,
     context: Option<usize>,
+    width: Option<usize>,
+    position: Option<&str>,
+    temperature: Option<&str>,
+    recipe: Option<&str>,
 ) -> PyResult<String> {
     let choice = orthoformer::train::model_choice::ModelChoice {
         preset: preset.map(str::to_string),
         config,
         context,
+        width,
         attention: attention
             .map(|a| AttentionKind::parse(a.trim()))
             .transpose()
             .or_py()?,
-        ..Default::default()
+        position: position
+            .map(|p| {
+                named(
+                    "position",
+                    &[Position::Learned, Position::Rope],
+                    Position::name,
+                    p,
+                )
+            })
+            .transpose()?,
+        temperature: temperature
+            .map(|t| {
+                let all = [Temperature::Fixed, Temperature::Learned];
+                named("temperature", &all, Temperature::name, t)
+            })
+            .transpose()?,
     };
-    let cfg = choice.resolve(None).or_py()?;
+    let base = match recipe {
+        Some(name) => Some(orthoformer::train::recipe::recipe(name).or_py()?.0),
+        None => None,
+    };
+    let cfg = choice.resolve(base).or_py()?;
     cfg.validate().or_py()?;
     to_json(&cfg)
+}
+
+/// The value among `all` whose name is `s`, or a one-line error naming them.
+fn named<T: Copy>(what: &str, all: &[T], name: fn(T) -> &'static str, s: &str) -> PyResult<T> {
+    all.iter().copied().find(|&v| name(v) == s).ok_or_else(|| {
+        let names: Vec<_> = all.iter().map(|&v| name(v)).collect();
+        value(format!("unknown {what} {s:?}: use {}", names.join(" or ")))
+    })
 }
 
 /// A config checked and written back in the library's canonical JSON form.

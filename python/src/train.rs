@@ -25,7 +25,7 @@ use crate::error::{OrPy, guard, value};
 use crate::model::{frozen_rows, parse_config, tensor_table};
 
 /// The defaults of `orthoformer train` (from the library, so they cannot drift), as JSON:
-/// `{"options": TrainOptions, "preset", "context", "bpe_vocab"}`.
+/// `{"options": TrainOptions, "preset", "context", "bpe_vocab", "recipes"}`.
 #[pyfunction]
 fn train_defaults() -> PyResult<String> {
     let report = serde_json::json!({
@@ -33,6 +33,7 @@ fn train_defaults() -> PyResult<String> {
         "preset": DEFAULT_PRESET,
         "context": DEFAULT_CONTEXT,
         "bpe_vocab": DEFAULT_BPE_VOCAB,
+        "recipes": orthoformer::train::recipe::RECIPES,
     });
     Ok(report.to_string())
 }
@@ -42,6 +43,17 @@ fn train_defaults() -> PyResult<String> {
 #[pyfunction]
 fn peak_rss_bytes() -> Option<u64> {
     orthoformer::io::rss::peak_rss_bytes()
+}
+
+/// A named recipe (`nanogpt-cpu`): its model and its training options, as JSON.
+#[pyfunction]
+fn recipe(name: &str) -> PyResult<(String, String)> {
+    let (model, options) = orthoformer::train::recipe::recipe(name).or_py()?;
+    let json = |v: serde_json::Result<String>| v.map_err(|e| value(e.to_string()));
+    Ok((
+        json(serde_json::to_string(&model))?,
+        json(serde_json::to_string(&options))?,
+    ))
 }
 
 /// Options checked and written back in the library's JSON form.
@@ -357,6 +369,7 @@ impl PySession {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(options_check, m)?)?;
+    m.add_function(wrap_pyfunction!(recipe, m)?)?;
     m.add_function(wrap_pyfunction!(peak_rss_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(schedule_lr, m)?)?;
     m.add_class::<PyData>()?;

@@ -47,7 +47,9 @@ def tokens() -> tuple[np.ndarray, np.ndarray]:
 def run(mode: str, steps: int = 8) -> tuple[torch.nn.Module, dict]:
     model = tiny_llama()
     train, val = tokens()
-    r = ft.finetune(model, train, val, mode, steps=steps, context=16, batch=4, lr=3e-3, warmup=2, val_windows_n=4)
+    r = ft.finetune(
+        model, train, val, mode, steps=steps, context=16, batch=4, lr=3e-3, warmup=2, val_windows_n=4
+    )
     return model, r
 
 
@@ -56,7 +58,10 @@ def test_modes_train_what_they_say() -> None:
     full, rf = run("full")
     pre, rp = run("qk-pretrained")
     orth, ro = run("qk-orthogonal")
-    qk = sum(l.self_attn.q_proj.weight.numel() + l.self_attn.k_proj.weight.numel() for l in start.model.layers)
+    qk = sum(
+        layer.self_attn.q_proj.weight.numel() + layer.self_attn.k_proj.weight.numel()
+        for layer in start.model.layers
+    )
     total = sum(p.numel() for p in start.parameters())
     assert rf["trainable"] == total and rp["trainable"] == ro["trainable"] == total - qk
     assert rf["total"] == rp["total"] == ro["total"] == total

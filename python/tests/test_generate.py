@@ -93,7 +93,9 @@ def test_the_library_generation_is_the_command_lines(cli, tmp_path) -> None:
     for prompt, extra in [(PROMPT, {"temperature": 0.8, "top_k": 10, "seed": 3}), ("", {"temperature": 0})]:
         flags = [f"--{k.replace('_', '-')}={v}" for k, v in extra.items()]
         want = json.loads(
-            cli("generate", "--checkpoint", run, "--prompt", prompt, "--max-new-tokens", 20, *flags, "--json").stdout
+            cli(
+                "generate", "--checkpoint", run, "--prompt", prompt, "--max-new-tokens", 20, *flags, "--json"
+            ).stdout
         )
         got = orthoformer.generate(prompt, checkpoint=run, max_new_tokens=20, **extra)
         for key in ("prompt", "text", "prompt_tokens", "new_tokens", "stopped_on_eos"):
@@ -145,8 +147,20 @@ def test_q8_dot_products_run_alike_and_bad_names_are_refused_alike(cli) -> None:
     same greedy text on SmolLM2 (Q4_1 and Q8_0 weights); an unknown name is refused by both."""
     model = smollm2()
     want = json.loads(
-        cli("generate", "--model", model, "--prompt", "The", "--max-new-tokens", 6,
-            "--temperature", 0, "--dot", "q8", "--json").stdout
+        cli(
+            "generate",
+            "--model",
+            model,
+            "--prompt",
+            "The",
+            "--max-new-tokens",
+            6,
+            "--temperature",
+            0,
+            "--dot",
+            "q8",
+            "--json",
+        ).stdout
     )
     got = orthoformer.generate("The", model=model, max_new_tokens=6, temperature=0, dot="q8")
     assert got["text"] == want["text"] and got["new_tokens"] == want["new_tokens"] > 0

@@ -156,6 +156,55 @@ def test_defaults_are_the_cli_defaults(cli, tmp_path) -> None:
     assert a["options"]["batch"] == 16 and a["model"]["context"] == 64
 
 
+def test_recipe_and_single_fields_are_the_cli_s(cli, tmp_path) -> None:
+    """``--recipe`` gives the recipe's model and options, and ``--width``, ``--position`` and
+    ``--temperature`` apply over it, as ``orthoformer train`` resolves them."""
+    rust, py = tmp_path / "rust", tmp_path / "py"
+    args = ["--recipe", "nanogpt-cpu", "--width", 64, "--position", "rope", "--temperature", "learned"]
+    args += ["--steps", 1, "--eval-iters", 1]
+    cli("train", *args, "--out", rust)
+    train(*args, "--out", py)
+    a, b = (orthoformer.load_checkpoint(r).state for r in (rust, py))
+    assert a["options"] == b["options"] and a["model"] == b["model"] and a["model_seed"] == b["model_seed"]
+    assert a["options"]["batch"] == 12 and a["options"]["min_lr"] == 1e-4
+    model = a["model"]
+    assert (model["d_model"], model["d_ff"], model["gelu"]) == (64, 256, "erf")
+    assert (model["position"], model["temperature"]) == ("rope", "learned")
+
+
+@pytest.mark.parametrize(
+    "flag,value", [("--position", "learned"), ("--temperature", "fixed"), ("--width", 32)]
+)
+def test_resume_refuses_another_model_field_in_both_tools(cli, tmp_path, flag, value) -> None:
+    """A single model field that differs from the checkpoint's is refused in one line: the
+    command line compared only attention, context and width before, and a default left out
+    of the file form never compared unequal."""
+    run = tmp_path / "r"
+    cli(
+        "train",
+        "--recipe",
+        "nanogpt-cpu",
+        "--position",
+        "rope",
+        "--temperature",
+        "learned",
+        "--steps",
+        2,
+        "--eval-iters",
+        1,
+        "--stop-at",
+        1,
+        "--out",
+        run,
+    )
+    p = cli("train", "--out", run, "--resume", flag, value, check=False)
+    assert p.returncode == 2 and "does not match the requested model" in p.stderr, p.stderr
+    p = python_module("orthoformer.train", "--out", run, "--resume", flag, value)
+    assert p.returncode == 2 and "does not match the requested model" in p.stderr, p.stderr
+    p = python_module("orthoformer.train", "--out", run, "--resume", "--recipe", "nanogpt-cpu")
+    assert p.returncode == 2 and "only --steps may change" in p.stderr, p.stderr
+
+
 def test_cuda_selects_nccl_and_the_gpu(monkeypatch) -> None:
     import torch
 

@@ -5,11 +5,12 @@
 use std::path::Path;
 
 use super::session::Session;
-use crate::model::GptConfig;
+use crate::model::{GptConfig, Position, Temperature};
 use crate::{Error, Result};
 
 /// Fields of the model a resumed run was asked for one by one (a lone attention kind,
-/// context or width): each one given must equal the checkpoint's.
+/// context, width, position encoding or temperature): each one given must equal the
+/// checkpoint's.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ModelRequest {
     /// The attention kind asked for.
@@ -18,6 +19,10 @@ pub struct ModelRequest {
     pub context: Option<usize>,
     /// The width asked for.
     pub d_model: Option<usize>,
+    /// The position encoding asked for.
+    pub position: Option<Position>,
+    /// The score temperature asked for.
+    pub temperature: Option<Temperature>,
 }
 
 impl Session {
@@ -35,16 +40,19 @@ impl Session {
         if let Some(w) = request.d_model {
             want.d_model = w;
         }
+        if let Some(p) = request.position {
+            want.position = p;
+        }
+        if let Some(t) = request.temperature {
+            want.temperature = t;
+        }
         check_same_config(out, saved, &want)
     }
 }
 
 /// Names the fields where `want` differs from the checkpoint's `saved` configuration.
 pub(super) fn check_same_config(out: &Path, saved: &GptConfig, want: &GptConfig) -> Result<()> {
-    let (a, b) = (
-        serde_json::to_value(saved).map_err(|e| Error::io(out, std::io::Error::other(e)))?,
-        serde_json::to_value(want).map_err(|e| Error::io(out, std::io::Error::other(e)))?,
-    );
+    let (a, b) = (fields(out, saved)?, fields(out, want)?);
     let mut diffs = Vec::new();
     if let (Some(a), Some(b)) = (a.as_object(), b.as_object()) {
         for (k, va) in a {
@@ -69,5 +77,50 @@ pub(super) fn check_same_config(out: &Path, saved: &GptConfig, want: &GptConfig)
             out.display(),
             diffs.join(", ")
         )))
+    }
+}
+
+/// Every field of `cfg` as JSON, the ones its file form leaves out at their defaults
+/// (position, temperature) written in: a default must compare unequal to what differs from it.
+fn fields(out: &Path, cfg: &GptConfig) -> Result<serde_json::Value> {
+    let mut v = serde_json::to_value(cfg).map_err(|e| Error::io(out, std::io::Error::other(e)))?;
+    if let Some(m) = v.as_object_mut() {
+        m.insert("position".into(), cfg.position.name().into());
+        m.insert("temperature".into(), cfg.temperature.name().into());
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_left_out_of_the_file_form_still_differ() {
+        let saved = GptConfig::preset("tiny").unwrap();
+        let out = Path::new("runs/x");
+        assert!(check_same_config(out, &saved, &saved).is_ok());
+        let rope = GptConfig {
+            position: Position::Rope,
+            ..saved.clone()
+        };
+        let e = check_same_config(out, &saved, &rope)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("position is \"learned\" in the checkpoint but \"rope\""),
+            "{e}"
+        );
+        let tau = GptConfig {
+            temperature: Temperature::Learned,
+            ..saved.clone()
+        };
+        let e = check_same_config(out, &tau, &saved)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("temperature is \"learned\" in the checkpoint but \"fixed\""),
+            "{e}"
+        );
     }
 }

@@ -159,7 +159,10 @@ class Trainer:
         }
         # A non-finite evaluation is never recorded: its checkpoint would be refused by every
         # reader (and by the library's writer). Stop, keeping the last good checkpoint.
-        for what, key in (("evaluation loss on the training split", "train_loss"), ("validation loss", "val_loss")):
+        for what, key in (
+            ("evaluation loss on the training split", "train_loss"),
+            ("validation loss", "val_loss"),
+        ):
             if not math.isfinite(rec[key]):
                 last = self.state.get("last_checkpoint")
                 kept = (
