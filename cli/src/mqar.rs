@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use super::Outcome;
 use super::common::{comma_default, library_values};
-use super::train::{POSITIONS, TEMPERATURES, named};
 use crate::output::{out, outln};
 use orthoformer::analysis::mqar::run::MqarPlan;
 use orthoformer::analysis::mqar::sweep::sweep;
@@ -53,11 +52,11 @@ pub struct MqarArgs {
     pub seed: u64,
     /// Position encoding of every model: `learned` absolute embeddings or `rope` (rotary, on
     /// queries and keys after the projections).
-    #[arg(long, default_value_t = MqarPlan::default().position, value_parser = library_values(&POSITIONS.map(Position::name), |s| named(POSITIONS, Position::name, s)))]
+    #[arg(long, default_value_t = MqarPlan::default().position, value_parser = library_values(&Position::ALL.map(Position::name), Position::parse))]
     pub position: Position,
     /// Attention-score temperature: `fixed`, or `learned` (one trained scalar per head;
     /// softmax variants only).
-    #[arg(long, default_value_t = MqarPlan::default().temperature, value_parser = library_values(&TEMPERATURES.map(Temperature::name), |s| named(TEMPERATURES, Temperature::name, s)))]
+    #[arg(long, default_value_t = MqarPlan::default().temperature, value_parser = library_values(&Temperature::ALL.map(Temperature::name), Temperature::parse))]
     pub temperature: Temperature,
     /// A small run (45 s measured on 2 cores with all seven variants): setting 64:4, width 64,
     /// every variant, one learning rate (3e-3), 400 steps, vocabulary 512 (the grid's

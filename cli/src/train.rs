@@ -34,22 +34,6 @@ pub struct DataFlags {
     pub vocab_size: Option<usize>,
 }
 
-/// The position encodings a model may have.
-pub const POSITIONS: [Position; 2] = [Position::Learned, Position::Rope];
-/// The score temperatures a model may have.
-pub const TEMPERATURES: [Temperature; 2] = [Temperature::Fixed, Temperature::Learned];
-
-/// The library's value named `s` among `all` (positions, temperatures).
-pub fn named<T: Copy, const N: usize>(
-    all: [T; N],
-    name: fn(T) -> &'static str,
-    s: &str,
-) -> Result<T, String> {
-    all.into_iter()
-        .find(|&v| name(v) == s)
-        .ok_or_else(|| format!("{s:?} is not one of the names"))
-}
-
 /// Which model.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelFlags {
@@ -75,12 +59,12 @@ pub struct ModelFlags {
     /// Positions: `learned` (an absolute position embedding, GPT-2's) or `rope` (rotary
     /// positions on every head's queries and keys, no position embedding), overriding the
     /// preset [default: learned].
-    #[arg(long, value_parser = library_values(&POSITIONS.map(Position::name), |s| named(POSITIONS, Position::name, s)))]
+    #[arg(long, value_parser = library_values(&Position::ALL.map(Position::name), Position::parse))]
     pub position: Option<Position>,
     /// Attention-score temperature: `fixed` (q·k/√D) or `learned` (one trained scalar per
     /// head multiplying the scores, starting at 1; with frozen Q/K the only trained part of
     /// the score path; softmax variants only), overriding the preset [default: fixed].
-    #[arg(long, value_parser = library_values(&TEMPERATURES.map(Temperature::name), |s| named(TEMPERATURES, Temperature::name, s)))]
+    #[arg(long, value_parser = library_values(&Temperature::ALL.map(Temperature::name), Temperature::parse))]
     pub temperature: Option<Temperature>,
 }
 

@@ -53,22 +53,8 @@ fn config_resolve(
             .map(|a| AttentionKind::parse(a.trim()))
             .transpose()
             .or_py()?,
-        position: position
-            .map(|p| {
-                named(
-                    "position",
-                    &[Position::Learned, Position::Rope],
-                    Position::name,
-                    p,
-                )
-            })
-            .transpose()?,
-        temperature: temperature
-            .map(|t| {
-                let all = [Temperature::Fixed, Temperature::Learned];
-                named("temperature", &all, Temperature::name, t)
-            })
-            .transpose()?,
+        position: position.map(Position::parse).transpose().or_py()?,
+        temperature: temperature.map(Temperature::parse).transpose().or_py()?,
     };
     let base = match recipe {
         Some(name) => Some(orthoformer::train::recipe::recipe(name).or_py()?.0),
@@ -77,14 +63,6 @@ fn config_resolve(
     let cfg = choice.resolve(base).or_py()?;
     cfg.validate().or_py()?;
     to_json(&cfg)
-}
-
-/// The value among `all` whose name is `s`, or a one-line error naming them.
-fn named<T: Copy>(what: &str, all: &[T], name: fn(T) -> &'static str, s: &str) -> PyResult<T> {
-    all.iter().copied().find(|&v| name(v) == s).ok_or_else(|| {
-        let names: Vec<_> = all.iter().map(|&v| name(v)).collect();
-        value(format!("unknown {what} {s:?}: use {}", names.join(" or ")))
-    })
 }
 
 /// A config checked and written back in the library's canonical JSON form.

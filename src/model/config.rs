@@ -32,6 +32,20 @@ pub enum Position {
 }
 
 impl Position {
+    /// Every value, in the order the names are listed.
+    pub const ALL: [Position; 2] = [Position::Learned, Position::Rope];
+
+    /// Parses a command-line name (see [`Position::name`]).
+    pub fn parse(s: &str) -> Result<Self, ModelError> {
+        Self::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| {
+                let names = Self::ALL.map(Self::name).join(" or ");
+                ModelError::Config(format!("unknown position {s:?}: use {names}"))
+            })
+    }
+
     /// The command-line name.
     pub fn name(self) -> &'static str {
         match self {
@@ -65,6 +79,20 @@ pub enum Temperature {
 }
 
 impl Temperature {
+    /// Every value, in the order the names are listed.
+    pub const ALL: [Temperature; 2] = [Temperature::Fixed, Temperature::Learned];
+
+    /// Parses a command-line name (see [`Temperature::name`]).
+    pub fn parse(s: &str) -> Result<Self, ModelError> {
+        Self::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| {
+                let names = Self::ALL.map(Self::name).join(" or ");
+                ModelError::Config(format!("unknown temperature {s:?}: use {names}"))
+            })
+    }
+
     /// The command-line name.
     pub fn name(self) -> &'static str {
         match self {
@@ -322,5 +350,27 @@ impl GptConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back_and_strangers_are_refused_with_the_names() {
+        for p in Position::ALL {
+            assert_eq!(Position::parse(p.name()).unwrap(), p);
+        }
+        for t in Temperature::ALL {
+            assert_eq!(Temperature::parse(t.name()).unwrap(), t);
+        }
+        let e = Position::parse("alibi").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown position \"alibi\": use learned or rope"),
+            "{e}"
+        );
+        let e = Temperature::parse("Learned").unwrap_err().to_string();
+        assert!(e.contains("use fixed or learned"), "{e}");
     }
 }
