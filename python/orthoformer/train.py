@@ -23,7 +23,6 @@ Errors print one line and exit with status 2, as the command line does.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import pathlib
@@ -33,7 +32,6 @@ from typing import Any, Optional
 from collections.abc import Sequence
 
 from . import _native
-from .config import GPTConfig
 from .data import DEFAULTS
 from .errors import TrainingStopped
 
@@ -227,29 +225,18 @@ def open_run(args: argparse.Namespace) -> Any:
             run = TokenRun.resume(pathlib.Path(args.out), args.data_dir, args.steps)
         else:
             run = TextRun(_native.Session.resume(args.out, args.data, args.steps, requested))
-        # Dataclass fields, defaults filled in (the library's JSON leaves some out).
-        have = dataclasses.asdict(run.config)
-        want = dataclasses.asdict(GPTConfig.from_json(requested)) if requested else {}
-        asked_for = (
-            ("attention", args.attention),
-            ("context", args.context),
-            ("d_model", args.width),
-            ("position", args.position),
-            ("temperature", args.temperature),
+        # The library's check, as `orthoformer train --resume` makes it (a token folder's run
+        # has no native session to make it on opening).
+        _native.resume_check(
+            str(args.out),
+            run.config.to_json(),
+            requested,
+            args.attention,
+            args.context,
+            args.width,
+            args.position,
+            args.temperature,
         )
-        for what, asked in asked_for:
-            if asked is not None and asked != have[what]:
-                raise ValueError(
-                    f"resuming {args.out}: checkpoint does not match the requested model: {what} is "
-                    f"{have[what]} in the checkpoint but {asked} was asked; drop the flag to continue it "
-                    "as trained"
-                )
-        diff = [k for k in want if k != "vocab_size" and want[k] != have[k]]
-        if diff:
-            raise ValueError(
-                f"resuming {args.out}: checkpoint does not match the requested model ({', '.join(diff)} "
-                "differ); drop the model flags to continue it as trained"
-            )
         return run
     if args.tokenizer != "bpe" and args.vocab_size is not None:
         raise ValueError(

@@ -4,12 +4,14 @@
 //! model trained elsewhere (PyTorch) as a folder `orthoformer eval`, `generate`, `theory` and
 //! `train --resume` accept.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
+use orthoformer::data::Tokenizer;
 use orthoformer::train::adamw::AdamW;
+use orthoformer::train::checkpoint::DataRecord;
 use orthoformer::train::session::{RunRecord, save_trained};
 use orthoformer::train::{MetricRecord, RunState, TrainOptions};
 
@@ -124,16 +126,6 @@ fn load_checkpoint<'py>(
     Ok((state, PyGpt { inner: model }, m, v))
 }
 
-/// What `save_checkpoint` records besides the model: the options, the model's
-/// initialisation seed and the loop state.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunJson {
-    options: TrainOptions,
-    model_seed: u64,
-    state: LoopState,
-}
-
 /// Writes `model` as the checkpoint folder `dir` (created), with the tokenizer and data
 /// provenance of `data` and `run_json` = `{"options", "model_seed", "state"}`; `moments` are
 /// the AdamW `m`, `v` (f32 bytes; `None`: zeros, a run that has not stepped).
@@ -147,21 +139,48 @@ fn save_checkpoint(
     run_json: &str,
     moments: Option<(Vec<u8>, Vec<u8>)>,
 ) -> PyResult<()> {
-    let run: RunJson =
+    let run: LoopRun =
         serde_json::from_str(run_json).map_err(|e| value(format!("bad checkpoint record: {e}")))?;
-    let cfg = model.inner.config();
+    let d = &data.inner;
+    save_loop_run(py, &dir, model, &d.tokenizer, &d.data, run, moments)
+}
+
+/// What a Python trainer hands over at a checkpoint besides the model, its tokenizer and data
+/// record: the options, the model's initialisation seed and the loop state.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LoopRun {
+    /// The training options.
+    pub options: TrainOptions,
+    /// Seed of the model's initialisation.
+    pub model_seed: u64,
+    /// The loop's state.
+    pub state: LoopState,
+}
+
+/// Writes `model` at `run` as the library's checkpoint folder `dir`: the one writer both
+/// Python savers (text and token folders) go through.
+pub(crate) fn save_loop_run(
+    py: Python<'_>,
+    dir: &Path,
+    model: &PyGpt,
+    tokenizer: &Tokenizer,
+    data: &DataRecord,
+    run: LoopRun,
+    moments: Option<(Vec<u8>, Vec<u8>)>,
+) -> PyResult<()> {
     let n = model.inner.params().data.len();
     let moments = moments.as_ref().map(|(m, v)| (m.as_slice(), v.as_slice()));
     let state = run.state.into_run(&run.options, n, moments)?;
     let record = RunRecord {
         options: &run.options,
-        tokenizer: &data.inner.tokenizer,
-        data: &data.inner.data,
+        tokenizer,
+        data,
         model_seed: run.model_seed,
-        seq_len: cfg.context,
+        seq_len: model.inner.config().context,
     };
     let gpt = &model.inner;
-    py.detach(|| guard(|| save_trained(&dir, &record, gpt, &state).or_py()))
+    py.detach(|| guard(|| save_trained(dir, &record, gpt, &state).or_py()))
 }
 
 /// Adds this file's functions to the module.

@@ -11,6 +11,7 @@ use pyo3::types::PyByteArray;
 use orthoformer::model::gpt::file::{load_model, save_model};
 use orthoformer::model::{AttentionKind, FrozenStore, Gpt, GptConfig, Position, Temperature};
 use orthoformer::nn::hadamard::{Factor, dense_factor, factors};
+use orthoformer::train::session::{ModelRequest, check_same_config};
 
 use crate::convert::{batch_len, checked_numel, f32_in, f32_out, f64_out, u32_in};
 use crate::error::{OrPy, compute, guard, value};
@@ -63,6 +64,37 @@ fn config_resolve(
     let cfg = choice.resolve(base).or_py()?;
     cfg.validate().or_py()?;
     to_json(&cfg)
+}
+
+/// Checks a resumed run against what was asked for, as `orthoformer train --resume` does:
+/// the checkpoint `out`'s configuration `saved_json` must equal a whole requested one
+/// (`requested_json`, which already holds the single flags) or, without one, every single
+/// field given.
+#[pyfunction]
+#[pyo3(signature = (out, saved_json, requested_json=None, attention=None, context=None, width=None, position=None, temperature=None))]
+#[allow(clippy::too_many_arguments)] // one per command-line flag, all optional
+fn resume_check(
+    out: PathBuf,
+    saved_json: &str,
+    requested_json: Option<&str>,
+    attention: Option<&str>,
+    context: Option<usize>,
+    width: Option<usize>,
+    position: Option<&str>,
+    temperature: Option<&str>,
+) -> PyResult<()> {
+    let saved = parse_config(saved_json)?;
+    if let Some(want) = requested_json {
+        return check_same_config(&out, &saved, &parse_config(want)?).or_py();
+    }
+    let request = ModelRequest {
+        attention: attention.map(AttentionKind::parse).transpose().or_py()?,
+        context,
+        d_model: width,
+        position: position.map(Position::parse).transpose().or_py()?,
+        temperature: temperature.map(Temperature::parse).transpose().or_py()?,
+    };
+    request.check(&out, &saved).or_py()
 }
 
 /// A config checked and written back in the library's canonical JSON form.
@@ -342,6 +374,7 @@ impl PyGpt {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(config_resolve, m)?)?;
     m.add_function(wrap_pyfunction!(config_check, m)?)?;
+    m.add_function(wrap_pyfunction!(resume_check, m)?)?;
     m.add_function(wrap_pyfunction!(model_names, m)?)?;
     m.add_function(wrap_pyfunction!(attention_projections, m)?)?;
     m.add_function(wrap_pyfunction!(frozen_weights, m)?)?;

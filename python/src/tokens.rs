@@ -17,11 +17,10 @@ use orthoformer::data::char_level::CharTokenizer;
 use orthoformer::data::hf::HfTokenizer;
 use orthoformer::data::ids::IdsTokenizer;
 use orthoformer::train::checkpoint::DataRecord;
-use orthoformer::train::session::{RunRecord, save_trained};
 
-use crate::checkpoint::LoopState;
+use crate::checkpoint::{LoopRun, LoopState, save_loop_run};
 use crate::convert::{u32_in, u32_out};
-use crate::error::{OrPy, guard, value};
+use crate::error::{OrPy, value};
 use crate::model::PyGpt;
 
 /// A tokenizer record as Python sends it.
@@ -123,19 +122,12 @@ fn save_token_checkpoint(
     let tok = tokenizer(tokenizer_json)?;
     let run: RunJson =
         serde_json::from_str(run_json).map_err(|e| value(format!("bad checkpoint record: {e}")))?;
-    let cfg = model.inner.config();
-    let n = model.inner.params().data.len();
-    let moments = moments.as_ref().map(|(m, v)| (m.as_slice(), v.as_slice()));
-    let state = run.state.into_run(&run.options, n, moments)?;
-    let record = RunRecord {
-        options: &run.options,
-        tokenizer: &tok,
-        data: &run.data,
+    let loop_run = LoopRun {
+        options: run.options,
         model_seed: run.model_seed,
-        seq_len: cfg.context,
+        state: run.state,
     };
-    let gpt = &model.inner;
-    py.detach(|| guard(|| save_trained(&dir, &record, gpt, &state).or_py()))
+    save_loop_run(py, &dir, model, &tok, &run.data, loop_run, moments)
 }
 
 /// Adds this file's functions and classes to the module.

@@ -25,33 +25,41 @@ pub struct ModelRequest {
     pub temperature: Option<Temperature>,
 }
 
-impl Session {
-    /// Checks that every field `request` gives equals the checkpoint's model in `out`, with
-    /// the message a whole requested configuration gets from [`Session::resume`].
-    pub fn check_request(&self, out: &Path, request: &ModelRequest) -> Result<()> {
-        let saved = self.model.config();
+impl ModelRequest {
+    /// Checks that every field this request gives equals the checkpoint's configuration
+    /// `saved` (of the run in `out`), with the message a whole requested configuration gets.
+    pub fn check(&self, out: &Path, saved: &GptConfig) -> Result<()> {
         let mut want = saved.clone();
-        if let Some(a) = request.attention {
+        if let Some(a) = self.attention {
             want.attention = a;
         }
-        if let Some(c) = request.context {
+        if let Some(c) = self.context {
             want.context = c;
         }
-        if let Some(w) = request.d_model {
+        if let Some(w) = self.d_model {
             want.d_model = w;
         }
-        if let Some(p) = request.position {
+        if let Some(p) = self.position {
             want.position = p;
         }
-        if let Some(t) = request.temperature {
+        if let Some(t) = self.temperature {
             want.temperature = t;
         }
         check_same_config(out, saved, &want)
     }
 }
 
-/// Names the fields where `want` differs from the checkpoint's `saved` configuration.
-pub(super) fn check_same_config(out: &Path, saved: &GptConfig, want: &GptConfig) -> Result<()> {
+impl Session {
+    /// Checks that every field `request` gives equals the checkpoint's model in `out`, with
+    /// the message a whole requested configuration gets from [`Session::resume`].
+    pub fn check_request(&self, out: &Path, request: &ModelRequest) -> Result<()> {
+        request.check(out, self.model.config())
+    }
+}
+
+/// Checks that a requested configuration `want` equals the checkpoint's `saved` one (of the
+/// run in `out`) in every field but the vocabulary (the tokenizer's), naming each that differs.
+pub fn check_same_config(out: &Path, saved: &GptConfig, want: &GptConfig) -> Result<()> {
     let (a, b) = (fields(out, saved)?, fields(out, want)?);
     let mut diffs = Vec::new();
     if let (Some(a), Some(b)) = (a.as_object(), b.as_object()) {
@@ -122,5 +130,24 @@ mod tests {
             e.contains("temperature is \"learned\" in the checkpoint but \"fixed\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_request_checks_only_the_fields_it_gives() {
+        let saved = GptConfig::preset("tiny").unwrap();
+        let out = Path::new("runs/x");
+        assert!(ModelRequest::default().check(out, &saved).is_ok());
+        let same = ModelRequest {
+            context: Some(saved.context),
+            position: Some(saved.position),
+            ..ModelRequest::default()
+        };
+        assert!(same.check(out, &saved).is_ok());
+        let wider = ModelRequest {
+            d_model: Some(saved.d_model * 2),
+            ..same
+        };
+        let e = wider.check(out, &saved).unwrap_err().to_string();
+        assert!(e.contains("d_model is") && !e.contains("context"), "{e}");
     }
 }
