@@ -37,13 +37,7 @@ impl Position {
 
     /// Parses a command-line name (see [`Position::name`]).
     pub fn parse(s: &str) -> Result<Self, ModelError> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.name() == s)
-            .ok_or_else(|| {
-                let names = Self::ALL.map(Self::name).join(" or ");
-                ModelError::Config(format!("unknown position {s:?}: use {names}"))
-            })
+        parse_name(&Self::ALL, Self::name, "position", s)
     }
 
     /// The command-line name.
@@ -84,13 +78,7 @@ impl Temperature {
 
     /// Parses a command-line name (see [`Temperature::name`]).
     pub fn parse(s: &str) -> Result<Self, ModelError> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.name() == s)
-            .ok_or_else(|| {
-                let names = Self::ALL.map(Self::name).join(" or ");
-                ModelError::Config(format!("unknown temperature {s:?}: use {names}"))
-            })
+        parse_name(&Self::ALL, Self::name, "temperature", s)
     }
 
     /// The command-line name.
@@ -110,6 +98,19 @@ impl std::fmt::Display for Temperature {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The value among `all` whose `name` is `s`, or an error naming `what` and every name.
+fn parse_name<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    what: &str,
+    s: &str,
+) -> Result<T, ModelError> {
+    all.iter().copied().find(|&v| name(v) == s).ok_or_else(|| {
+        let names: Vec<_> = all.iter().map(|&v| name(v)).collect();
+        ModelError::Config(format!("unknown {what} {s:?}: use {}", names.join(" or ")))
+    })
 }
 
 /// RoPE's base θ.
