@@ -117,7 +117,7 @@ def test_python_trainer_matches_the_rust_trainer_and_each_resumes_the_other(cli,
     assert p.returncode == 0, p.stderr[-3000:]
     # Resuming as another model is refused in one line.
     p = python_module("orthoformer.train", "--out", py, "--resume", "--position", "learned")
-    assert p.returncode == 2 and "position is rope in the checkpoint but learned was asked" in p.stderr
+    assert p.returncode == 2 and 'position is "rope" in the checkpoint but "learned" was asked' in p.stderr
 
 
 def test_forms_without_the_option_are_clear_errors(tmp_path) -> None:
