@@ -39,9 +39,9 @@ pub struct RotateArgs {
     /// Tensor type of a GGUF output: f32 (exact) or f16 (half the size, rounds the weights).
     #[arg(long, default_value = gguf_type_name(RotateOptions::default().gguf_type), value_parser = library_values(&GGUF_TYPE_NAMES, gguf_type_named))]
     pub gguf_type: GgmlType,
-    /// Run the original and the rotated model on real text and compare their logits (the
-    /// rotated f32 weights as written to safetensors or an F32 GGUF; `--gguf-type f16` rounds
-    /// the file's weights further).
+    /// Run the original and the rotated model on real text and compare their logits: each
+    /// output as written (read back, so f16 rounding counts), moved into place only when the
+    /// check passes; a failed check writes nothing and leaves earlier outputs as they were.
     #[arg(long)]
     pub check: bool,
     /// Text for --check [default: the embedded TinyShakespeare].
@@ -119,6 +119,9 @@ fn print_text(report: &RotateReport, args: &RotateArgs, o: &RotateOptions) -> an
     }
     for o in &report.outputs {
         outln!("wrote {o}")?;
+    }
+    if report.check_passed == Some(false) && !args.out.is_empty() {
+        outln!("check failed: nothing written (earlier outputs at --out are unchanged)")?;
     }
     outln!(
         "time: load {:.2} s, fold+rotate {:.2} s, write {:.2} s",

@@ -20,18 +20,36 @@ pub use gpt::masked::IGNORE;
 pub use gpt::store::{FrozenStore, ParamStore, TensorInfo};
 
 /// A model configuration or checkpoint that does not make sense.
+///
+/// Each message says its kind once: a message that quotes another error of the same kind (a
+/// loader naming the file around a configuration error) drops the inner prefix, so nothing
+/// reads "invalid model configuration: m: invalid model configuration: ...".
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     /// The configuration is invalid; the message says which field and why.
-    #[error("invalid model configuration: {0}")]
+    #[error("{}{}", CONFIG, once(CONFIG, .0))]
     Config(String),
     /// A batch handed to the model does not fit it (lengths, token ids, sequence length).
-    #[error("bad batch: {0}")]
+    #[error("{}{}", BATCH, once(BATCH, .0))]
     Batch(String),
     /// A checkpoint is missing something, or its frozen weights do not match their hash.
-    #[error("bad checkpoint: {0}")]
+    #[error("{}{}", CHECKPOINT, once(CHECKPOINT, .0))]
     Checkpoint(String),
     /// An evaluation that cannot run: its windows do not fit the model, or the text is too short.
-    #[error("invalid evaluation: {0}")]
+    #[error("{}{}", EVAL, once(EVAL, .0))]
     Eval(String),
+}
+
+const CONFIG: &str = "invalid model configuration: ";
+const BATCH: &str = "bad batch: ";
+const CHECKPOINT: &str = "bad checkpoint: ";
+const EVAL: &str = "invalid evaluation: ";
+
+/// `msg` without the occurrences of `prefix` it quotes from a wrapped error of the same kind.
+fn once<'a>(prefix: &str, msg: &'a str) -> std::borrow::Cow<'a, str> {
+    if msg.contains(prefix) {
+        msg.replace(prefix, "").into()
+    } else {
+        msg.into()
+    }
 }

@@ -8,6 +8,8 @@
 //! becomes `o_h·R_g(h)` with `g(h) = h / (H/K)` (grouped-query attention: one rotation per
 //! key/value head, shared by its query heads), and `o_proj`'s column block `h` becomes
 //! `W_o[:, h]·R_g(h)`. Softmax weights do not involve values, so nothing else changes.
+//! A value bias (Qwen2) is part of `v`, so it turns with its rows: `b_v,g ← b_v,g·R_g`;
+//! leaving it alone would change the function.
 
 use super::RotateError;
 use super::rotation::{Rotation, RotationKind};
@@ -41,6 +43,14 @@ pub fn rotate_value_heads(
                 for j in 0..c {
                     let v: f64 = (0..dh).map(|k| r[k * dh + i] * old[k * c + j]).sum();
                     block[i * c + j] = v as f32;
+                }
+            }
+            if let Some(bias) = layer.qkv_bias.as_mut() {
+                // The same map as the rows: b ← b·R (element i = Σ_k b[k]·R[k][i]).
+                let b = &mut bias.v[g * dh..(g + 1) * dh];
+                let old: Vec<f64> = b.iter().map(|&x| f64::from(x)).collect();
+                for (i, o) in b.iter_mut().enumerate() {
+                    *o = (0..dh).map(|k| old[k] * r[k * dh + i]).sum::<f64>() as f32;
                 }
             }
             // o_proj column blocks of the query heads reading head g: W[:, h] ← W[:, h]·R.

@@ -7,7 +7,7 @@
 //! Messages name the job's fields in backticks (`` `context` ``); each front end writes them
 //! as its own argument names (`--context`, `context=`), see [`crate::error::name_fields`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -15,11 +15,13 @@ use serde::Serialize;
 use super::RotateError;
 use super::check::{Comparison, compare_models};
 use super::options::RotateOptions;
+use super::out_path::{OutKind, check_out};
+use super::outputs::{Source, check_f16_range, check_staged, is_gguf, stage};
 use super::rotation::RotationKind;
 use super::set::{RotateChoice, RotationSet, apply_offline};
-use crate::export::llama::{save_gguf, save_hf_folder};
 use crate::infer::text::{check_cache_fits, read_tokens};
 use crate::io::folder_kind::{self, FolderKind};
+use crate::io::gguf::GgmlType;
 use crate::io::memory::{bytes, check_fits};
 use crate::model::llama::{Llama, load_model};
 
@@ -54,7 +56,7 @@ pub struct RotateReport {
     pub width: usize,
     /// The model tied `lm_head` to the embedding; folding the final norm untied it.
     pub lm_head_untied_by_fold: bool,
-    /// The paths written.
+    /// The paths written (none when the check failed: the previous outputs are unchanged).
     pub outputs: Vec<String>,
     /// Seconds loading the model.
     pub seconds_load: f64,
@@ -109,17 +111,15 @@ pub fn validate(job: &RotateJob) -> crate::Result<()> {
     Ok(())
 }
 
-/// Rotates `job.model` as [`RotateJob`] says. Every input is checked before anything is
-/// written; a check whose logits are not finite is an error and nothing is written.
-/// `progress(done, total)` counts the tokens the check has scored over both models.
+/// Rotates `job.model` as [`RotateJob`] says. Every input, `out` included, is checked before
+/// the model is loaded. Outputs are written staged and, with `check`, read back and compared
+/// with the original: they are moved into place only when the check passes, so a failed or
+/// erring check leaves the previous outputs as they were. A check whose logits are not
+/// finite is an error. `progress(done, total)` counts the tokens the check has scored.
 pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Result<RotateReport> {
     validate(job)?;
     let o = &job.options;
-    // A folder output must not be another command's folder (a training checkpoint, a
-    // download): checked before the model is loaded and rotated.
-    for out in job.out.iter().filter(|p| !is_gguf(p)) {
-        folder_kind::check(out, FolderKind::HfLlama)?;
-    }
+    check_outs(job)?;
     let t0 = Instant::now();
     let loaded = load_model(&job.model)?;
     let t_load = t0.elapsed().as_secs_f64();
@@ -159,42 +159,46 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
     };
     apply_offline(&mut w, &set, o.seed)?;
     let t_rot = t1.elapsed().as_secs_f64();
-    // With outputs to write, the check runs on a copy.
-    let (for_check, for_writes) = match (&check_ids, job.out.is_empty()) {
-        (Some(_), false) => {
-            let bytes: usize = w.hf_tensors().iter().map(|t| t.2.len() * 4).sum();
-            check_fits(
-                Some(bytes),
-                format_args!("`check` beside `out` (a copy of the rotated weights)"),
-            )?;
-            (Some(w.clone()), Some(w))
-        }
-        (Some(_), true) => (Some(w), None),
-        (None, _) => (None, Some(w)),
-    };
-    let mut check = None;
-    if let (Some(ids), Some(rotated)) = (check_ids, for_check) {
-        let total = 2 * (ids.len() - 1);
-        let mut a = Llama::new(loaded.weights);
-        let mut b = Llama::new(rotated);
-        check = Some(compare_models(&mut a, &mut b, &ids, o.context, &mut |n| {
-            progress(n, total)
-        })?);
+    if o.gguf_type == GgmlType::F16 && job.out.iter().any(|p| is_gguf(p)) {
+        check_f16_range(&w)?;
     }
     let t2 = Instant::now();
-    // `for_writes` is `None` only when there is no `out`.
-    for (out, w) in job.out.iter().zip(for_writes.iter().cycle()) {
-        if is_gguf(out) {
-            let meta = loaded.gguf_metadata.as_deref().unwrap_or(&[]);
-            save_gguf(w, meta, out, o.gguf_type)?;
-        } else {
-            save_hf_folder(w, &loaded.tokenizer, &loaded.special, out)?;
-        }
-    }
+    let source = Source {
+        weights: &w,
+        tokenizer: &loaded.tokenizer,
+        special: &loaded.special,
+        gguf_metadata: loaded.gguf_metadata.as_deref().unwrap_or(&[]),
+    };
+    let staged = stage(&job.out, &source, o.gguf_type)?;
     let t_write = t2.elapsed().as_secs_f64();
+    let check = match check_ids {
+        None => None,
+        Some(ids) => {
+            let mut original = Llama::new(loaded.weights);
+            Some(if staged.is_empty() {
+                let total = 2 * (ids.len() - 1);
+                let mut b = Llama::new(w);
+                compare_models(&mut original, &mut b, &ids, o.context, &mut |n| {
+                    progress(n, total)
+                })?
+            } else {
+                // What is checked is what was written, read back: not the weights in memory.
+                drop(w);
+                check_staged(&mut original, &staged, &ids, o.context, progress)?
+            })
+        }
+    };
     let check_passed = check
         .as_ref()
         .map(|c: &Comparison| c.max_abs_logit_diff <= o.tolerance);
+    let mut outputs = Vec::new();
+    if check_passed != Some(false) {
+        for (st, out) in staged.into_iter().zip(&job.out) {
+            st.commit()?;
+            outputs.push(out.display().to_string());
+        }
+    }
+    // A failed check drops `staged` here: every staged output is removed.
     Ok(RotateReport {
         model: job.model.display().to_string(),
         rotation: o.rotation,
@@ -202,7 +206,7 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
         heads: o.heads,
         width: c,
         lm_head_untied_by_fold: was_tied,
-        outputs: job.out.iter().map(|p| p.display().to_string()).collect(),
+        outputs,
         seconds_load: t_load,
         seconds_fold_rotate: t_rot,
         seconds_write: t_write,
@@ -211,7 +215,23 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
     })
 }
 
-/// A path ending in `.gguf` is a GGUF output; anything else a Hugging Face folder.
-fn is_gguf(p: &Path) -> bool {
-    p.extension().is_some_and(|e| e == "gguf")
+/// Checks every `out` before any work: its path ([`check_out`]), a folder's kind (another
+/// command's folder, a training checkpoint or a download, is never overwritten), and that no
+/// two outputs are the same path.
+fn check_outs(job: &RotateJob) -> crate::Result<()> {
+    for (i, out) in job.out.iter().enumerate() {
+        if is_gguf(out) {
+            check_out(out, &job.model, OutKind::File)?;
+        } else {
+            check_out(out, &job.model, OutKind::Folder)?;
+            folder_kind::check(out, FolderKind::HfLlama)?;
+        }
+        if job.out[..i].contains(out) {
+            return Err(invalid(format!(
+                "`out` {} is given twice; give each output once",
+                out.display()
+            )));
+        }
+    }
+    Ok(())
 }

@@ -8,6 +8,8 @@ pub(crate) mod fold;
 pub mod heads;
 pub(crate) mod job;
 pub mod options;
+pub mod out_path;
+pub(crate) mod outputs;
 pub use crate::nn::hadamard;
 pub mod procrustes;
 pub mod quant_options;
@@ -18,6 +20,7 @@ pub mod quantize_file;
 pub mod quantize_job;
 pub(crate) mod rotation;
 pub mod set;
+pub mod staging;
 
 pub use apply::{rotate_down_inputs, rotate_weights};
 pub use fold::fold_norms;

@@ -2,7 +2,8 @@
 //! block format, and write the file llama.cpp and this crate's engine run. The file is then
 //! opened as a user would (memory-mapped, in its stored types) and its logits compared with
 //! the quantised model in memory: a file that does not give back what was quantised is
-//! reported, never silently accepted.
+//! refused, never silently accepted. The file is written staged ([`Staged`]) and moved over
+//! `out` only once that check passed, so a failure leaves the previous `out` as it was.
 
 use std::path::Path;
 use std::time::Instant;
@@ -10,10 +11,12 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::RotateError;
+use super::out_path::{OutKind, check_out};
 use super::quant_options::QuantizeOptions;
 use super::quant_study::WeightRounding;
 use super::quantize_job::QuantizeJob;
 use super::set::{RotationSet, apply_offline};
+use super::staging::Staged;
 use crate::infer::text::read_tokens;
 use crate::io::gguf::GgufFile;
 use crate::model::llama::{Llama, load_model};
@@ -24,6 +27,11 @@ use crate::quant::{Clip, Format};
 
 /// Tokens of the first text the written file and the model in memory are compared on.
 const CHECK_TOKENS: usize = 64;
+
+/// The file's logits may differ from the model's in memory by this fraction of their largest
+/// magnitude (at least 1): both hold the same rounded weights, so only the order of float
+/// sums differs; a wrong tensor moves them by far more.
+const FILE_TOLERANCE: f64 = 1e-3;
 
 /// What [`write`] did.
 #[derive(Clone, Debug, Serialize)]
@@ -118,8 +126,11 @@ pub fn validate(o: &QuantizeOptions, out: &Path, format: Format) -> crate::Resul
     Ok(())
 }
 
-/// Writes the quantised model of a valid `job` to `out` in `format`, then runs the file.
+/// Writes the quantised model of a valid `job` to `out` in `format`, runs the file written
+/// against the model in memory, and only then moves it into place. `out` is checked before
+/// the model is loaded.
 pub fn write(job: &QuantizeJob, out: &Path, format: Format) -> crate::Result<QuantizeFileReport> {
+    check_out(out, &job.model, OutKind::File)?;
     let o = &job.options;
     let loaded = load_model(&job.model)?;
     let meta = loaded.gguf_metadata.as_deref().ok_or_else(|| {
@@ -161,14 +172,28 @@ pub fn write(job: &QuantizeJob, out: &Path, format: Format) -> crate::Result<Qua
     drop(hessians);
     let t_q = t1.elapsed().as_secs_f64();
     let signs = down.as_ref().and_then(|h| h.signs());
-    save_quantized_gguf(&w, &q, format, meta, signs, out)?;
+    let staged = Staged::new(out)?;
+    save_quantized_gguf(&w, &q, format, meta, signs, staged.path())?;
     // The file, run by the engine as a user would (its R4 read back from the file), against
     // the model in memory.
     let mut mem = Llama::new(w);
     mem.down_hadamard = down;
-    let g = GgufFile::open(out)?;
-    let mut file = Llama::from_gguf(&g)?;
-    let (diff, same) = compare_logits(&mut mem, &mut file, &eval)?;
+    let (diff, same, diff_scale) = {
+        let g = GgufFile::open(staged.path())?;
+        let mut file = Llama::from_gguf(&g)?;
+        compare_logits(&mut mem, &mut file, &eval)?
+    };
+    let bytes = std::fs::metadata(staged.path()).map_or(0, |m| m.len());
+    // An error or a failed check drops `staged`, which removes the file.
+    if diff.is_nan() || diff > FILE_TOLERANCE * diff_scale {
+        return Err(invalid(format!(
+            "the written file's logits differ from the quantised model's by {diff:.3e} (more \
+             than {:.1e}): nothing written to {} (a writer or engine bug; please report it)",
+            FILE_TOLERANCE * diff_scale,
+            out.display()
+        )));
+    }
+    staged.commit()?;
     Ok(QuantizeFileReport {
         model: job.model.display().to_string(),
         out: out.display().to_string(),
@@ -177,7 +202,7 @@ pub fn write(job: &QuantizeJob, out: &Path, format: Format) -> crate::Result<Qua
         rotate: set.label(),
         online_hadamard: set.down,
         qk_hadamard_at_run_time: o.rotations.qk,
-        bytes: std::fs::metadata(out).map(|m| m.len()).unwrap_or(0),
+        bytes,
         calibration_tokens: ncal,
         gptq_loss: matches!(method, Method::Gptq(_)).then_some(q.gptq_loss),
         seconds_calibrate: t_cal,
@@ -188,8 +213,10 @@ pub fn write(job: &QuantizeJob, out: &Path, format: Format) -> crate::Result<Qua
     })
 }
 
-/// max |Δlogit| over the logits of `ids`, and whether every argmax agrees.
-fn compare_logits(a: &mut Llama, b: &mut Llama, ids: &[u32]) -> crate::Result<(f64, bool)> {
+/// max |Δlogit| over the logits of `ids` (NaN when either holds a value that is not finite:
+/// such a file is never accepted), whether every argmax agrees, and the scale of the
+/// tolerance (the largest |logit| of `a`, at least 1).
+fn compare_logits(a: &mut Llama, b: &mut Llama, ids: &[u32]) -> crate::Result<(f64, bool, f64)> {
     let mut ca = a.new_cache(ids.len())?;
     let mut cb = b.new_cache(ids.len())?;
     let la = a.forward(ids, &mut ca, 0)?;
@@ -204,12 +231,16 @@ fn compare_logits(a: &mut Llama, b: &mut Llama, ids: &[u32]) -> crate::Result<(f
         .chunks(v)
         .zip(lb.chunks(v))
         .all(|(x, y)| arg(x) == arg(y));
-    let diff = la
-        .iter()
-        .zip(&lb)
-        .map(|(x, y)| f64::from((x - y).abs()))
-        .fold(0.0, f64::max);
-    Ok((diff, same))
+    let mut diff = 0.0f64;
+    for (x, y) in la.iter().zip(&lb) {
+        // Not `f64::max`, which skips NaN: a NaN difference must stay NaN.
+        let d = f64::from((x - y).abs());
+        if d > diff || !d.is_finite() {
+            diff = if d.is_finite() { d } else { f64::NAN };
+        }
+    }
+    let scale = la.iter().map(|x| f64::from(x.abs())).fold(1.0, f64::max);
+    Ok((diff, same, scale))
 }
 
 /// The method as the report names it: `rtn`, `rtn+clip` or `gptq` with its settings.

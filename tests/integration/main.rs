@@ -41,6 +41,7 @@ mod quantize_rtn;
 mod rotate_hadamard;
 mod rotate_heads;
 mod rotate_invariance;
+mod rotate_outputs;
 mod theory_measures;
 mod train_adamw;
 mod train_frozen;

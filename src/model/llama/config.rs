@@ -169,7 +169,7 @@ impl LlamaConfig {
             n_head: h.num_attention_heads,
             n_kv_head: h.num_key_value_heads.unwrap_or(h.num_attention_heads),
             d_ff: h.intermediate_size,
-            rope_theta: h.rope_theta.unwrap_or(10000.0),
+            rope_theta: super::supported::hf_rope_theta(&raw, "config.json")?,
             rms_eps: h.rms_norm_eps.unwrap_or(1e-6),
             max_context: h.max_position_embeddings.unwrap_or(2048),
             family: match raw.get("model_type").and_then(|v| v.as_str()) {
@@ -220,7 +220,6 @@ struct HfConfig {
     num_attention_heads: usize,
     num_key_value_heads: Option<usize>,
     intermediate_size: usize,
-    rope_theta: Option<f64>,
     rms_norm_eps: Option<f64>,
     max_position_embeddings: Option<usize>,
     tie_word_embeddings: Option<bool>,

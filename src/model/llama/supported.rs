@@ -58,6 +58,7 @@ pub fn check_hf_config(v: &Value, cfg: &LlamaConfig, path: &str) -> Result<(), M
             return Err(refuse(path, format!("rope_scaling of type {kind:?}")));
         }
     }
+    check_rope_parameters(set("rope_parameters"), path)?;
     for flag in ["attention_bias", "mlp_bias", "qkv_bias"] {
         if set(flag).and_then(Value::as_bool) == Some(true) {
             return Err(refuse(path, format!("{flag} true")));
@@ -69,7 +70,7 @@ pub fn check_hf_config(v: &Value, cfg: &LlamaConfig, path: &str) -> Result<(), M
         }
     }
     let window_on = set("use_sliding_window").and_then(Value::as_bool) != Some(false);
-    if let Some(w) = set("sliding_window").and_then(Value::as_u64)
+    if let Some(w) = whole(set("sliding_window"), "sliding_window", path)?
         && window_on
         && (w as usize) < cfg.max_context
     {
@@ -81,7 +82,7 @@ pub fn check_hf_config(v: &Value, cfg: &LlamaConfig, path: &str) -> Result<(), M
             ),
         ));
     }
-    if let Some(hd) = set("head_dim").and_then(Value::as_u64)
+    if let Some(hd) = whole(set("head_dim"), "head_dim", path)?
         && hd as usize * cfg.n_head != cfg.d_model
     {
         return Err(refuse(
@@ -90,6 +91,74 @@ pub fn check_hf_config(v: &Value, cfg: &LlamaConfig, path: &str) -> Result<(), M
         ));
     }
     Ok(())
+}
+
+/// A field that must be a whole number when present: `4.0` or `"4"` is refused by name rather
+/// than read as absent (which would skip the check it feeds).
+fn whole(v: Option<&Value>, key: &str, path: &str) -> Result<Option<u64>, ModelError> {
+    match v {
+        None => Ok(None),
+        Some(x) => x.as_u64().map(Some).ok_or_else(|| {
+            ModelError::Config(format!(
+                "{path}: {key} must be a non-negative integer, got {x}: fix the file"
+            ))
+        }),
+    }
+}
+
+/// transformers 5 keeps RoPE's settings in `rope_parameters` (`rope_theta`, `rope_type`, and
+/// the scaling fields of the other types): only plain RoPE is implemented, so any other type
+/// or any scaling field is refused by name.
+fn check_rope_parameters(p: Option<&Value>, path: &str) -> Result<(), ModelError> {
+    let Some(p) = p else { return Ok(()) };
+    let Some(obj) = p.as_object() else {
+        return Err(ModelError::Config(format!(
+            "{path}: rope_parameters must be a JSON object, got {p}: fix the file"
+        )));
+    };
+    // The type first: it names the scheme, which says more than one of its fields.
+    for k in ["rope_type", "type"] {
+        if let Some(v) = obj.get(k)
+            && v.as_str() != Some("default")
+        {
+            return Err(refuse(path, format!("rope_parameters.{k} {v}")));
+        }
+    }
+    match obj
+        .iter()
+        .find(|(k, v)| !["rope_theta", "rope_type", "type"].contains(&k.as_str()) && !v.is_null())
+    {
+        Some((k, _)) => Err(refuse(path, format!("rope_parameters.{k}"))),
+        None => Ok(()),
+    }
+}
+
+/// RoPE's base from a Hugging Face `config.json`: the top-level `rope_theta` (transformers 4)
+/// or `rope_parameters.rope_theta` (transformers 5); both present and different is refused,
+/// and neither present means the Llama default, 10000.
+pub fn hf_rope_theta(v: &Value, path: &str) -> Result<f64, ModelError> {
+    let number = |x: Option<&Value>, key: &str| -> Result<Option<f64>, ModelError> {
+        match x.filter(|x| !x.is_null()) {
+            None => Ok(None),
+            Some(x) => x.as_f64().map(Some).ok_or_else(|| {
+                ModelError::Config(format!(
+                    "{path}: {key} must be a number, got {x}: fix the file"
+                ))
+            }),
+        }
+    };
+    let top = number(v.get("rope_theta"), "rope_theta")?;
+    let nested = number(
+        v.get("rope_parameters").and_then(|p| p.get("rope_theta")),
+        "rope_parameters.rope_theta",
+    )?;
+    match (top, nested) {
+        (Some(a), Some(b)) if a != b => Err(ModelError::Config(format!(
+            "{path}: rope_theta {a} and rope_parameters.rope_theta {b} disagree: keep one"
+        ))),
+        (Some(a), _) | (None, Some(a)) => Ok(a),
+        (None, None) => Ok(10000.0),
+    }
 }
 
 /// q/k/v biases, read for the Qwen2 family only.
@@ -267,9 +336,48 @@ mod tests {
             (json!({"hidden_act": "gelu_pytorch_tanh"}), "hidden_act"),
             (json!({"final_logit_softcapping": 30.0}), "softcapping"),
             (json!({"head_dim": 8}), "head_dim"),
+            (
+                json!({"rope_parameters": {"rope_type": "llama3", "factor": 8.0}}),
+                "rope_parameters.rope_type",
+            ),
+            (
+                json!({"rope_parameters": {"rope_type": "default", "factor": 2.0}}),
+                "rope_parameters.factor",
+            ),
         ] {
             let e = check_hf_config(&bad, &cfg(), "c").unwrap_err().to_string();
             assert!(e.contains(word) && e.contains("not supported"), "{e}");
+        }
+    }
+
+    #[test]
+    fn transformers_5_rope_parameters_are_read() {
+        let v = json!({"rope_parameters": {"rope_theta": 50.0, "rope_type": "default"}});
+        check_hf_config(&v, &cfg(), "c").unwrap();
+        assert_eq!(hf_rope_theta(&v, "c").unwrap(), 50.0);
+        assert_eq!(
+            hf_rope_theta(&json!({"rope_theta": 7.0}), "c").unwrap(),
+            7.0
+        );
+        assert_eq!(hf_rope_theta(&json!({}), "c").unwrap(), 10000.0);
+        let both = json!({"rope_theta": 7.0, "rope_parameters": {"rope_theta": 50.0}});
+        let e = hf_rope_theta(&both, "c").unwrap_err().to_string();
+        assert!(e.contains("disagree"), "{e}");
+        let e = hf_rope_theta(&json!({"rope_theta": "1e4"}), "c")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rope_theta must be a number"), "{e}");
+    }
+
+    #[test]
+    fn mistyped_integers_are_refused_not_skipped() {
+        for (bad, word) in [
+            (json!({"head_dim": 16.0}), "head_dim"),
+            (json!({"sliding_window": 4.0}), "sliding_window"),
+            (json!({"sliding_window": "1024"}), "sliding_window"),
+        ] {
+            let e = check_hf_config(&bad, &cfg(), "c").unwrap_err().to_string();
+            assert!(e.contains(word) && e.contains("integer"), "{e}");
         }
     }
 
