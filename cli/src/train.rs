@@ -126,6 +126,11 @@ pub struct TrainArgs {
     pub recipe: Option<String>,
     #[command(flatten)]
     pub optim: OptimFlags,
+    /// Steps the cosine decays the learning rate over; later steps run at --min-lr (at least
+    /// --warmup) [default: --steps of the first run: --resume with more --steps keeps it, so
+    /// the rate never rises again].
+    #[arg(long)]
+    pub lr_decay_steps: Option<usize>,
     /// Checkpoint folder (created; must not hold a checkpoint unless --resume).
     #[arg(long, default_value = "runs/train")]
     pub out: PathBuf,
@@ -162,6 +167,7 @@ impl OptimFlags {
         };
         TrainOptions {
             steps: self.steps.unwrap_or(base.steps),
+            lr_decay_steps: base.lr_decay_steps,
             batch: self.batch.unwrap_or(base.batch),
             lr: self.lr.unwrap_or(base.lr),
             min_lr: self.min_lr.unwrap_or(base.min_lr),
@@ -284,6 +290,8 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
         let corpus = args.data.data.as_deref().map(Corpus::load).transpose()?;
         let session = Session::resume(&args.out, corpus, args.optim.steps, requested.as_ref())
             .with_context(|| format!("resuming {}", args.out.display()))?;
+        // The checkpoint's horizon may be named again, never changed.
+        session.check_decay_request(args.lr_decay_steps)?;
         session.check_request(
             &args.out,
             &ModelRequest {
@@ -297,7 +305,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
         session
     } else {
         let (tokenizer, bpe_vocab) = args.data.tokenizer()?;
-        let (model, options) = match &args.recipe {
+        let (model, mut options) = match &args.recipe {
             Some(name) => {
                 let (model, options) = recipe(name)?;
                 (
@@ -307,6 +315,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
             }
             None => (args.model.config(attention)?, args.optim.options()),
         };
+        options.lr_decay_steps = args.lr_decay_steps.or(options.lr_decay_steps);
         let spec = FreshSpec {
             model,
             model_seed: args.model.model_seed.unwrap_or(options.seed),

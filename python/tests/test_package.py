@@ -25,5 +25,6 @@ def test_missing_torch_is_one_clear_line() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 1
     assert p.stderr.strip().splitlines()[-1] == (
-        "ImportError: orthoformer.torch needs PyTorch: pip install 'orthoformer[torch]' (or torch>=2.1)"
+        "ImportError: orthoformer.torch needs PyTorch: pip install 'torch>=2.1' safetensors "
+        "(or, from the repository root, pip install './python[torch]')"
     )

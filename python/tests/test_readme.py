@@ -32,6 +32,11 @@ def test_readme_python_block_runs_as_written(tmp_path: pathlib.Path) -> None:
     )
     assert p.returncode == 0, p.stderr
     assert "trainable;" in p.stdout and "loss" in p.stdout
+    # The generations print words after the prompt, not only blank lines (issue 46): PyTorch's
+    # (prompt included), then the same greedy continuation from the Rust engine.
+    after = p.stdout.split("ROMEO:", 1)[1]
+    half = len(after) // 2
+    assert after[:half] == after[half:] and len(re.findall(r"[A-Za-z]", after[:half])) >= 10, p.stdout
     assert (tmp_path / "runs" / "quickstart" / "model.safetensors").is_file()
     assert (tmp_path / "runs" / "quickstart-hf" / "config.json").is_file()
 

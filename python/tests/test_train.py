@@ -271,3 +271,29 @@ def test_non_finite_evaluation_keeps_the_last_good_checkpoint(tmp_path, tiny, mo
     ckpt = orthoformer.load_checkpoint(out)
     assert ckpt.state["step"] == 2
     assert all(math.isfinite(r["val_loss"]) for r in read_metrics(out))
+
+
+def test_resume_keeps_the_first_runs_cosine_as_the_cli_does(cli, tmp_path, tiny) -> None:
+    """Issue 46: ``--resume --steps`` with more steps keeps the first run's decay horizon (the
+    rate goes on at ``--min-lr``, never back up), with the library's schedule and rule, as
+    ``orthoformer train`` does; ``--lr-decay-steps`` may be named again, not changed."""
+    py, rust = tmp_path / "py", tmp_path / "rust"
+    common = list(COMMON)
+    common[common.index("--eval-every") + 1] = 1  # every step's rate in the metrics log
+    args = [*tiny, *common, "--min-lr", 1e-3, "--batch", 4]
+    train(*args, "--out", py, "--device", "cpu")
+    cli("train", *args, "--out", rust)
+    train("--out", py, "--resume", "--steps", 30, "--device", "cpu")
+    cli("train", "--out", rust, "--resume", "--steps", 30)
+    lr = [r["lr"] for r in read_metrics(py) if r["step"] > 0]
+    assert lr == [r["lr"] for r in read_metrics(rust) if r["step"] > 0]
+    assert len(lr) == 30 and 1e-3 < lr[19] < lr[18], lr
+    assert lr[20:] == [1e-3] * 10, lr
+    assert orthoformer.load_checkpoint(py).state["options"]["lr_decay_steps"] == 20
+    train("--out", py, "--resume", "--steps", 31, "--lr-decay-steps", 20, "--device", "cpu")
+    p = python_module("orthoformer.train", "--out", py, "--resume", "--steps", 32, "--lr-decay-steps", 25)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines()[-1] == (
+        f"error: checkpoint {py} decays the learning rate over 20 steps, which a resumed run keeps "
+        "(steps past it run at --min-lr): drop --lr-decay-steps 25, or train a new run into another --out"
+    )

@@ -18,6 +18,11 @@ pub const MAX_EVAL_ITERS: usize = 10_000;
 pub struct TrainOptions {
     /// Optimizer steps in the whole run.
     pub steps: usize,
+    /// Steps the cosine decays over; later steps run at `min_lr` (`None`: `steps`). A resumed
+    /// run that extends `steps` pins it to the first run's, so the rate never rises again.
+    /// Left out of the file form when `None`: checkpoints written before the field load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lr_decay_steps: Option<usize>,
     /// Sequences per batch (`B`).
     pub batch: usize,
     /// Peak learning rate.
@@ -74,6 +79,7 @@ impl Default for TrainOptions {
     fn default() -> Self {
         TrainOptions {
             steps: 600,
+            lr_decay_steps: None,
             batch: 16,
             lr: 2e-3,
             min_lr: 2e-4,
@@ -97,6 +103,15 @@ impl TrainOptions {
         }
         if self.batch == 0 {
             return bad("batch", "must be at least 1");
+        }
+        if let Some(d) = self.lr_decay_steps
+            && (d == 0 || d < self.warmup)
+        {
+            return Err(invalid(format!(
+                "`lr_decay_steps` {d} must be at least 1 and at least `warmup` ({}): the cosine \
+                 starts when the warm-up ends",
+                self.warmup
+            )));
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return bad("lr", "must be a positive number");
@@ -134,13 +149,92 @@ impl TrainOptions {
         Ok(())
     }
 
+    /// The steps the cosine decays over: `lr_decay_steps`, or `steps` when it is not set.
+    pub fn decay_steps(&self) -> usize {
+        self.lr_decay_steps.unwrap_or(self.steps)
+    }
+
+    /// These options with the run extended (or shortened) to `steps`, as a resume asks: the
+    /// decay horizon stays the one the run was planned with (its `steps` when none was set),
+    /// so the learning rate does not jump back up when a finished run is extended. A horizon
+    /// shorter than the warm-up is pinned at the warm-up, which gives the same rate at every
+    /// step and keeps the options valid.
+    pub fn with_steps(mut self, steps: usize) -> Self {
+        if steps != self.steps && self.lr_decay_steps.is_none() {
+            self.lr_decay_steps = Some(self.steps.max(self.warmup).max(1));
+        }
+        self.steps = steps;
+        self
+    }
+
     /// The learning-rate schedule these options describe.
     pub fn schedule(&self) -> Schedule {
         Schedule {
             lr_max: self.lr,
             lr_min: self.min_lr,
             warmup: self.warmup,
-            steps: self.steps,
+            steps: self.decay_steps(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extending_a_run_keeps_its_decay_horizon() {
+        let first = TrainOptions {
+            steps: 20,
+            warmup: 2,
+            ..TrainOptions::default()
+        };
+        let longer = first.clone().with_steps(40);
+        assert_eq!((longer.steps, longer.decay_steps()), (40, 20));
+        let (a, b) = (first.schedule(), longer.schedule());
+        for s in 0..20 {
+            assert_eq!(a.lr(s), b.lr(s), "step {s}");
+        }
+        for s in 20..40 {
+            assert_eq!(b.lr(s), first.min_lr, "step {s}");
+        }
+        // Unchanged steps change nothing (the file form stays the same).
+        assert_eq!(first.clone().with_steps(20), first);
+        // A horizon set explicitly is kept as it is.
+        let set = TrainOptions {
+            lr_decay_steps: Some(30),
+            ..first.clone()
+        };
+        assert_eq!(set.with_steps(40).decay_steps(), 30);
+    }
+
+    #[test]
+    fn a_horizon_shorter_than_the_warm_up_is_pinned_at_it_with_the_same_rates() {
+        let first = TrainOptions {
+            steps: 1,
+            ..TrainOptions::default()
+        };
+        let longer = first.clone().with_steps(100);
+        assert!(longer.validate().is_ok());
+        for s in 0..100 {
+            assert_eq!(first.schedule().lr(s), longer.schedule().lr(s), "step {s}");
+        }
+    }
+
+    #[test]
+    fn checkpoints_without_the_field_load_and_a_bad_horizon_is_refused() {
+        let mut v = serde_json::to_value(TrainOptions::default()).unwrap();
+        assert!(v.get("lr_decay_steps").is_none());
+        v["steps"] = 50.into();
+        let old: TrainOptions = serde_json::from_value(v).unwrap();
+        assert_eq!(old.decay_steps(), 50);
+        for d in [0, 29] {
+            let bad = TrainOptions {
+                lr_decay_steps: Some(d),
+                ..TrainOptions::default()
+            };
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains("`lr_decay_steps`") && !e.contains('\n'), "{e}");
         }
     }
 }

@@ -72,6 +72,7 @@ fn nanogpt_cpu() -> (GptConfig, TrainOptions) {
     };
     let options = TrainOptions {
         steps: 2000,
+        lr_decay_steps: None,
         batch: 12,
         lr: 1e-3,
         min_lr: 1e-4,

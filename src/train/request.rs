@@ -57,6 +57,23 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Checks a decay horizon asked for on resume (`lr_decay_steps`) against the run's: it
+    /// may be named again but not changed, because the steps already trained followed it.
+    pub fn check_decay_request(&self, requested: Option<usize>) -> Result<()> {
+        let kept = self.options.decay_steps();
+        match requested {
+            Some(d) if d != kept => Err(super::invalid(format!(
+                "checkpoint {} decays the learning rate over {kept} steps, which a resumed run \
+                 keeps (steps past it run at `min_lr`): drop `lr_decay_steps` {d}, or train a new \
+                 run into another `out`",
+                self.out.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Checks that a requested configuration `want` equals the checkpoint's `saved` one (of the
 /// run in `out`) in every field but the vocabulary (the tokenizer's), naming each that differs.
 pub fn check_same_config(out: &Path, saved: &GptConfig, want: &GptConfig) -> Result<()> {

@@ -6,7 +6,9 @@
 //! lr(s) = lr_min + ½(1 + cos(π · (s − warmup) / (steps − warmup))) · (lr_max − lr_min)
 //! ```
 //!
-//! so it starts small, peaks at `lr_max` when warm-up ends and reaches `lr_min` at the last step.
+//! so it starts small, peaks at `lr_max` when warm-up ends and reaches `lr_min` after `steps`
+//! steps (the decay horizon, `lr_decay_steps`), where it stays: a run extended past its horizon
+//! goes on at `lr_min`, never back up.
 
 /// Warm-up + cosine schedule over `steps` optimizer steps.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -17,7 +19,7 @@ pub struct Schedule {
     pub lr_min: f64,
     /// Warm-up steps.
     pub warmup: usize,
-    /// Total steps.
+    /// Steps the cosine decays over (the decay horizon); the run may go on past it at `lr_min`.
     pub steps: usize,
 }
 

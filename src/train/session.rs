@@ -142,7 +142,8 @@ impl Session {
 
     /// Reopens the checkpoint in `out`. `corpus` is the training text when the user named
     /// one again (it must be the same text); otherwise the recorded source is reloaded.
-    /// `steps` may extend the run; `requested` is a model configuration the user asked for,
+    /// `steps` may extend the run (the learning rate's decay horizon stays the first run's, see
+    /// [`TrainOptions::with_steps`]); `requested` is a model configuration the user asked for,
     /// which must equal the checkpoint's.
     pub fn resume(
         out: &Path,
@@ -190,10 +191,11 @@ impl Session {
             )));
         }
         let prepared = prepare_with(&corpus, loaded.tokenizer.clone(), st.seq_len)?;
-        let mut options = st.options.clone();
-        if let Some(s) = steps {
-            options.steps = s;
-        }
+        // More steps extend the run, not its cosine: the horizon stays the first run's.
+        let options = match steps {
+            Some(s) => st.options.clone().with_steps(s),
+            None => st.options.clone(),
+        };
         let model_seed = st.model_seed;
         Ok(Session {
             model,

@@ -173,6 +173,7 @@ impl MqarPlan {
     pub fn options(&self, lr: f64) -> TrainOptions {
         TrainOptions {
             steps: self.steps,
+            lr_decay_steps: None,
             batch: self.batch,
             lr,
             min_lr: lr * 0.1,
