@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pathlib
 from os import PathLike
 from typing import Any, Optional, Union
 
@@ -21,6 +22,10 @@ from .config import GPTConfig
 from .data import DEFAULTS, Data
 from .model import FrozenTensor, RustGPT, f32, f32_bytes, flatten, unflatten
 from .tokens import Tokenizer
+from .validate import InputError, integer, seed, text
+
+#: The library's folder marker (``io::folder_kind``) and the line a checkpoint folder's holds.
+MARKER, CHECKPOINT_MARK = ".orthoformer", "orthoformer-folder checkpoint"
 
 PathArg = Union[str, "PathLike[str]"]
 
@@ -109,6 +114,12 @@ def save_checkpoint(
     "json": TEXT}`` / ``{"kind": "tiktoken", "name": NAME, "json": TEXT}``;
     ``data_record`` (``source``, ``bytes``, ``sha256``) then says where the ids came from.
     """
+    # The run record's fields, checked as state.json's readers check them (a negative step or
+    # a seed outside u64 would otherwise surface as a serde message about JSON).
+    step = integer("step", step, lo=0)
+    model_seed = seed("model_seed", model_seed)
+    if not (isinstance(sampler_word_pos, str) and sampler_word_pos.isdigit()):
+        raise InputError(f"sampler_word_pos must be a decimal string, got {sampler_word_pos!r}")
     model = _native.Gpt.zeroed(config.to_json())
     table = model.tensors()
     model.set_params(flatten(params, table))
@@ -141,6 +152,53 @@ def save_checkpoint(
         return
     data = data if data is not None else Data(context=config.context)
     _native.save_checkpoint(os.fspath(path), model, data._d, json.dumps(run), moments)
+
+
+def check_out(flag: str, out: PathArg) -> None:
+    """The library's rule for a new checkpoint folder (``io::folder_kind::check``), for the
+    runs whose folder the library first sees at their first checkpoint (a token folder's): it
+    may be absent, empty, or a checkpoint folder (its marker, or ``state.json`` from before
+    markers), never a file, another kind of Orthoformer folder or another program's folder,
+    and it must be writable. Checked before training, not after the first ``--eval-every``
+    steps."""
+    path = pathlib.Path(text(flag, os.fspath(out)))
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{flag} {path}: is a file, not a folder: choose a folder for the checkpoint")
+    if not path.is_dir():
+        up = path
+        while not up.exists() and up != up.parent:
+            up = up.parent
+        if not up.is_dir() or not os.access(up, os.W_OK | os.X_OK):
+            raise InputError(f"{flag} {path}: cannot be created in {up}: choose another {flag}")
+        return
+    marker = path / MARKER
+    if marker.exists() or marker.is_symlink():
+        line = marker.read_text(errors="replace").strip() if marker.is_file() else ""
+        if line != CHECKPOINT_MARK:
+            raise InputError(
+                f"{flag} {path}: its {MARKER} marker says {line[:60]!r}, not a checkpoint: "
+                "choose another folder"
+            )
+    else:
+        names = sorted(n for n in os.listdir(path) if not _working_file(n))
+        if names and "state.json" not in names:
+            raise InputError(
+                f"{flag} {path}: is not empty and was not made by Orthoformer (it holds "
+                f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}): choose a new or empty folder"
+            )
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {path}: cannot be written (permissions): choose another {flag}")
+
+
+def _working_file(name: str) -> bool:
+    """The library's own working files (a marker's temporary copy, the write probe, a set's
+    lock, staged files, commit record), which do not make a folder foreign."""
+    if name.startswith(".") and name.lstrip(".").startswith("orthoformer"):
+        return True
+    if name.startswith(".write-test"):
+        return True
+    tag, _, kind = name[1:].partition(".") if name.startswith(".") else ("", "", "")
+    return bool(tag) and (kind == "lock" or kind.startswith("new.") or kind.startswith("commit"))
 
 
 _EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

@@ -12,6 +12,8 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _native
+from .validate import choice, integer
+from .validate import seed as seed_check
 
 DEFAULTS: dict[str, Any] = json.loads(_native.train_defaults())
 
@@ -50,6 +52,11 @@ class Data:
             self._d = _native_data
         else:
             p = None if path is None else os.fspath(path)
+            # Checked here: the native module would raise OverflowError on a negative size.
+            choice("tokenizer", tokenizer, ("char", "bpe"))
+            if vocab_size is not None:
+                integer("vocab_size", vocab_size, lo=1, hi=2**32)
+            integer("context", context, lo=1)
             self._d = _native.Data(p, tokenizer, vocab_size, context)
 
     @property
@@ -86,7 +93,7 @@ class BatchSampler:
     (from :attr:`word_pos`) restores a saved position."""
 
     def __init__(self, seed: int, word_pos: Optional[str] = None) -> None:
-        self._s = _native.BatchSampler(seed, word_pos)
+        self._s = _native.BatchSampler(seed_check("seed", seed), word_pos)
 
     @property
     def word_pos(self) -> str:
@@ -95,5 +102,7 @@ class BatchSampler:
 
     def next_batch(self, data: Data, b: int, t: int, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
         """``(inputs, targets)``, each ``(b, t)`` int64."""
+        choice("split", split, ("train", "val"))
+        b, t = integer("b", b, lo=1), integer("t", t, lo=1)
         x, y = self._s.next_batch(data._d, split, b, t)
         return u32(x, (b, t)), u32(y, (b, t))

@@ -35,6 +35,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .validate import ArgumentParser, InputError, claim_file, device as device_name, integer, number, one_line
+from .validate import seed as seed_check
+
 #: The three ways of fine-tuning, in the order they are reported.
 MODES = ("full", "qk-pretrained", "qk-orthogonal")
 
@@ -154,8 +157,18 @@ def finetune(
     steps after the first (milliseconds, evaluations excluded), and peak memory."""
     import torch
 
-    if steps < 1 or context < 1 or batch < 1 or eval_every < 0:
-        raise ValueError("steps, context and batch must be at least 1 (eval_every at least 0)")
+    for name, value in (
+        ("steps", steps),
+        ("context", context),
+        ("batch", batch),
+        ("val_windows_n", val_windows_n),
+    ):
+        integer(name, value, lo=1)
+    integer("eval_every", eval_every, lo=0, hint="0: validate before and after only")
+    integer("warmup", warmup, lo=0)
+    number("lr", lr, lo=0.0)
+    number("weight_decay", weight_decay, lo=0.0)
+    seed = seed_check("seed", seed)
     if len(train) <= context + 1:
         raise ValueError(f"the training split ({len(train)} tokens) is shorter than one window of {context}")
     device = torch.device(device)
@@ -253,7 +266,7 @@ def run_mode(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m orthoformer.finetune", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m orthoformer.finetune", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", type=pathlib.Path, required=True, help="Hugging Face Llama-family folder")
     p.add_argument("--data", type=pathlib.Path, required=True, help="UTF-8 text (last 10%% validates)")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma list of {', '.join(MODES)}")
@@ -273,21 +286,61 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _check(args: argparse.Namespace) -> None:
+def _check(args: argparse.Namespace) -> list[str]:
+    """Every option, then the model folder and the text, checked before anything is loaded,
+    trained or written; returns the modes to run."""
+    for flag, value in (("--steps", args.steps), ("--context", args.context), ("--batch", args.batch)):
+        integer(flag, value, lo=1)
+    integer("--val-windows", args.val_windows, lo=1)
+    integer("--warmup", args.warmup, lo=0, hint="0: no warm-up")
+    integer("--eval-every", args.eval_every, lo=0, hint="0: validate before and after only")
+    number("--lr", args.lr, lo=0.0)
+    seed_check("--seed", args.seed)
+    device_name("--device", args.device)
+    modes = args.modes.split(",")
+    for m in [*modes, *([args.mode] if args.mode is not None else [])]:
+        if m not in MODES:
+            raise InputError(f"--modes: {m!r} is not one of {', '.join(MODES)}")
+    if len(set(modes)) != len(modes):
+        raise InputError(f"--modes {args.modes}: a mode is named twice")
     if not (args.model / "config.json").is_file() or not (args.model / "tokenizer.json").is_file():
-        raise ValueError(
+        raise InputError(
             f"{args.model} is not a Hugging Face folder with config.json and tokenizer.json "
             "(write one with: orthoformer rotate --model MODEL.gguf --out DIR)"
         )
     if not args.data.is_file():
-        raise ValueError(f"{args.data} is not a file: pass a UTF-8 text with --data")
-    for m in args.modes.split(","):
-        if m not in MODES:
-            raise ValueError(f"--modes: {m!r} is not one of {', '.join(MODES)}")
-    if min(args.steps, args.context, args.batch, args.val_windows) < 1:
-        raise ValueError("--steps, --context, --batch and --val-windows must be at least 1")
-    if args.eval_every < 0:
-        raise ValueError("--eval-every must be 0 (before and after only) or more")
+        raise InputError(f"{args.data} is not a file: pass a UTF-8 text with --data")
+    return modes
+
+
+def _check_data(args: argparse.Namespace) -> None:
+    """The text against the model: UTF-8, its ids inside the model's vocabulary, and long
+    enough for a training window and a validation window of ``--context`` (checked here, in
+    seconds, rather than by each mode's process after loading the model)."""
+    try:
+        vocab = json.loads((args.model / "config.json").read_text(encoding="utf-8")).get("vocab_size")
+    except (ValueError, AttributeError, OSError) as e:
+        raise InputError(f"{args.model}/config.json is not a JSON object ({one_line(e)})") from None
+    vocab = integer(f"{args.model}/config.json field vocab_size", vocab, lo=1)
+    try:
+        ids = load_text_tokens(args.model, args.data)
+    except UnicodeDecodeError as e:
+        raise InputError(f"--data {args.data}: not UTF-8 text (byte {e.start}): convert it") from None
+    except (OSError, ValueError):
+        raise
+    except Exception as e:  # the tokenizers package's own errors on a bad tokenizer.json
+        raise InputError(f"{args.model}/tokenizer.json: cannot be read ({one_line(e)})") from None
+    if ids.size and ids.max() >= vocab:
+        raise InputError(
+            f"{args.model}/tokenizer.json gives id {int(ids.max())}, outside the model's vocab_size {vocab}: "
+            "the tokenizer is not the model's"
+        )
+    train, val = split_tokens(ids)
+    if len(train) <= args.context + 1 or len(val) <= args.context:
+        raise InputError(
+            f"--data {args.data}: {len(train)} training and {len(val)} validation tokens, too few for one "
+            f"window of --context {args.context}: use a longer text or a shorter --context"
+        )
 
 
 def table(reports: Sequence[dict[str, Any]]) -> str:
@@ -305,14 +358,19 @@ def table(reports: Sequence[dict[str, Any]]) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = _parser().parse_args(argv)
+    """Runs the comparison (or, with ``--mode``, one mode); returns the exit status."""
+    claim = None
     try:
-        _check(args)
+        args = _parser().parse_args(argv)
+        modes = _check(args)
         if args.mode:
             print(json.dumps(run_mode(args)))
             return 0
+        _check_data(args)
+        # The report file is claimed (checked, locked) before minutes of training, not after.
+        claim = claim_file("--out", args.out) if args.out else None
         reports = []
-        for m in args.modes.split(","):
+        for m in modes:
             child = [a for a in (argv if argv is not None else sys.argv[1:])]
             p = subprocess.run(
                 [sys.executable, "-m", "orthoformer.finetune", *child, "--mode", m],
@@ -321,15 +379,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 env=dict(os.environ),
             )
             if p.returncode != 0:
-                raise RuntimeError(f"mode {m} failed: {p.stderr.strip().splitlines()[-1:]}")
+                last = (p.stderr.strip().splitlines() or ["no message"])[-1].removeprefix("error: ")
+                raise RuntimeError(f"mode {m} failed: {last}")
             reports.append(json.loads(p.stdout.strip().splitlines()[-1]))
             print(f"{m}: {json.dumps(reports[-1])}", file=sys.stderr)
         print(table(reports))
-        if args.out:
-            args.out.write_text(json.dumps(reports, indent=1) + "\n")
+        if claim is not None:
+            staged = claim.stage(args.out.name)
+            staged.write_text(json.dumps(reports, indent=1) + "\n")
+            claim.commit([args.out.name])
+            claim.close()
+            claim = None
     except (ValueError, OSError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
+    finally:
+        if claim is not None:
+            claim.close(ok=False)
     return 0
 
 

@@ -28,7 +28,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import tiktoken_hf
-from .tokens import TOKENIZER_FILE, dtype_for, write_meta
+from .tokens import FORMAT, MAX_VOCAB, META_FILE, TOKENIZER_FILE, dtype_for, write_meta
+from .validate import ArgumentParser, InputError, claim_folder, input_file, integer, number, one_line
 
 
 class Tokenizer:
@@ -105,9 +106,9 @@ def input_files(inputs: Sequence[str]) -> list[pathlib.Path]:
         elif p.is_file():
             out.append(p)
         else:
-            raise ValueError(f"--input {given}: no such file or folder")
+            raise InputError(f"--input {given}: no such file or folder")
     if not out:
-        raise ValueError(f"--input {' '.join(inputs)}: no files to tokenize")
+        raise InputError(f"--input {' '.join(inputs)}: no files to tokenize")
     return out
 
 
@@ -157,6 +158,39 @@ def _utf8(data: bytes, path: pathlib.Path) -> str:
         ) from None
 
 
+#: Largest ``--chunk-mb``: a tokenizer call on more text than this only costs memory.
+MAX_CHUNK_MB = 4096.0
+FILES = ("train.bin", "val.bin", TOKENIZER_FILE)
+
+
+def is_token_folder(folder: pathlib.Path) -> bool:
+    """Whether ``folder`` is a token folder (prepare may rewrite it)."""
+    try:
+        return json.loads((folder / META_FILE).read_text()).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check(
+    inputs: Sequence[str], tok: Tokenizer, *, val_fraction: float, eot: bool, chunk_mb: float
+) -> list[pathlib.Path]:
+    """Every option and the tokenizer checked before the output is claimed: returns the files
+    to read."""
+    number("--val-fraction", val_fraction, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    number("--chunk-mb", chunk_mb, lo=0.0, hi=MAX_CHUNK_MB, lo_open=True)
+    integer("the tokenizer's vocabulary size", tok.vocab_size, lo=1, hi=MAX_VOCAB)
+    if eot and tok.eot is None:
+        raise InputError("--eot: this tokenizer has no end-of-text token; leave --eot out")
+    files = input_files(inputs)
+    total = sum(f.stat().st_size for f in files)
+    if total * val_fraction < 1 or total * (1.0 - val_fraction) < 1:
+        raise InputError(
+            f"--val-fraction {val_fraction:g} of {total} bytes leaves a split empty: give more text "
+            "or a fraction nearer 0.1"
+        )
+    return files
+
+
 def prepare(
     inputs: Sequence[str],
     out: str,
@@ -168,18 +202,56 @@ def prepare(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Tokenizes ``inputs`` into the token folder ``out`` (see the module doc); returns its
-    ``meta.json``."""
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"--val-fraction {val_fraction}: use a number between 0 and 1")
-    files = input_files(inputs)
+    ``meta.json``. Everything is checked and ``out`` claimed (created, locked) first; the files
+    are staged and renamed into place at the end, ``meta.json`` last, so a failure (or a kill)
+    leaves ``out`` as it was, or without a ``meta.json`` that lies."""
+    files = check(inputs, tok, val_fraction=val_fraction, eot=eot, chunk_mb=chunk_mb)
     total = sum(f.stat().st_size for f in files)
-    folder = pathlib.Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    with claim_folder("--out", out, "a token folder", is_token_folder, lock=".prepare.lock") as claim:
+        staged = {name: claim.stage(name) for name in (*FILES, META_FILE)}
+        counts = _tokenize(files, total, tok, staged, val_fraction, eot, chunk_mb, progress)
+        if counts["val"] == 0 or counts["train"] == 0:
+            raise InputError(
+                f"the split left {counts['train']} train and {counts['val']} validation tokens: give more "
+                "text (or more lines), or another --val-fraction"
+            )
+        staged[TOKENIZER_FILE].write_text(tok.hf_json, encoding="utf-8")
+        source = ", ".join(os.fspath(pathlib.Path(i).resolve()) for i in inputs)
+        bins = {"train": staged["train.bin"], "val": staged["val.bin"]}
+        meta = write_meta(
+            claim.folder,
+            tok.vocab_size,
+            tok.record,
+            source=source,
+            text_bytes=total,
+            eot=tok.eot,
+            files=bins,
+            meta_path=staged[META_FILE],
+        )
+        # An old meta.json goes first: between the renames the folder never describes files
+        # it does not hold.
+        (claim.folder / META_FILE).unlink(missing_ok=True)
+        claim.commit([*FILES, META_FILE])
+    return meta
+
+
+def _tokenize(
+    files: list[pathlib.Path],
+    total: int,
+    tok: Tokenizer,
+    staged: dict[str, pathlib.Path],
+    val_fraction: float,
+    eot: bool,
+    chunk_mb: float,
+    progress: bool,
+) -> dict[str, int]:
+    """Streams ``files`` through ``tok`` into the staged ``train.bin``/``val.bin``; returns the
+    token counts."""
     dtype = np.dtype(dtype_for(tok.vocab_size)).newbyteorder("<")
     cut = total * (1.0 - val_fraction)
     done, counts, start = 0, {"train": 0, "val": 0}, time.perf_counter()
     split = "train"
-    with open(folder / "train.bin", "wb") as train, open(folder / "val.bin", "wb") as val:
+    with open(staged["train.bin"], "wb") as train, open(staged["val.bin"], "wb") as val:
         for path, data, last in chunks(files, max(1, int(chunk_mb * 2**20))):
             pieces = [(data, last)]
             if split == "train" and done + len(data) > cut:
@@ -189,12 +261,16 @@ def prepare(
             for i, (piece, end) in enumerate(pieces):
                 if i == 1 or (done >= cut and split == "train"):
                     split = "val"
-                ids = tok.encode(_utf8(piece, path))
+                ids = np.asarray(tok.encode(_utf8(piece, path)), dtype=np.int64)
                 if eot and end:
-                    if tok.eot is None:
-                        raise ValueError("--eot: this tokenizer has no end-of-text token")
-                    ids = list(ids) + [tok.eot]
-                (train if split == "train" else val).write(np.asarray(ids, dtype=dtype).tobytes())
+                    ids = np.append(ids, tok.eot)
+                if ids.size and (ids.min() < 0 or ids.max() >= tok.vocab_size):
+                    # meta.json would lie about the vocabulary: refuse rather than write it.
+                    raise InputError(
+                        f"the tokenizer gave id {int(ids.max())} for {path}, outside its vocabulary of "
+                        f"{tok.vocab_size}: use another tokenizer.json"
+                    )
+                (train if split == "train" else val).write(ids.astype(dtype).tobytes())
                 counts[split] += len(ids)
                 done += len(piece)
             if progress:
@@ -208,19 +284,12 @@ def prepare(
                 )
     if progress:
         print(file=sys.stderr)
-    if counts["val"] == 0 or counts["train"] == 0:
-        raise ValueError(
-            f"the split left {counts['train']} train and {counts['val']} validation tokens: give more text "
-            "(or more lines), or another --val-fraction"
-        )
-    (folder / TOKENIZER_FILE).write_text(tok.hf_json, encoding="utf-8")
-    source = ", ".join(os.fspath(pathlib.Path(i).resolve()) for i in inputs)
-    return write_meta(folder, tok.vocab_size, tok.record, source=source, text_bytes=total, eot=tok.eot)
+    return counts
 
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser."""
-    p = argparse.ArgumentParser(prog="python -m orthoformer.prepare", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m orthoformer.prepare", description=__doc__.split("\n\n")[0])
     p.add_argument("--input", nargs="+", required=True, help="UTF-8 text files or folders of them")
     p.add_argument("--out", required=True, help="the token folder to write")
     p.add_argument(
@@ -243,8 +312,17 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs prepare; returns the exit status."""
-    args = parser().parse_args(argv)
     try:
+        args = parser().parse_args(argv)
+        # The cheap checks first: a bad flag is refused before a tokenizer is loaded (or
+        # downloaded).
+        number("--val-fraction", args.val_fraction, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        number("--chunk-mb", args.chunk_mb, lo=0.0, hi=MAX_CHUNK_MB, lo_open=True)
+        input_files(args.input)
+        if args.tiktoken_file is not None:
+            input_file("--tiktoken-file", args.tiktoken_file)
+            if args.tokenizer.endswith(".json") or os.path.isfile(args.tokenizer):
+                raise InputError("--tiktoken-file applies to a tiktoken encoding name, not a tokenizer.json")
         tok = tokenizer(args.tokenizer, args.tiktoken_file)
         meta = prepare(
             args.input,
@@ -256,7 +334,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             progress=not args.quiet,
         )
     except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     print(
         json.dumps({k: meta[k] for k in ("dtype", "vocab_size", "train_tokens", "val_tokens", "tokenizer")})

@@ -60,7 +60,16 @@ def load(name: str, ranks_file: str | None = None) -> Any:
 
     if not os.path.isfile(ranks_file):
         raise ValueError(f"--tiktoken-file {ranks_file}: no such file; {HOW_TO_GET}")
-    ranks = load_tiktoken_bpe(ranks_file)
+    try:
+        ranks = load_tiktoken_bpe(ranks_file)
+    except Exception as e:  # binascii/ValueError on a bad line, UnicodeDecodeError, OSError
+        raise ValueError(
+            f"--tiktoken-file {ranks_file}: not a tiktoken ranks file ({type(e).__name__}: {e}); {HOW_TO_GET}"
+        ) from None
+    # The ranks are the token ids: they must be 0 .. n-1, each once, or the converted
+    # tokenizer.json and meta.json's vocabulary would disagree with the ids written.
+    if sorted(ranks.values()) != list(range(len(ranks))):
+        raise ValueError(f"--tiktoken-file {ranks_file}: the ranks are not 0 .. {len(ranks) - 1}, each once")
     specials = {openai_public.ENDOFTEXT: 50256}
     if name == "p50k_base" and len(ranks) != 50280:
         raise ValueError(f"{ranks_file} holds {len(ranks)} tokens, not p50k_base's 50280")

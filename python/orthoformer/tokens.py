@@ -18,6 +18,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _native
+from .validate import InputError, env_integer, integer, mapping, text
 
 META_FILE = "meta.json"
 FORMAT = "orthoformer-tokens"
@@ -42,21 +43,25 @@ def write_meta(
     source: str = "",
     text_bytes: int = 0,
     eot: Optional[int] = None,
+    files: Optional[dict[str, PathArg]] = None,
+    meta_path: Optional[PathArg] = None,
 ) -> dict[str, Any]:
     """Writes ``meta.json`` for the ``train.bin``/``val.bin`` already in ``folder`` (their
     token counts and SHA-256 are taken from the files) and returns it. ``tokenizer`` is
     ``{"kind": "tiktoken", "name": ...}``, ``{"kind": "hf"}`` (with ``tokenizer.json`` in the
-    folder) or ``{"kind": "ids"}``; use this for token ids made by one's own tools."""
+    folder) or ``{"kind": "ids"}``; use this for token ids made by one's own tools.
+    ``files`` and ``meta_path`` name staged copies instead (prepare renames them into place)."""
     folder = pathlib.Path(folder)
+    vocab_size = integer("vocab_size", vocab_size, lo=1, hi=MAX_VOCAB)
     dtype = dtype_for(vocab_size)
     width = np.dtype(dtype).itemsize
     digest = hashlib.sha256()
     counts = {}
     for split in SPLITS:
-        path = folder / f"{split}.bin"
+        path = pathlib.Path((files or {}).get(split, folder / f"{split}.bin"))
         size = path.stat().st_size
         if size % width:
-            raise ValueError(f"{path} holds {size} bytes, not a whole number of {dtype} tokens")
+            raise InputError(f"{path} holds {size} bytes, not a whole number of {dtype} tokens")
         counts[split] = size // width
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 24), b""):
@@ -74,41 +79,51 @@ def write_meta(
         "text_bytes": int(text_bytes),
         "eot": eot,
     }
-    (folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    check_meta(meta, "meta.json")
+    pathlib.Path(meta_path or folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     return meta
 
 
 class TokenFolder:
-    """A token folder, checked: ``meta`` (the parsed ``meta.json``) and the token count of
-    each split (file sizes agree with ``meta.json``; ids are not read); :meth:`open` maps a
-    split."""
+    """A token folder, checked before anything is built from it: every field of ``meta.json``
+    (type, range, and agreement with the files: sizes, SHA-256, every id below
+    ``vocab_size``, the dtype holding the vocabulary, the tokenizer file present) and the
+    token count of each split; :meth:`open` maps a split. A lie is an
+    :class:`~orthoformer.validate.InputError` naming the field, never an ``IndexError`` in
+    the model's embedding later."""
 
     def __init__(self, folder: PathArg) -> None:
         self.path = pathlib.Path(folder).resolve()
         meta_path = self.path / META_FILE
         if not meta_path.is_file():
-            raise ValueError(
+            raise InputError(
                 f"--data-dir {folder}: no {META_FILE} there; make the folder with python -m "
                 "orthoformer.prepare --input TEXT --out DIR"
             )
-        try:
-            self.meta: dict[str, Any] = json.loads(meta_path.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{meta_path} does not parse ({e}); prepare the folder again") from None
-        if self.meta.get("format") != FORMAT or self.meta.get("dtype") not in ("uint16", "uint32"):
-            raise ValueError(f"{meta_path} is not an {FORMAT} description with dtype uint16 or uint32")
+        self.meta = check_meta(_read_json(meta_path), meta_path)
         self.vocab_size = int(self.meta["vocab_size"])
+        width = np.dtype(self.meta["dtype"]).itemsize
         self.lengths: dict[str, int] = {}
         for split in SPLITS:
             path = self.path / f"{split}.bin"
-            want = int(self.meta[f"{split}_tokens"])
-            width = np.dtype(self.meta["dtype"]).itemsize
+            want = self.meta[f"{split}_tokens"]
             if not path.is_file() or path.stat().st_size != want * width:
-                raise ValueError(
+                raise InputError(
                     f"{path} is missing or not the {want} {self.meta['dtype']} tokens {META_FILE} "
                     "says: prepare the folder again"
                 )
             self.lengths[split] = want
+        _check_contents(self, meta_path)
+        spec = self.tokenizer_spec()
+        if spec["kind"] != "ids":
+            # Its vocabulary must be the folder's: checked here, before a trainer builds a model
+            # or makes its output folder (the checkpoint records this tokenizer).
+            n = _native.Tokenizer(json.dumps(spec)).vocab_size()
+            if n != self.vocab_size:
+                raise InputError(
+                    f"{meta_path} field vocab_size {self.vocab_size} is not the {n} tokens of "
+                    f"{TOKENIZER_FILE} beside it; {_HOW}"
+                )
 
     def open(self, split: str) -> np.memmap:
         """A fresh read-only memory map of ``split``: opened per batch (as nanoGPT does), so
@@ -121,7 +136,7 @@ class TokenFolder:
         """Both splits must hold one window of ``t + 1`` tokens."""
         for split, n in self.lengths.items():
             if n <= t:
-                raise ValueError(
+                raise InputError(
                     f"{self.path}/{split}.bin holds {n} tokens, fewer than one window of "
                     f"{t + 1} (context + 1): use more text or a shorter --context"
                 )
@@ -135,7 +150,7 @@ class TokenFolder:
             return {"kind": "ids", "vocab_size": self.vocab_size}
         path = self.path / TOKENIZER_FILE
         if kind not in ("hf", "tiktoken") or not path.is_file():
-            raise ValueError(
+            raise InputError(
                 f"{self.path}/{META_FILE}: tokenizer {tok} needs {TOKENIZER_FILE} beside it "
                 "(kind hf or tiktoken), or use kind ids"
             )
@@ -149,6 +164,101 @@ class TokenFolder:
         width = np.dtype(self.meta["dtype"]).itemsize
         size = sum(self.lengths.values()) * width
         return {"source": os.fspath(self.path), "bytes": int(size), "sha256": self.meta["sha256"]}
+
+
+#: Bytes read at a time when a folder's ids are checked (a multiple of both widths).
+SCAN_BYTES = 1 << 24
+#: Largest vocabulary a token file can index (``uint32`` ids).
+MAX_VOCAB = 1 << 32
+_HOW = "prepare the folder again (python -m orthoformer.prepare) or correct meta.json"
+#: Folders already scanned in this process, by (path, sizes, mtimes): under torchrun, resume
+#: and evaluation a folder is opened more than once, and its ids need reading only once.
+_SCANNED: set[tuple] = set()
+
+
+def _read_json(path: pathlib.Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path} does not parse as JSON ({e}); {_HOW}") from None
+    except RecursionError:
+        raise InputError(f"{path} nests too deeply to be a {META_FILE}; {_HOW}") from None
+
+
+def check_meta(meta: Any, where: Any) -> dict[str, Any]:
+    """``meta.json``'s fields checked for type and range and against each other (not yet
+    against the files): returns them with defaults for the optional ones."""
+    m = dict(mapping(f"{where}", meta))
+
+    def need(key: str) -> Any:
+        if key not in m:
+            raise InputError(f"{where} has no field {key!r}; {_HOW}")
+        return m[key]
+
+    def name(key: str) -> str:
+        return f"{where} field {key}"
+
+    if need("format") != FORMAT:
+        raise InputError(f"{name('format')} must be {FORMAT!r}, got {m['format']!r}: not a token folder")
+    integer(name("version"), m.get("version", 1), lo=1, hi=1, hint="this package reads version 1")
+    dtype = need("dtype")
+    if dtype not in ("uint16", "uint32"):
+        raise InputError(f"{name('dtype')} must be uint16 or uint32, got {dtype!r}; {_HOW}")
+    vocab = integer(name("vocab_size"), need("vocab_size"), lo=1, hi=MAX_VOCAB, hint=_HOW)
+    if dtype == "uint16" and vocab > 1 << 16:
+        raise InputError(
+            f"{name('dtype')} uint16 cannot hold the ids of vocab_size {vocab} (at most 65536): {_HOW}"
+        )
+    for split in SPLITS:
+        integer(name(f"{split}_tokens"), need(f"{split}_tokens"), lo=1, hint=_HOW)
+    digest = text(name("sha256"), need("sha256"))
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise InputError(f"{name('sha256')} must be 64 lower-case hex digits, got {digest[:70]!r}; {_HOW}")
+    raw = m.get("tokenizer")
+    tok = {"kind": "ids"} if raw is None else mapping(name("tokenizer"), raw)
+    kind = tok.get("kind")
+    if kind not in ("hf", "tiktoken", "ids"):
+        raise InputError(f"{name('tokenizer')} kind must be hf, tiktoken or ids, got {kind!r}; {_HOW}")
+    if kind == "tiktoken":
+        text(name("tokenizer.name"), tok.get("name", ""))
+    text(name("source"), m.get("source", ""))
+    integer(name("text_bytes"), m.get("text_bytes", 0), lo=0)
+    if m.get("eot") is not None:
+        integer(name("eot"), m["eot"], lo=0, hi=vocab - 1, hint="an id of the vocabulary, or null")
+    m["tokenizer"] = dict(tok)
+    return m
+
+
+def _check_contents(folder: TokenFolder, meta_path: pathlib.Path) -> None:
+    """The ids against ``meta.json``: one pass over both files (in blocks, so memory stays
+    bounded whatever the corpus) hashing them and finding the largest id."""
+    files = [folder.path / f"{split}.bin" for split in SPLITS]
+    key = (os.fspath(folder.path), *((f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+    key += (folder.meta["sha256"], folder.vocab_size)
+    # Under torchrun the node's first rank reads the ids; the others on the node open the same
+    # files (after rank 0 succeeded, see World.main_first) and need not read a corpus again.
+    if key in _SCANNED or (env_integer("LOCAL_RANK") or 0) > 0:
+        return
+    dtype = np.dtype(folder.meta["dtype"]).newbyteorder("<")
+    digest = hashlib.sha256()
+    for path in files:
+        top = -1
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(SCAN_BYTES), b""):
+                digest.update(block)
+                ids = np.frombuffer(block, dtype=dtype)
+                top = max(top, int(ids.max())) if ids.size else top
+        if top >= folder.vocab_size:
+            raise InputError(
+                f"{path} holds token id {top}, not below {meta_path} field vocab_size "
+                f"{folder.vocab_size}: the ids and meta.json disagree; {_HOW}"
+            )
+    if digest.hexdigest() != folder.meta["sha256"]:
+        raise InputError(
+            f"{meta_path} field sha256 is not the SHA-256 of train.bin + val.bin: the files were "
+            f"changed after meta.json was written; {_HOW}"
+        )
+    _SCANNED.add(key)
 
 
 class TokenSampler:

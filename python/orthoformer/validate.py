@@ -11,10 +11,13 @@ finite unless said otherwise; a seed is an integer in the library's range ``0 ..
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
+import os
+import pathlib
 from collections.abc import Iterable, Mapping
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 #: The library's seeds are u64.
 SEED_MAX = 2**64 - 1
@@ -45,7 +48,9 @@ def _as_int(value: Any) -> Optional[int]:
     return None
 
 
-def integer(name: str, value: Any, *, lo: Optional[int] = None, hi: Optional[int] = None, hint: str = "") -> int:
+def integer(
+    name: str, value: Any, *, lo: Optional[int] = None, hi: Optional[int] = None, hint: str = ""
+) -> int:
     """``value`` as an int in ``[lo, hi]`` (either bound optional), or an :class:`InputError`
     naming ``name``."""
     v = _as_int(value)
@@ -65,9 +70,11 @@ def number(
     lo_open: bool = False,
     hi_open: bool = False,
     hint: str = "",
+    what: str = "",
 ) -> float:
     """``value`` as a finite float in the range (bounds closed unless ``*_open``), or an
-    :class:`InputError` naming ``name``."""
+    :class:`InputError` naming ``name`` (``what`` says the range in words: the library's
+    own message for the same option)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputError(f"{name} must be a number, got {_show(value)}{_hint(hint)}")
     v = float(value)
@@ -78,7 +85,7 @@ def number(
     if bad_lo or bad_hi:
         left = "" if lo is None else ("> " if lo_open else ">= ") + f"{lo:g}"
         right = "" if hi is None else ("< " if hi_open else "<= ") + f"{hi:g}"
-        bounds = " and ".join(b for b in (left, right) if b)
+        bounds = what or " and ".join(b for b in (left, right) if b)
         raise InputError(f"{name} must be {bounds}, got {v:g}{_hint(hint)}")
     return v
 
@@ -113,8 +120,186 @@ def mapping(name: str, value: Any) -> Mapping[str, Any]:
 def field(fields: Mapping[str, Any], key: str, where: str) -> Any:
     """``fields[key]``, or an :class:`InputError` saying that ``where`` lacks it."""
     if key not in fields:
-        raise InputError(f"{where} has no {key!r}: write it (or recreate the file with the tool that made it)")
+        raise InputError(
+            f"{where} has no {key!r}: write it (or recreate the file with the tool that made it)"
+        )
     return fields[key]
+
+
+def one_line(message: Any) -> str:
+    """``message`` on one line: a dependency's multi-line error (tokenizers, JSON) joined with
+    ``; `` so that ``error: ...`` stays the single line scripts and the tests read."""
+    return "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the package's error form: a bad or missing flag is an :class:`InputError`
+    (``main`` prints one ``error:`` line and returns 2) instead of argparse's usage block on
+    stderr and ``SystemExit``, which would print two lines and skip ``main``'s handler."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InputError(f"{message}: see {self.prog} --help")
+
+
+def device(name: str, value: Any) -> str:
+    """A PyTorch device name: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``."""
+    v = text(name, value)
+    if v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit()):
+        return v
+    raise InputError(f"{name} must be auto, cpu, cuda or cuda:N, got {_show(value)}")
+
+
+def env_integer(key: str, *, lo: int = 0, hi: Optional[int] = None) -> Optional[int]:
+    """The environment variable ``key`` as an integer in range (``None`` when unset): torchrun's
+    ``WORLD_SIZE``/``RANK`` and thread counts are read with the same care as flags."""
+    raw = os.environ.get(key)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise InputError(f"environment variable {key} must be an integer, got {_show(raw)}") from None
+    return integer(f"environment variable {key}", value, lo=lo, hi=hi)
+
+
+def input_file(name: str, value: Any) -> pathlib.Path:
+    """A regular file that exists and can be read."""
+    path = pathlib.Path(text(name, os.fspath(value)))
+    if not path.is_file():
+        what = "a folder" if path.is_dir() else "missing"
+        raise InputError(f"{name} {path}: is {what}, not a readable file")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{name} {path}: cannot be read (permissions)")
+    return path
+
+
+# --- Outputs, claimed before the work --------------------------------------------------------
+# `python -m orthoformer.*` checks its output, creates and locks it before reading a corpus or
+# training for minutes, as `orthoformer train` claims its folder: a bad `--out` is refused at
+# once, two runs cannot write one output, and a failure leaves no folder or file behind.
+
+LOCK_SUFFIX = ".lock"
+
+
+def _lock(path: pathlib.Path, shown: str) -> int:
+    """An exclusive ``flock`` on ``path`` (created, never through a link); the system releases
+    it when the process dies, even by SIGKILL."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise InputError(
+            f"{shown}: another process is writing it (lock {path.name}); wait for it or choose another"
+        ) from None
+    return fd
+
+
+def _writable_ancestor(flag: str, path: pathlib.Path) -> list[pathlib.Path]:
+    """The folders to create for ``path`` (outermost first); the nearest existing one must be a
+    writable folder."""
+    missing, up = [], path
+    while not up.exists() and up != up.parent:
+        missing.append(up)
+        up = up.parent
+    if not up.is_dir():
+        raise InputError(f"{flag} {path}: {up} is a file, not a folder: choose another {flag}")
+    if not os.access(up, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {path}: cannot write in {up} (permissions): choose another {flag}")
+    return missing[::-1]
+
+
+class Claim:
+    """A claimed output: the folder (created, locked by ``LOCK``) and the files staged in it as
+    ``.NAME.new`` until :meth:`commit` renames them into place. Used as a context manager: an
+    exception undoes everything the claim made (staged files, lock, folders it created)."""
+
+    def __init__(self, folder: pathlib.Path, lock: str, created: list[pathlib.Path], fd: int) -> None:
+        self.folder, self.lock, self.created, self._fd = folder, folder / lock, created, fd
+        self.staged: list[pathlib.Path] = []
+
+    def stage(self, name: str) -> pathlib.Path:
+        """Where to write ``name`` before the commit."""
+        path = self.folder / f".{name}.new"
+        path.unlink(missing_ok=True)  # a killed run's leftover, or a planted link: never followed
+        self.staged.append(path)
+        return path
+
+    def commit(self, names: Iterable[str]) -> None:
+        """Renames the staged ``names`` into place, in order (the one that makes the output
+        valid, a ``meta.json``, last)."""
+        for name in names:
+            os.replace(self.folder / f".{name}.new", self.folder / name)
+
+    def close(self, ok: bool = True) -> None:
+        """Releases the lock; on failure removes what the claim made."""
+        if not ok:
+            for path in self.staged:
+                path.unlink(missing_ok=True)
+        self.lock.unlink(missing_ok=True)  # removed while held: no one else can hold it now
+        os.close(self._fd)
+        if not ok:
+            for folder in reversed(self.created):
+                try:
+                    folder.rmdir()  # only when empty: never anything the user put there
+                except OSError:
+                    break
+
+    def __enter__(self) -> "Claim":
+        return self
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        self.close(ok=kind is None)
+
+
+def claim_folder(
+    flag: str, value: Any, what: str, accepts: Any, lock: str = ".orthoformer-out.lock"
+) -> Claim:
+    """Claims the output folder ``value``: absent, empty or one that ``accepts(path)`` (a folder
+    of the same kind, rewritten), never a file or another program's folder; then creates and
+    locks it."""
+    folder = pathlib.Path(text(flag, os.fspath(value)))
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{flag} {folder}: is a file, not a folder: choose a folder for {what}")
+    if folder.is_dir():
+        names = sorted(n for n in os.listdir(folder) if n != lock and not n.endswith(".new"))
+        if names and not accepts(folder):
+            more = ", ..." if len(names) > 3 else ""
+            raise InputError(
+                f"{flag} {folder}: is not empty and not {what} (it holds {', '.join(names[:3])}{more}): "
+                "choose a new or empty folder"
+            )
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise InputError(f"{flag} {folder}: cannot be written (permissions): choose another {flag}")
+    created = _writable_ancestor(flag, folder)
+    for d in created:
+        d.mkdir()
+    try:
+        fd = _lock(folder / lock, f"{flag} {folder}")
+    except BaseException:
+        for d in reversed(created):
+            d.rmdir()
+        raise
+    return Claim(folder, lock, created, fd)
+
+
+def claim_file(flag: str, value: Any) -> Claim:
+    """Claims the output file ``value`` in an existing folder: not a folder, writable; its
+    new content is staged beside it and renamed over it (:meth:`Claim.commit`)."""
+    path = pathlib.Path(text(flag, os.fspath(value)))
+    parent = path.parent
+    if path.is_dir():
+        raise InputError(f"{flag} {path}: is a folder: name a file to write")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{flag} {path}: is not a regular file: name a file to write")
+    if not parent.is_dir():
+        raise InputError(f"{flag} {path}: the folder {parent} does not exist: create it first")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"{flag} {path}: cannot be written (permissions): choose another {flag}")
+    fd = _lock(parent / f".{path.name}{LOCK_SUFFIX}", f"{flag} {path}")
+    return Claim(parent, f".{path.name}{LOCK_SUFFIX}", [], fd)
 
 
 def _range(lo: Optional[int], hi: Optional[int]) -> str:
@@ -129,4 +314,22 @@ def _hint(hint: str) -> str:
     return f": {hint}" if hint else ""
 
 
-__all__ = ["InputError", "SEED_MAX", "choice", "field", "integer", "mapping", "number", "seed", "text"]
+__all__ = [
+    "ArgumentParser",
+    "Claim",
+    "InputError",
+    "SEED_MAX",
+    "choice",
+    "claim_file",
+    "claim_folder",
+    "device",
+    "env_integer",
+    "field",
+    "input_file",
+    "integer",
+    "mapping",
+    "number",
+    "one_line",
+    "seed",
+    "text",
+]

@@ -154,7 +154,7 @@ def test_tiktoken_encoding_round_trips_and_converts_to_the_same_ids(tmp_path) ->
         (["--tokenizer", "gpt2", "--tiktoken-file", "RANKS"], "holds 3 tokens, not gpt2's 50256"),
         (["--tokenizer", "cl100k_base", "--tiktoken-file", "RANKS"], "--tiktoken-file works for gpt2"),
         (["--tokenizer", "missing/tokenizer.json"], "not a readable Hugging Face tokenizer.json"),
-        (["--tokenizer", "TOK", "--val-fraction", "1.5"], "--val-fraction 1.5"),
+        (["--tokenizer", "TOK", "--val-fraction", "1.5"], "--val-fraction must be > 0 and < 1, got 1.5"),
     ],
 )
 def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, extra, message) -> None:
