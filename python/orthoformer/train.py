@@ -32,142 +32,9 @@ from typing import Any, Optional
 from collections.abc import Sequence
 
 from . import _native
-from .data import DEFAULTS
 from .errors import TrainingStopped
-
-OPTIONS = DEFAULTS["options"]
-
-# Flags that set training options: (flag, option key, type). Only --steps may change on resume.
-OPTIM_FLAGS = [
-    ("--steps", "steps", int),
-    ("--batch", "batch", int),
-    ("--lr", "lr", float),
-    ("--warmup", "warmup", int),
-    ("--min-lr", "min_lr", float),
-    ("--weight-decay", "weight_decay", float),
-    ("--beta2", "beta2", float),
-    ("--grad-clip", "grad_clip", float),
-    ("--eval-every", "eval_every", int),
-    ("--eval-iters", "eval_iters", int),
-    ("--seed", "seed", int),
-]
-
-
-def _default(key: str) -> Any:
-    return OPTIONS["adamw"][key] if key in ("weight_decay", "beta2") else OPTIONS[key]
-
-
-class _ArgsFileParser(argparse.ArgumentParser):
-    """Reads ``@FILE`` arguments as white-space separated flags, ``#`` starting a comment."""
-
-    def convert_arg_line_to_args(self, arg_line: str) -> list[str]:
-        return arg_line.split("#", 1)[0].split()
-
-
-def parser() -> argparse.ArgumentParser:
-    """The argument parser: ``orthoformer train``'s flags plus ``--device``."""
-    p = _ArgsFileParser(
-        prog="python -m orthoformer.train",
-        description="Train a GPT in PyTorch (data parallel or sharded under torchrun) into an "
-        "Orthoformer checkpoint folder.",
-        fromfile_prefix_chars="@",
-    )
-    d = p.add_mutually_exclusive_group()
-    d.add_argument("--data", help="training text, a UTF-8 file [default: the embedded TinyShakespeare]")
-    d.add_argument(
-        "--data-dir",
-        help="a folder of token files (train.bin, val.bin, meta.json) from python -m orthoformer.prepare; "
-        "the vocabulary and tokenizer are the folder's",
-    )
-    p.add_argument(
-        "--tokenizer",
-        choices=["char", "bpe"],
-        help="one token per character, or byte-level BPE [default: char]",
-    )
-    p.add_argument(
-        "--vocab-size", type=int, help=f"BPE vocabulary (at least 256) [default: {DEFAULTS['bpe_vocab']}]"
-    )
-    g = p.add_mutually_exclusive_group()
-    g.add_argument(
-        "--preset", help=f"model preset [default: {DEFAULTS['preset']} with context {DEFAULTS['context']}]"
-    )
-    g.add_argument("--config", help="model configuration file (TOML or JSON with the fields of a preset)")
-    p.add_argument("--context", type=int, help="context length, overriding the preset")
-    p.add_argument(
-        "--width",
-        type=int,
-        help="model width d_model (the feed-forward width becomes 4x), overriding the preset",
-    )
-    p.add_argument("--model-seed", type=int, help="seed of the model's initialisation [default: --seed]")
-    p.add_argument(
-        "--attention",
-        help="softmax, orthogonal, linear, orthogonal-linear, orthogonal-tied, identity-q, "
-        "orthogonal-hadamard [default: the preset's]",
-    )
-    p.add_argument(
-        "--position",
-        choices=["learned", "rope"],
-        help="positions: learned (an absolute position embedding, GPT-2's) or rope (rotary positions on "
-        "every head's queries and keys, no position embedding) [default: the preset's, learned]",
-    )
-    p.add_argument(
-        "--temperature",
-        choices=["fixed", "learned"],
-        help="attention-score temperature: fixed or learned (one trained scalar per head, starting at 1; "
-        "softmax variants only) [default: the preset's, fixed]",
-    )
-    p.add_argument(
-        "--recipe",
-        choices=DEFAULTS["recipes"],
-        help="start from a named recipe's model and options (flags given override it): nanogpt-cpu = "
-        "nanoGPT's CPU recipe for character-level TinyShakespeare (4 layers, 4 heads, width 128, "
-        "context 64, no biases; batch 12, 2000 steps, lr 1e-3 to 1e-4, warm-up 100)",
-    )
-    for flag, key, ty in OPTIM_FLAGS:
-        extra = " rows per micro-step, over all ranks" if key == "batch" else ""
-        p.add_argument(flag, type=ty, help=f"[default: {_default(key)}]{extra}")
-    p.add_argument(
-        "--grad-accum",
-        type=int,
-        default=1,
-        help="micro-steps per optimizer step (the step's batch is --batch times this) [default: 1]",
-    )
-    p.add_argument(
-        "--dtype",
-        default="auto",
-        help="auto, fp32, bf16 or fp16 autocast [default: auto: "
-        "bf16 on CUDA with bf16 support, fp16 on older GPUs, fp32 on the CPU]",
-    )
-    p.add_argument(
-        "--compile", default="auto", help="torch.compile: auto, on or off [default: auto: on with CUDA]"
-    )
-    p.add_argument(
-        "--fsdp",
-        action="store_true",
-        help="shard parameters, gradients and optimizer state "
-        "with FSDP2 (under torchrun) instead of replicating them with DDP",
-    )
-    p.add_argument(
-        "--log-every",
-        type=int,
-        default=10,
-        help="print loss, tokens/s, ms/step and MFU every this many steps; 0: never [default: 10]",
-    )
-    p.add_argument(
-        "--peak-tflops",
-        type=float,
-        help="the device's peak TFLOP/s for MFU [default: the "
-        "GPU's data-sheet figure for the dtype; none on the CPU]",
-    )
-    p.add_argument("--tensorboard", help="also log to TensorBoard in this folder (needs tensorboard)")
-    p.add_argument("--out", default="runs/train", help="checkpoint folder [default: runs/train]")
-    p.add_argument(
-        "--resume", action="store_true", help="continue the checkpoint in --out (--steps may extend it)"
-    )
-    p.add_argument("--stop-at", type=int, help="checkpoint and stop after this many steps")
-    p.add_argument("--json", action="store_true", help="print a JSON summary")
-    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda [default: auto]")
-    return p
+from .train_flags import OPTIM_FLAGS, OPTIONS, check_args, parser
+from .validate import env_integer, one_line
 
 
 def options(args: argparse.Namespace) -> dict[str, Any]:
@@ -182,6 +49,8 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
             o["adamw"][key] = value
         else:
             o[key] = value
+    if args.lr_decay_steps is not None:
+        o["lr_decay_steps"] = args.lr_decay_steps
     # The step's batch is what the optimisation sees; how it is split is the run's business.
     o["batch"] = o["batch"] * args.grad_accum
     return json.loads(_native.options_check(json.dumps(o)))
@@ -206,6 +75,8 @@ def model_config(args: argparse.Namespace) -> str:
 def open_run(args: argparse.Namespace) -> Any:
     """A fresh or resumed run (text through the native ``Session``, checked as ``orthoformer
     train`` checks it, or a token folder)."""
+    from .checkpoint import check_out
+    from .tokens import TokenFolder
     from .torch.runs import TextRun, TokenRun
 
     if args.resume:
@@ -224,7 +95,8 @@ def open_run(args: argparse.Namespace) -> Any:
         if args.data_dir is not None or _trained_on_tokens(args.out):
             run = TokenRun.resume(pathlib.Path(args.out), args.data_dir, args.steps)
         else:
-            run = TextRun(_native.Session.resume(args.out, args.data, args.steps, requested))
+            # Given the folder, the run keeps no native model on the host (it saves through it).
+            run = TextRun(_native.Session.resume(args.out, args.data, args.steps, requested), args.out)
         # The library's check, as `orthoformer train --resume` makes it (a token folder's run
         # has no native session to make it on opening).
         _native.resume_check(
@@ -237,6 +109,7 @@ def open_run(args: argparse.Namespace) -> Any:
             args.position,
             args.temperature,
         )
+        _check_decay_request(run.options, args)
         return run
     if args.tokenizer != "bpe" and args.vocab_size is not None:
         raise ValueError(
@@ -250,12 +123,29 @@ def open_run(args: argparse.Namespace) -> Any:
             raise ValueError(
                 "--tokenizer and --vocab-size do not apply to --data-dir: its tokenizer is the folder's"
             )
+        # The folder (every field of meta.json against its files, the tokenizer) and the
+        # output are checked before the run is built: TokenRun.fresh makes --out.
+        TokenFolder(args.data_dir).check_context(json.loads(config)["context"])
+        check_out("--out", args.out)
         return TokenRun.fresh(pathlib.Path(args.out), args.data_dir, config, opts, seed)
     return TextRun(
         _native.Session.fresh(
             args.out, config, json.dumps(opts), seed, args.data, args.tokenizer or "char", args.vocab_size
-        )
+        ),
+        args.out,
     )
+
+
+def _check_decay_request(opts: dict[str, Any], args: argparse.Namespace) -> None:
+    """``--lr-decay-steps`` on resume may name the run's horizon again, never change it (the
+    library's rule, as ``orthoformer train --resume`` applies it)."""
+    kept = opts.get("lr_decay_steps") or opts["steps"]
+    if args.lr_decay_steps is not None and args.lr_decay_steps != kept:
+        raise ValueError(
+            f"checkpoint {args.out} decays the learning rate over {kept} steps, which a resumed run "
+            f"keeps (steps past it run at --min-lr): drop --lr-decay-steps {args.lr_decay_steps}, or "
+            "train a new run into another --out"
+        )
 
 
 def _trained_on_tokens(out: str) -> bool:
@@ -269,12 +159,14 @@ def _trained_on_tokens(out: str) -> bool:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the trainer; returns the exit status."""
-    args = parser().parse_args(argv)
     world = None
-    say = _stderr if args.json else (lambda line: print(line, flush=True))
+    say = _stderr
     try:
+        args = parser().parse_args(argv)
+        say = _stderr if args.json else (lambda line: print(line, flush=True))
+        check_args(args)
         # Options, data and model are checked by the library before PyTorch is even imported.
-        size = int(os.environ.get("WORLD_SIZE", "1"))
+        size = env_integer("WORLD_SIZE", lo=1) or 1
         batch = args.batch if args.batch is not None else OPTIONS["batch"]
         if args.grad_accum < 1:
             raise ValueError(f"--grad-accum {args.grad_accum}: use 1 or more micro-steps per step")
@@ -301,6 +193,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             world,
             speed,
             grad_accum=args.grad_accum,
+            pad_vocab=args.pad_vocab,
             fsdp=args.fsdp,
             log_every=args.log_every,
             peak_tflops=args.peak_tflops,
@@ -316,7 +209,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as e:
         if not _expected(e):
             raise
-        print(f"error: {_as_flags(str(e))}", file=sys.stderr)
+        print(f"error: {_as_flags(one_line(e))}", file=sys.stderr)
         return 2
     finally:
         if world is not None:

@@ -10,11 +10,14 @@ try:
     import torch as _torch  # noqa: F401
 except ImportError as e:  # one clear line instead of a bare "No module named 'torch'"
     raise ImportError(
-        "orthoformer.torch needs PyTorch: pip install 'orthoformer[torch]' (or torch>=2.1)"
+        "orthoformer.torch needs PyTorch: pip install 'torch>=2.1' safetensors (or, from the "
+        "repository root, pip install './python[torch]')"
     ) from e
 
 from . import functional, init, nn
-from .hf import freeze_qk_
+from .hf import freeze_qk_, from_pretrained
+from .llama import Llama
+from .llama_config import LlamaConfig
 from .model import GPT
 
-__all__ = ["GPT", "freeze_qk_", "functional", "init", "nn"]
+__all__ = ["GPT", "Llama", "LlamaConfig", "freeze_qk_", "from_pretrained", "functional", "init", "nn"]

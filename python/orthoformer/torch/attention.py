@@ -19,6 +19,14 @@ library's GPT has them: rotary positions on the queries and keys (``rope=True``;
 feature map for linear attention) and a learned per-head temperature on the scores
 (``learned_temperature=True``, softmax kernels only). The library's GPT is built from this
 module (:meth:`OrthogonalAttention.from_config`).
+
+Beyond the library's GPT: grouped-query attention (``num_kv_heads``: keys and values have
+fewer heads, each shared by ``n_head / num_kv_heads`` query heads, as ``transformers``'
+``repeat_kv`` shares them; a frozen ``W_K`` then has ``num_kv_heads`` heads, drawn as
+:func:`~orthoformer.torch.freeze_qk_` draws a Llama's), and masks beyond causal in
+:meth:`OrthogonalAttention.forward` (``attn_mask``, ``doc_ids``: :mod:`.masking`). Trainable
+projections (and, separately, frozen dense ones) are computed as one product over their
+concatenated weights; the modules and their parameter names stay ``q``, ``k``, ``v``.
 """
 
 from __future__ import annotations
@@ -32,16 +40,25 @@ from torch import nn
 
 from .. import _native
 from ..config import ATTENTIONS, GPTConfig
+from ..validate import InputError, integer
 from . import rope as _rope
-from .frozen import FrozenOrthogonalLinear, draw_seed
+from .frozen import FrozenOrthogonalLinear, check_frozen_state, draw_seed, note_unplaced_seed
 from .functional import Device, causal_linear_attention, feature_map, linear_attention  # noqa: F401
 from .hadamard import FrozenHadamardLinear
+from .masking import check_attn_mask, check_doc_ids, keep_mask, masked_linear_attention, softmax_mask
 
 LINEAR_VARIANTS = ("linear", "orthogonal-linear")
+#: Whether ``scaled_dot_product_attention`` shares key/value heads itself (torch 2.5+).
+_SDPA_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
+
+
+def _hooked(m: nn.Module) -> bool:
+    """Whether ``m`` has forward hooks (which a fused product would bypass)."""
+    return bool(m._forward_hooks or m._forward_pre_hooks)
 
 
 class KVCache:
-    """The keys and values ``(B, H, T, D)`` one softmax attention layer has seen so far, for
+    """The keys and values ``(B, KV, T, D)`` one softmax attention layer has seen so far, for
     incremental decoding (:meth:`orthoformer.torch.GPT.generate`)."""
 
     def __init__(self) -> None:
@@ -76,7 +93,9 @@ class OrthogonalAttention(nn.Module):
     adds ``temperature``, one trained scalar per head (starting at 1) multiplying its scores,
     with frozen ``W_Q, W_K`` the only trained part of the score path. Trainable projections are
     ``nn.Linear`` with torch's default initialisation; ``device``/``dtype`` as for any torch
-    module (on ``meta`` nothing is generated until :meth:`reset_frozen`)."""
+    module (on ``meta`` nothing is generated until :meth:`reset_frozen`). ``num_kv_heads``
+    (default ``n_head``, a divisor of it) gives keys and values that many heads, each shared
+    by ``n_head / num_kv_heads`` query heads (grouped-query attention; ``1``: multi-query)."""
 
     def __init__(
         self,
@@ -89,11 +108,12 @@ class OrthogonalAttention(nn.Module):
         bias: bool = False,
         dropout: float = 0.0,
         causal: bool = True,
-        layer: int = 0,
+        layer: Optional[int] = None,
         seed_in_state_dict: bool = True,
         rope: bool = False,
         rope_theta: float = _rope.THETA,
         learned_temperature: bool = False,
+        num_kv_heads: Optional[int] = None,
         device: Device = None,
         dtype: Optional[torch.dtype] = None,
     ) -> None:
@@ -105,6 +125,9 @@ class OrthogonalAttention(nn.Module):
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_model, self.n_head, self.d_head = d_model, n_head, d_model // n_head
+        self.n_kv_head = self._kv_heads(variant, n_head, num_kv_heads)
+        # Width of K and V: num_kv_heads heads of the queries' width.
+        self.kv_dim = self.n_kv_head * self.d_head
         self.variant, self.causal, self.dropout = variant, causal, dropout
         self.linear = variant in LINEAR_VARIANTS
         if rope and self.d_head % 2:
@@ -121,15 +144,25 @@ class OrthogonalAttention(nn.Module):
         self.rope, self.rope_theta = rope, float(rope_theta)
         self.q_kind, self.k_kind = _native.attention_projections(variant)
         frozen = "frozen-dense" in (self.q_kind, self.k_kind) or "hadamard" in (self.q_kind, self.k_kind)
-        # Drawn only when something is frozen, so softmax modules leave torch's generator alone.
-        self.seed = draw_seed(seed) if frozen else seed
+        # Checked even where unused (softmax: a bad seed never passes silently); drawn only
+        # when something is frozen, so softmax modules leave torch's generator alone.
+        self.seed = draw_seed(seed) if frozen or seed is not None else None
+        # Layer l draws from (seed, l); no layer given is layer 0.
+        self.layer = 0 if layer is None else integer("layer", layer, lo=0, hi=2**62)
         self.method = method
         self._seed_in_state_dict = seed_in_state_dict
         kw: dict[str, Any] = {"device": device, "dtype": dtype}
         # Attribute order is the library's store order (q, k, v, o), so parameters list alike.
-        self.q = self._projection(self.q_kind, 2 * layer, bias, kw)
-        self.k = self._projection(self.k_kind, 2 * layer + 1, bias, kw)
-        self.v = nn.Linear(d_model, d_model, bias=bias, **kw)
+        self.q = self._projection(self.q_kind, 2 * self.layer, bias, kw)
+        self.k = self._projection(self.k_kind, 2 * self.layer + 1, bias, kw, self.n_kv_head)
+        if frozen and seed is not None and layer is None:
+            # A second live module drawing layer 0 from this seed would hold the same matrices.
+            note_unplaced_seed(
+                self, self.seed, "hadamard" if "hadamard" in (self.q_kind, self.k_kind) else method
+            )
+        # Seeds and stored matrices in a state_dict are checked before anything loads.
+        self.register_load_state_dict_pre_hook(check_frozen_state)
+        self.v = nn.Linear(d_model, self.kv_dim, bias=bias, **kw)
         self.o = nn.Linear(d_model, d_model, bias=bias, **kw)
         # After `o`: the library stores a layer's temperature after its projections.
         self.temperature = nn.Parameter(torch.ones(n_head, **kw)) if learned_temperature else None
@@ -141,12 +174,32 @@ class OrthogonalAttention(nn.Module):
             with torch.no_grad():
                 self.temperature.fill_(1.0)
 
-    def _projection(self, kind: str, tensor: int, bias: bool, kw: dict[str, Any]) -> Optional[nn.Module]:
-        """The module making queries or keys (frozen tensor number ``tensor``): ``None`` for
-        identity queries and tied keys, which have no tensor of their own."""
+    @staticmethod
+    def _kv_heads(variant: str, n_head: int, num_kv_heads: Optional[int]) -> int:
+        """``num_kv_heads`` checked (``None``: one per query head)."""
+        if num_kv_heads is None:
+            return n_head
+        kv = integer("num_kv_heads", num_kv_heads, lo=1, hi=n_head)
+        if n_head % kv:
+            raise InputError(f"num_kv_heads {kv} does not divide n_head {n_head}: pick a divisor of n_head")
+        if kv != n_head and variant == "orthogonal-tied":
+            raise InputError(
+                f"orthogonal-tied keys are the queries, so num_kv_heads must be n_head {n_head}, not {kv}"
+            )
+        if kv != n_head and variant == "orthogonal-hadamard":
+            raise InputError(f"orthogonal-hadamard is square, not {kv} of {n_head} key heads: use orthogonal")
+        return kv
+
+    def _projection(
+        self, kind: str, tensor: int, bias: bool, kw: dict[str, Any], heads: Optional[int] = None
+    ) -> Optional[nn.Module]:
+        """The module making queries or keys (frozen tensor number ``tensor``, ``heads`` heads,
+        default ``n_head``): ``None`` for identity queries and tied keys, which have no tensor
+        of their own."""
         c = self.d_model
+        heads = self.n_head if heads is None else heads
         if kind == "trainable":
-            return nn.Linear(c, c, bias=bias, **kw)
+            return nn.Linear(c, heads * self.d_head, bias=bias, **kw)
         if kind in ("identity", "tied-to-q"):
             return None
         if kind == "hadamard":
@@ -155,7 +208,8 @@ class OrthogonalAttention(nn.Module):
             )
         return FrozenOrthogonalLinear(
             c,
-            self.n_head,
+            heads,
+            self.d_head,
             bias=bias,
             method=self.method,
             seed=self.seed,
@@ -197,44 +251,136 @@ class OrthogonalAttention(nn.Module):
             m.reset_frozen()  # type: ignore[operator]
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, H·D) -> (B, H, T, D)``, ``H`` query or key/value heads."""
         b, t, _ = x.shape
-        return x.view(b, t, self.n_head, self.d_head).transpose(1, 2)
+        return x.view(b, t, -1, self.d_head).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor, cache: Optional[KVCache] = None) -> torch.Tensor:
-        """Attention of ``x`` ``(B, T, C)``; with ``cache`` (softmax kernels only), ``x`` holds
-        the positions after the cached ones, whose keys and values are reused and extended."""
-        b, t, c = x.shape
-        q = x if self.q is None else self.q(x)
-        k = q if self.k is None else self.k(x)
-        q, k, v = self._heads(q), self._heads(k), self._heads(self.v(x))
-        if self.rope:
-            start = 0 if cache is None else cache.length
-            cos, sin = _rope.tables(
-                start, t, self.d_head, theta=self.rope_theta, device=x.device, dtype=q.dtype
+    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries ``(B, T, H·D)``, keys and values ``(B, T, KV·D)`` of ``x`` ``(B, T, C)``.
+        Plain trainable ``nn.Linear`` projections run as one product over their concatenated
+        weights (one GEMM, and one for the weight gradients), frozen dense ones as another
+        (no gradient to compute for them); anything else (Hadamard, hooked or replaced
+        modules) runs as itself."""
+        mods = {"q": self.q, "k": self.k, "v": self.v}
+        out: dict[str, torch.Tensor] = {}
+        for kind in (nn.Linear, FrozenOrthogonalLinear):
+            names = [n for n, m in mods.items() if type(m) is kind and not _hooked(m)]
+            group = [mods[n] for n in names]
+            biases = [m.bias for m in group]  # type: ignore[union-attr]
+            fusable = (
+                len(group) > 1
+                and len({m.weight.dtype for m in group}) == 1  # type: ignore[union-attr]
+                and (all(b is None for b in biases) or all(b is not None for b in biases))
             )
+            if not fusable:
+                continue
+            w = torch.cat([m.weight for m in group])  # type: ignore[union-attr]
+            bias = None if biases[0] is None else torch.cat(biases)  # type: ignore[arg-type]
+            sizes = [m.weight.shape[0] for m in group]  # type: ignore[union-attr]
+            out.update(zip(names, F.linear(x, w, bias).split(sizes, dim=-1)))
+        q = x if self.q is None else out["q"] if "q" in out else self.q(x)
+        k = q if self.k is None else out["k"] if "k" in out else self.k(x)
+        v = out["v"] if "v" in out else self.v(x)
+        return q, k, v
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: Optional[KVCache] = None,
+        attn_mask: Optional[torch.Tensor] = None,
+        doc_ids: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """Attention of ``x`` ``(B, T, C)``; with ``cache`` (softmax kernels only), ``x`` holds
+        the positions after the cached ones, whose keys and values are reused and extended.
+
+        ``attn_mask`` broadcastable to ``(B, H, T, S)`` (``S`` keys: ``T``, plus the cached
+        ones): boolean (``True`` attends) or float (added to the scores; softmax kernels only).
+        ``doc_ids`` ``(B, T)`` integers: a token attends only to tokens of its own document
+        (packed sequences; not with a filled cache). Both combine with the causal mask; linear
+        kernels then run in their masked quadratic form."""
+        b, t, _ = x.shape
+        q, k, v = (self._heads(y) for y in self._project(x))
+        past = 0 if cache is None else cache.length
+        if attn_mask is not None:
+            check_attn_mask(attn_mask, (b, self.n_head, t, past + t))
+        if doc_ids is not None:
+            check_doc_ids(doc_ids, b, t)
+            if past:
+                raise InputError("doc_ids mask one window of packed documents: run it without a filled cache")
+        if self.rope:
+            theta = self.rope_theta
+            cos, sin = _rope.tables(past, t, self.d_head, theta=theta, device=x.device, dtype=q.dtype)
             q, k = _rope.rotate(q, cos, sin), _rope.rotate(k, cos, sin)
         if self.temperature is not None:
             q = q * self.temperature.to(q.dtype).view(1, -1, 1, 1)
         if self.linear:
-            if cache is not None:
-                raise ValueError("linear attention keeps no key/value cache: run it over the whole window")
-            y = linear_attention(q, k, v, causal=self.causal)
+            y = self._linear(q, k, v, cache, attn_mask, doc_ids)
         else:
-            p = self.dropout if self.training else 0.0
-            mask, causal = None, self.causal
-            if cache is not None:
-                past = cache.length
-                k, v = cache.extend(k, v)
-                if past and self.causal:
-                    # Query i sits at position past + i: it sees keys 0..past + i.
-                    causal = False
-                    if t > 1:
-                        pos = torch.arange(past + t, device=x.device)
-                        mask = pos[None, :] <= (past + torch.arange(t, device=x.device))[:, None]
-            y = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=1.0 / math.sqrt(self.d_head)
+            y = self._softmax(q, k, v, cache, attn_mask, doc_ids)
+        return self.o(y.transpose(1, 2).reshape(b, t, self.n_head * self.d_head))
+
+    def _linear(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cache: Optional[KVCache],
+        attn_mask: Optional[torch.Tensor],
+        doc_ids: Optional[torch.Tensor],
+    ) -> torch.Tensor:
+        """Linear attention of ``q`` ``(B, H, T, D)`` over ``k, v`` ``(B, KV, T, D)``."""
+        if cache is not None:
+            raise ValueError("linear attention keeps no key/value cache: run it over the whole window")
+        if attn_mask is not None and attn_mask.dtype != torch.bool:
+            raise InputError(
+                f"{self.variant} attention has no scores to add a float attn_mask to: pass a boolean one"
             )
-        return self.o(y.transpose(1, 2).reshape(b, t, c))
+        groups = self.n_head // self.n_kv_head
+        if groups > 1:
+            # Query head h reads key/value head h // groups, as transformers' repeat_kv.
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        if attn_mask is None and doc_ids is None:
+            return linear_attention(q, k, v, causal=self.causal)
+        t = q.shape[2]
+        keep = keep_mask(t, t, causal=self.causal, doc_ids=doc_ids, attn_mask=attn_mask, device=q.device)
+        return masked_linear_attention(q, k, v, keep)  # type: ignore[arg-type]
+
+    def _softmax(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cache: Optional[KVCache],
+        attn_mask: Optional[torch.Tensor],
+        doc_ids: Optional[torch.Tensor],
+    ) -> torch.Tensor:
+        """Scaled dot-product attention of ``q`` ``(B, H, T, D)`` over ``k, v`` ``(B, KV, T,
+        D)`` (appended to ``cache`` first)."""
+        p = self.dropout if self.training else 0.0
+        t = q.shape[2]
+        if cache is not None:
+            k, v = cache.extend(k, v)
+        s = k.shape[2]
+        mask, causal = None, self.causal
+        if attn_mask is not None or doc_ids is not None:
+            keep = keep_mask(t, s, causal=self.causal, doc_ids=doc_ids, attn_mask=attn_mask, device=q.device)
+            mask, causal = softmax_mask(keep, attn_mask, q.dtype), False
+        elif s != t and self.causal:
+            # Query i sits at position s - t + i (after the cache): it sees keys 0..s - t + i;
+            # `is_causal` would align the mask to the top left instead.
+            causal = False
+            if t > 1:
+                mask = keep_mask(t, s, causal=True, doc_ids=None, attn_mask=None, device=q.device)
+        gqa: dict[str, Any] = {}
+        if self.n_kv_head != self.n_head:
+            if _SDPA_GQA:
+                gqa["enable_gqa"] = True
+            else:
+                groups = self.n_head // self.n_kv_head
+                k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=1.0 / math.sqrt(self.d_head), **gqa
+        )
 
     def extra_repr(self) -> str:
         parts = [
@@ -243,6 +389,8 @@ class OrthogonalAttention(nn.Module):
             f"causal={self.causal}",
             f"dropout={self.dropout}",
         ]
+        if self.n_kv_head != self.n_head:
+            parts.append(f"num_kv_heads={self.n_kv_head}")
         if self.rope:
             parts.append("rope=True")
         if self.temperature is not None:

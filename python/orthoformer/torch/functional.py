@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import _native
+from .. import _native, validate
 from .. import init as _init
 
 #: Guard added to every linear-attention denominator (``nn::linear_attention::EPS``).
@@ -31,8 +31,20 @@ Device = Union[str, torch.device, None]
 
 def head_seed(seed: int, tensor: int, head: int) -> int:
     """The seed of head ``head`` of frozen tensor ``tensor`` under base seed ``seed`` (the
-    library's ``model::gpt::store::head_seed``)."""
-    return int(_native.frozen_head_seed(int(seed), int(tensor), int(head)))
+    library's ``model::gpt::store::head_seed``); each an integer from 0 to 2**64 - 1."""
+    s = validate.seed("seed", seed)
+    t = validate.integer("tensor", tensor, lo=0, hi=validate.SEED_MAX)
+    return int(_native.frozen_head_seed(s, t, validate.integer("head", head, lo=0, hi=validate.SEED_MAX)))
+
+
+def check_method(method: str) -> str:
+    """``method`` when it is one of the library's orthogonal generators (``qr``, ``svd``,
+    ``householder``, ``cayley``), else an :class:`~orthoformer.validate.InputError`."""
+    if not isinstance(method, str) or method not in _init.ORTHO_METHODS:
+        raise validate.InputError(
+            f"unknown orthogonal method {method!r}: use one of {', '.join(_init.ORTHO_METHODS)}"
+        )
+    return method
 
 
 def frozen_orthogonal_weight(
@@ -52,16 +64,20 @@ def frozen_orthogonal_weight(
     transposed, drawn from ``head_seed(seed, tensor, h)``. ``d_head`` defaults to
     ``in_features / n_head``. Computed in float64, rounded once (to float32, as the library
     stores it, then to ``dtype``)."""
-    if n_head < 1:
-        raise ValueError(f"n_head must be at least 1, got {n_head}")
+    in_features = validate.integer("in_features", in_features, lo=1)
+    n_head = validate.integer("n_head", n_head, lo=1)
     if d_head is None:
         if in_features % n_head:
-            raise ValueError(f"in_features {in_features} is not divisible by n_head {n_head}: pass d_head")
+            raise validate.InputError(
+                f"in_features {in_features} is not divisible by n_head {n_head}: pass d_head"
+            )
         d_head = in_features // n_head
-    if d_head > in_features:
-        raise ValueError(f"d_head {d_head} exceeds in_features {in_features}: no orthonormal columns exist")
-    if method not in _init.ORTHO_METHODS:
-        raise ValueError(f"unknown orthogonal method {method!r}: use one of {', '.join(_init.ORTHO_METHODS)}")
+    hint = "orthonormal columns need d_head <= in_features"
+    d_head = validate.integer("d_head", d_head, lo=1, hi=in_features, hint=hint)
+    method = check_method(method)
+    # Checked before any drawing, so a bad seed fails here, not inside the native module.
+    seed = validate.seed("seed", seed)
+    tensor = validate.integer("tensor", tensor, lo=0, hi=validate.SEED_MAX)
     w = np.empty((n_head * d_head, in_features), dtype=np.float32)
     for h in range(n_head):
         m = _init.generate(method, (in_features, d_head), head_seed(seed, tensor, h), np.float64, gain=1.0)
@@ -165,6 +181,7 @@ __all__ = [
     "LINEAR_EPS",
     "attention",
     "causal_linear_attention",
+    "check_method",
     "feature_map",
     "frozen_orthogonal_weight",
     "head_seed",

@@ -22,9 +22,11 @@ from typing import Any, Optional, Union
 import numpy as np
 import torch
 
+from .. import validate
 from ..config import GPTConfig
 from ..model import FrozenTensor
 from .functional import Device
+from .hf import read_marker
 
 PathArg = Union[str, "PathLike[str]"]
 MARKER = "orthoformer"
@@ -133,29 +135,26 @@ def from_hf(
     ``frozen_seed``/``frozen_method`` (their biases start at zero)."""
     hf, w = _read(pathlib.Path(os.fspath(folder)))
     marker = hf.get(MARKER) if attention is None and frozen_seed is None and frozen_method is None else None
-    if isinstance(marker, dict):
-        attention, frozen_seed, frozen_method = (
-            marker["attention"],
-            marker["frozen_seed"],
-            marker["frozen_method"],
-        )
-    cfg = gpt2_config(hf, attention or "softmax", int(frozen_seed or 0), frozen_method or "qr")
+    if marker is not None:
+        # Checked before anything is built: a malformed marker is one line naming its field.
+        attention, frozen_method, frozen_seed = read_marker(marker)
+    seed = 0 if frozen_seed is None else validate.seed("frozen_seed", frozen_seed)
+    cfg = gpt2_config(hf, attention or "softmax", seed, frozen_method or "qr")
     tensors, qk = library_tensors(w, cfg)
     model = cls(cfg, device="meta")
-    model.to_empty(device=torch.device("cpu") if device is None else device)
     if dtype is not None:
         model.to(dtype)
-    for block in model.h:
-        block.attn.reset_frozen()
+    # Allocating regenerates the frozen matrices (in `dtype`, on `device`).
+    model.to_empty(device=torch.device("cpu") if device is None else device)
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
     keep = {n: v for n, v in {**tensors, **qk}.items() if n in shapes}
-    fresh = cfg.attention != "softmax" and not isinstance(marker, dict)
+    fresh = cfg.attention != "softmax" and marker is None
     for n in shapes:
         if n not in keep or (fresh and n.endswith(("attn.q.bias", "attn.k.bias"))):
             # Q/K biases of a freshly frozen variant start at zero, as the library starts them.
             keep[n] = np.zeros(shapes[n], np.float32)
     model.load_named(keep)
-    if isinstance(marker, dict):
+    if marker is not None:
         frozen = {n: v for n, v in qk.items() if n in model.frozen_buffers()}
         model.adopt_frozen({n: _dense(n, v) for n, v in frozen.items()})
     return model
@@ -243,6 +242,8 @@ def to_hf(model: Any, folder: PathArg) -> None:
             "frozen_method": cfg.frozen_method,
             "frozen_seed": cfg.frozen_seed,
         }
+        # Checked before anything is written: a marker no reader accepts is never saved.
+        read_marker(hf[MARKER])
     path = pathlib.Path(os.fspath(folder))
     path.mkdir(parents=True, exist_ok=True)
     save_file(

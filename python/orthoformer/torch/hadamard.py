@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import _native
+from .. import _native, validate
 from .frozen import FrozenProjection
 from .functional import Device, head_seed
 
@@ -80,9 +80,9 @@ class FrozenHadamardLinear(FrozenProjection):
         dtype: Optional[torch.dtype] = None,
     ) -> None:
         super().__init__()
-        c = features
-        self.features, self.method, self.tensor = c, "hadamard", int(tensor)
-        self._init_seed(seed, seed_in_state_dict, device)
+        c = validate.integer("features", features, lo=1)
+        self.features, self.method = c, "hadamard"
+        self._init_seed(seed, tensor, seed_in_state_dict, device)
         self.factors = _factors(c)
         kw: dict[str, Any] = {"device": device, "dtype": dtype}
         self.register_buffer("signs", torch.empty(c, **kw), persistent=False)

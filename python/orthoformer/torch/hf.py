@@ -15,26 +15,57 @@ starts them in the library.
 ``save_pretrained`` still writes a standard checkpoint (GPT-2's fused ``c_attn`` holding the
 frozen values), and ``config.json`` gains a marker ``"orthoformer": {attention, frozen_method,
 frozen_seed}``. ``transformers`` alone ignores the marker and loads the frozen matrices as
-ordinary trainable weights; ``freeze_qk_(model)`` without arguments reads the marker and
-freezes them again, keeping the stored values.
+ordinary trainable weights; :func:`from_pretrained` loads such a folder with them frozen
+again (as does ``freeze_qk_(model)`` without arguments on a plainly loaded model), keeping the
+stored values.
+
+Everything is checked before the model changes: the marker's fields, the seed, and the
+config's head counts against the weights' shapes; a mismatch is one
+:class:`~orthoformer.validate.InputError` naming the field.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import json
+import os
+import pathlib
+from os import PathLike
+from typing import Any, Optional, Union
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import validate
+from ..config import ATTENTIONS
+from ..validate import InputError
 from .frozen import FrozenOrthogonalLinear, draw_seed
-from .functional import frozen_orthogonal_weight
+from .functional import check_method, frozen_orthogonal_weight
 from .hadamard import FrozenHadamardLinear
 
 #: The key of the marker in a model's ``config.json``.
 MARKER = "orthoformer"
 #: The variants :func:`freeze_qk_` makes (the frozen softmax ones).
 FREEZE_VARIANTS = ("orthogonal", "orthogonal-tied", "orthogonal-hadamard")
+#: The variants a GPT-2 folder's marker can name: those with an untrained ``W_Q`` or ``W_K``
+#: that GPT-2 can compute (softmax kernels; ``GPT.to_hf`` writes no linear attention).
+MARKED_VARIANTS = tuple(a for a in ATTENTIONS if a not in ("softmax", "linear", "orthogonal-linear"))
+
+
+def read_marker(marker: Any, variants: tuple[str, ...] = MARKED_VARIANTS) -> tuple[str, str, int]:
+    """``(attention, frozen_method, frozen_seed)`` of a ``config.orthoformer`` marker, each
+    checked (``attention`` one of ``variants``); an :class:`~orthoformer.validate.InputError`
+    naming the field otherwise."""
+    where = f"config.{MARKER}"
+    m = validate.mapping(where, marker)
+    attention = validate.choice(f"{where}.attention", validate.field(m, "attention", where), variants)
+    method = validate.field(m, "frozen_method", where)
+    try:
+        check_method(method)
+    except InputError as e:
+        raise InputError(f"{where}.frozen_method: {e}") from None
+    seed = validate.seed(f"{where}.frozen_seed", validate.field(m, "frozen_seed", where))
+    return attention, method, seed
 
 
 def frozen_matrix(
@@ -142,6 +173,8 @@ def _llama_frozen(
         seed_in_state_dict=False,
         device="meta",
     )
+    # Stored before allocating, so the allocation does not regenerate values `mat` replaces.
+    f._pin()
     f.to_empty(device=w.device)
     f = f.to(w.dtype)
     f.set_weight_(mat)
@@ -159,6 +192,83 @@ def _same_or_stored(current: torch.Tensor, generated: torch.Tensor, keep: bool) 
     return current.detach().clone() if keep else generated
 
 
+def _heads(cfg: Any, name: str, default: Optional[int] = None) -> int:
+    """``config.name`` as a head count (at least 1), or ``default`` when unset."""
+    value = getattr(cfg, name, None)
+    if value is None and default is not None:
+        return default
+    return validate.integer(f"config.{name}", value, lo=1, hint="a head count, as the weights were made with")
+
+
+def _check_gpt2(model: nn.Module) -> list[nn.Module]:
+    """GPT-2's attention modules, after checking ``n_head`` against every ``c_attn``."""
+    cfg = model.config
+    h = _heads(cfg, "n_head")
+    blocks = list(getattr(model, "transformer", model).h)
+    for layer, block in enumerate(blocks):
+        attn = block.attn
+        if isinstance(attn.c_attn, FrozenQKVConv1D):
+            raise InputError(f"layer {layer}'s Q/K are frozen already: freeze_qk_ a model once")
+        c = int(attn.c_attn.weight.shape[0])
+        if tuple(attn.c_attn.weight.shape) != (c, 3 * c) or c % h or attn.num_heads != h:
+            raise InputError(
+                f"config.n_head {h} does not fit layer {layer}'s c_attn of shape "
+                f"{tuple(attn.c_attn.weight.shape)} ({attn.num_heads} heads): fix config.n_head"
+            )
+    return [block.attn for block in blocks]
+
+
+def _check_llama(model: nn.Module, variant: str) -> tuple[list[nn.Module], int, int, int]:
+    """The Llama family's attention modules and ``(heads, key heads, head width)``, after
+    checking the config's head counts against every ``q_proj``/``k_proj``."""
+    cfg = model.config
+    h = _heads(cfg, "num_attention_heads")
+    kv = _heads(cfg, "num_key_value_heads", h)
+    if kv > h or h % kv:
+        raise InputError(
+            f"config.num_key_value_heads {kv} must divide config.num_attention_heads {h}: "
+            "fix config.num_key_value_heads"
+        )
+    given_d = getattr(cfg, "head_dim", None) is not None
+    hidden = validate.integer("config.hidden_size", getattr(cfg, "hidden_size", None), lo=1)
+    if given_d:
+        d = validate.integer("config.head_dim", cfg.head_dim, lo=1, hi=hidden)
+        width = f"config.head_dim {d}"
+    else:
+        d = hidden // h
+        width = f"head width {d} (hidden_size / num_attention_heads)"
+    if variant == "orthogonal-tied" and kv != h:
+        raise InputError(
+            f"orthogonal-tied needs as many key heads as query heads, not {kv} of {h}: "
+            "use orthogonal (config.num_key_value_heads)"
+        )
+    if variant == "orthogonal-hadamard" and h * d != hidden:
+        raise InputError(
+            f"orthogonal-hadamard needs square projections, not {h * d} x {hidden}: use orthogonal"
+        )
+    layers = list(getattr(model, "model", model).layers)
+    for layer, block in enumerate(layers):
+        attn = block.self_attn
+        if isinstance(attn.q_proj, FrozenOrthogonalLinear):
+            raise InputError(f"layer {layer}'s Q/K are frozen already: freeze_qk_ a model once")
+        for proj, heads, name in (
+            (attn.q_proj, h, "num_attention_heads"),
+            (attn.k_proj, kv, "num_key_value_heads"),
+        ):
+            got = tuple(proj.weight.shape)
+            if got != (heads * d, hidden):
+                fix = f"config.{name}" + (" or config.head_dim" if given_d else "")
+                raise InputError(
+                    f"config.{name} {heads} x {width} gives {heads * d} x {hidden} projections, but "
+                    f"layer {layer}'s are {got[0]} x {got[1]}: fix {fix}"
+                )
+    if variant == "orthogonal-hadamard" and kv * d != hidden:
+        raise InputError(
+            f"orthogonal-hadamard needs square projections, not {kv * d} x {hidden} keys: use orthogonal"
+        )
+    return [block.self_attn for block in layers], h, kv, d
+
+
 def freeze_qk_(
     model: nn.Module,
     variant: Optional[str] = None,
@@ -171,24 +281,23 @@ def freeze_qk_(
     ``None`` draws one from torch's generator; ``method`` ``qr``, ``svd``, ``householder`` or
     ``cayley``) and records them in ``model.config.orthoformer``. With no arguments on a model
     whose config has that marker (one exported by ``orthoformer export`` or saved after a
-    ``freeze_qk_``), the stored Q/K values are frozen as they are. Returns ``model``."""
+    ``freeze_qk_``), the stored Q/K values are frozen as they are. Arguments, the marker and
+    the config's head counts are checked against the weights before anything changes: one
+    :class:`~orthoformer.validate.InputError` naming the field otherwise. Returns ``model``."""
     cfg = model.config
     marker = getattr(cfg, MARKER, None)
-    restore = variant is None and seed is None and method is None and isinstance(marker, dict)
+    restore = variant is None and seed is None and method is None and marker is not None
     if restore:
-        variant, seed, method = marker["attention"], marker["frozen_seed"], marker["frozen_method"]
+        variant, method, seed = read_marker(marker, FREEZE_VARIANTS)
     variant = variant or "orthogonal"
-    method = method or "qr"
-    if variant not in FREEZE_VARIANTS:
-        raise ValueError(f"freeze_qk_ makes {', '.join(FREEZE_VARIANTS)}, not {variant!r}")
+    if not isinstance(variant, str) or variant not in FREEZE_VARIANTS:
+        raise InputError(f"variant: freeze_qk_ makes {', '.join(FREEZE_VARIANTS)}, not {variant!r}")
+    method = check_method(method or "qr")
     seed = draw_seed(seed)
     kind = getattr(cfg, "model_type", "")
     if kind == "gpt2":
-        base = getattr(model, "transformer", model)
-        for layer, block in enumerate(base.h):
-            attn = block.attn
-            if isinstance(attn.c_attn, FrozenQKVConv1D):
-                raise ValueError(f"layer {layer}'s Q/K are frozen already")
+        attns = _check_gpt2(model)
+        for layer, attn in enumerate(attns):
             c, h = attn.embed_dim, attn.num_heads
             w = attn.c_attn.weight
             wq = _same_or_stored(
@@ -200,24 +309,14 @@ def freeze_qk_(
                 wk = _same_or_stored(w[:, c : 2 * c].T, gen, restore)
             attn.c_attn = FrozenQKVConv1D(attn.c_attn, wq, wk, keep_bias=restore)
     elif hasattr(getattr(model, "model", model), "layers"):
-        base = getattr(model, "model", model)
-        h = cfg.num_attention_heads
-        kv = getattr(cfg, "num_key_value_heads", None) or h
-        d = getattr(cfg, "head_dim", None) or cfg.hidden_size // h
-        for layer, block in enumerate(base.layers):
-            attn = block.self_attn
-            if isinstance(attn.q_proj, FrozenOrthogonalLinear):
-                raise ValueError(f"layer {layer}'s Q/K are frozen already")
+        attns, h, kv, d = _check_llama(model, variant)
+        for layer, attn in enumerate(attns):
             c = attn.q_proj.in_features
             wq = _same_or_stored(
                 attn.q_proj.weight, frozen_matrix(variant, c, h, d, method, seed, 2 * layer), restore
             )
             q = _llama_frozen(attn.q_proj, wq, h, d, method, seed, 2 * layer, restore)
             if variant == "orthogonal-tied":
-                if kv != h:
-                    raise ValueError(
-                        f"orthogonal-tied needs as many key heads as query heads, not {kv} of {h}"
-                    )
                 k = q
             else:
                 gen = frozen_matrix(variant, c, kv, d, method, seed, 2 * layer + 1)
@@ -225,7 +324,7 @@ def freeze_qk_(
                 k = _llama_frozen(attn.k_proj, wk, kv, d, method, seed, 2 * layer + 1, restore)
             attn.q_proj, attn.k_proj = q, k
     else:
-        raise ValueError(
+        raise InputError(
             f"freeze_qk_ converts GPT-2 and Llama-family models (Llama, Mistral, Qwen2, SmolLM), "
             f"not model_type {kind!r}"
         )
@@ -233,4 +332,36 @@ def freeze_qk_(
     return model
 
 
-__all__ = ["FREEZE_VARIANTS", "FrozenQKVConv1D", "MARKER", "freeze_qk_", "frozen_matrix"]
+def from_pretrained(folder: Union[str, "PathLike[str]"], **kwargs: Any) -> nn.Module:
+    """A local Hugging Face folder loaded by ``transformers.AutoModelForCausalLM`` (``kwargs``
+    passed on: ``dtype``, ``device_map``, ...) with its Q/K frozen again when ``config.json``
+    has the marker that :func:`freeze_qk_`, ``GPT.to_hf`` and ``orthoformer export`` write:
+    the stored values become buffers (out of ``parameters()``, the optimizer and autograd)
+    exactly as :func:`freeze_qk_` makes them. A folder without the marker loads as it is. The
+    marker is checked before any weight is read."""
+    from transformers import AutoModelForCausalLM
+
+    path = pathlib.Path(os.fspath(folder))
+    cfg_path = path / "config.json"
+    if not cfg_path.is_file():
+        raise InputError(f"{path} has no config.json: pass a Hugging Face model folder")
+    try:
+        marker = json.loads(cfg_path.read_text()).get(MARKER)
+    except (ValueError, AttributeError) as e:
+        raise InputError(f"{cfg_path} is not a JSON object ({e}): pass a Hugging Face model folder") from None
+    if marker is not None:
+        read_marker(marker, FREEZE_VARIANTS)
+    model = AutoModelForCausalLM.from_pretrained(os.fspath(path), **kwargs)
+    return model if marker is None else freeze_qk_(model)
+
+
+__all__ = [
+    "FREEZE_VARIANTS",
+    "FrozenQKVConv1D",
+    "MARKED_VARIANTS",
+    "MARKER",
+    "freeze_qk_",
+    "from_pretrained",
+    "frozen_matrix",
+    "read_marker",
+]

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .. import init as _init
+from .. import validate
 
 calculate_gain = _init.calculate_gain
 Generator = Optional[torch.Generator]
@@ -30,9 +31,10 @@ Generator = Optional[torch.Generator]
 
 def resolve_seed(seed: Optional[int], generator: Generator = None) -> int:
     """``seed`` itself, or a fresh one drawn from ``generator`` (torch's global generator when
-    ``None``): one 62-bit integer per call."""
+    ``None``): one 62-bit integer per call. A given seed is checked: an integer from 0 to
+    2**64 - 1, else an :class:`~orthoformer.validate.InputError`."""
     if seed is not None:
-        return int(seed)
+        return validate.seed("seed", seed)
     device = generator.device if generator is not None else "cpu"
     return int(torch.randint(0, 2**62, (1,), generator=generator, device=device).item())
 

@@ -17,7 +17,11 @@ frozen_seed)`` and the layer: ``state_dict``, optimizers and DDP carry only trai
 ``GPT(config, seed)`` starts from the weights ``orthoformer train --model-seed SEED`` does,
 built on the meta device and written tensor by tensor where the model will run
 (``device=``, ``dtype=``), so the host never holds a second copy. Dropout masks come from
-PyTorch's generator (same sites and rate, not the same bits).
+PyTorch's generator (same sites and rate, not the same bits). The output head runs over the
+vocabulary padded to a multiple of ``pad_vocab`` (64 by default, as nanoGPT's 50304): zero
+rows added to ``wte`` in the forward pass only, their logits ``-inf``, so tensor-core
+matmuls get aligned shapes while ``wte``, the loss and the logits returned keep the true
+vocabulary (no padded row is ever stored, trained or handed to the library).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from ..checkpoint import load_checkpoint, save_checkpoint
 from ..config import GPTConfig
 from ..data import Data
 from ..model import FrozenTensor, RustGPT, f32, frozen_tensors, unflatten
+from ..validate import integer
 from . import generate as _generate
 from . import gpt2_io
 from .attention import KVCache, OrthogonalAttention
@@ -86,8 +91,8 @@ class GPT(nn.Module):
     tensor allocated there and written one at a time (values drawn on the host in pieces of
     :data:`INIT_PIECE` floats), frozen matrices regenerated from the config's seed."""
 
-    #: Floats of one initial-value piece drawn on the host (16 MiB).
-    INIT_PIECE = 1 << 22
+    #: Floats of one initial-value piece drawn on the host (4 MiB; it passes a few buffers).
+    INIT_PIECE = 1 << 20
 
     def __init__(
         self,
@@ -96,11 +101,13 @@ class GPT(nn.Module):
         *,
         device: Device = None,
         dtype: Optional[torch.dtype] = None,
+        pad_vocab: int = 64,
         _rust: Optional[RustGPT] = None,
     ) -> None:
         super().__init__()
         cfg = GPTConfig.preset(config) if isinstance(config, str) else config.validate()
         self.config = cfg
+        self.pad_vocab = integer("pad_vocab", pad_vocab, lo=1, hi=1 << 16)
         self._materialize(device, dtype)
         if self.wte.is_meta:
             return  # shapes only: allocate with to_empty, then init_weights
@@ -126,6 +133,7 @@ class GPT(nn.Module):
         model = cls.__new__(cls)
         nn.Module.__init__(model)
         model.config = config.validate()
+        model.pad_vocab = 64
         model._materialize(device, dtype)
         model.load_flat(f32(flat), table)
         model.adopt_frozen(frozen_tensors(frozen_rows))
@@ -145,10 +153,8 @@ class GPT(nn.Module):
             self.ln_f = nn.LayerNorm(c, eps=LN_EPS, bias=cfg.norm_bias)
             if dtype is not None:
                 self.to(dtype)
+        # The frozen projections regenerate themselves when `to_empty` allocates them.
         self.to_empty(device=torch.device("cpu") if device is None else device)
-        if not self.wte.is_meta:
-            for block in self.h:
-                block.attn.reset_frozen()
         self._ignore_frozen_in_ddp()
 
     def init_weights(self, seed: int = 0) -> None:
@@ -264,11 +270,27 @@ class GPT(nn.Module):
         x = self.embed(idx)
         for block in self.h:
             x = block(x)
-        logits = F.linear(self.ln_f(x), self.wte)
+        logits = self.head(self.ln_f(x))
+        v = self.config.vocab_size
         if targets is None:
-            return logits, None
+            return logits[..., :v], None
+        # The padded columns are -inf: no probability, no gradient, the same loss.
         loss = F.cross_entropy(logits.reshape(b * t, -1), targets.reshape(b * t))
-        return logits, loss
+        return logits[..., :v], loss
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """The tied output head over the vocabulary padded to a multiple of ``pad_vocab``:
+        ``(..., C) -> (..., V')``, the padded columns ``-inf`` (the caller cuts them off)."""
+        v = self.config.vocab_size
+        extra = -v % getattr(self, "pad_vocab", 1)
+        if not extra:
+            return F.linear(x, self.wte)
+        # Padded in the graph (fused with autocast's cast when compiled): the parameter, its
+        # gradient and every external view keep the true vocabulary.
+        w = F.pad(self.wte, (0, 0, 0, extra))
+        mask = torch.zeros(v + extra, dtype=w.dtype, device=w.device)
+        mask[v:] = float("-inf")
+        return F.linear(x, w, mask)
 
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         """The blocks' input for token ids ``idx`` ``(B, T)`` at positions ``start ..

@@ -8,8 +8,13 @@
     attn = OrthogonalAttention(768, 12, seed=0, rope=True, learned_temperature=True)  # RoPE, τ per head
 
 Frozen matrices are non-persistent buffers regenerated from ``(seed, method, layer)``: never
-parameters, never in an optimizer, absent from ``state_dict`` (which records the seed as the
-modules' extra state, so loading it restores the same matrices).
+parameters, never in an optimizer, absent from ``state_dict`` (which records the seed in a
+``frozen_seed`` entry, so loading it restores the same matrices). Give each block its index,
+``OrthogonalAttention(768, 12, seed=0, layer=i)``, so each layer draws its own matrices; a
+second live module with the same seed and no ``layer=`` warns, since it would repeat the
+first one's. The matrices are right however a model is built: directly, on ``meta`` then
+``to_empty`` and the ``reset_parameters`` loop (FSDP's ``param_init_fn``, ``fully_shard``),
+``load_state_dict(..., assign=True)``, ``.to(...)``.
 """
 
 from __future__ import annotations

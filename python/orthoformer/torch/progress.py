@@ -1,6 +1,7 @@
 """Progress of a training run, printed by rank 0 every ``--log-every`` steps: loss, learning
-rate, tokens/s, ms/step and MFU (model FLOPs per token from the library's exact accounting,
-``orthoformer params``, times tokens per second, over the device's peak), and optionally the
+rate, tokens/s (the job's and per device), ms/step and MFU (model FLOPs per token from the
+library's exact accounting, ``orthoformer params``, times one device's tokens per second,
+over the device's peak), and optionally the
 same figures and the evaluations in TensorBoard (``--tensorboard DIR``)."""
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def tensorboard_writer(folder: Optional[str]) -> Any:
 
 
 class Progress:
-    """Accumulates steps between log lines and prints them (rank 0 only)."""
+    """Accumulates steps between log lines and prints them (rank 0 only). Throughput is given
+    for the whole job and per device (``devices`` processes, one device each), and MFU per
+    device: each device's tokens/s times FLOPs per token over one device's peak."""
 
     def __init__(
         self,
@@ -44,33 +47,42 @@ class Progress:
         log: Callable[[str], None],
         main: bool,
         tensorboard: Any = None,
+        devices: int = 1,
     ) -> None:
         self.tokens_per_step, self.every, self.peak = tokens_per_step, every, peak
+        self.devices = max(int(devices), 1)
         self.flops = flops_per_token(cfg)
         self.log, self.main, self.tb = log, main, tensorboard
-        self.steps, self.secs, self.loss = 0, 0.0, 0.0
+        self.n, self.secs, self.loss = 0, 0.0, 0.0
         self.last: Optional[dict[str, float]] = None
 
-    def step(self, step: int, loss: float, lr: float, secs: float) -> None:
-        """Records step ``step`` (1-based) and prints a line every ``every`` steps."""
-        self.steps += 1
+    def steps(self, done: list[tuple[int, float, float]], secs: float) -> None:
+        """Records steps ``(step (1-based), loss, lr)`` that took ``secs`` together, and
+        prints a line when the last of them is a multiple of ``every`` (the trainer reads the
+        device at every such step, so a line covers exactly the steps since the previous)."""
+        if not done:
+            return
+        self.n += len(done)
         self.secs += secs
-        self.loss += loss
+        self.loss += sum(loss for _, loss, _ in done)
+        step, _, lr = done[-1]
         if self.every <= 0 or step % self.every:
             return
-        tok_s = self.steps * self.tokens_per_step / max(self.secs, 1e-12)
+        tok_s = self.n * self.tokens_per_step / max(self.secs, 1e-12)
+        per_device = tok_s / self.devices
         rec = {
-            "loss": self.loss / self.steps,
+            "loss": self.loss / self.n,
             "lr": lr,
             "tokens_per_s": tok_s,
-            "ms_per_step": self.secs * 1e3 / self.steps,
+            "tokens_per_s_per_device": per_device,
+            "ms_per_step": self.secs * 1e3 / self.n,
         }
         line = (
-            f"step {step:>6}  loss {rec['loss']:.4f}  lr {lr:.3e}  {tok_s:,.0f} tok/s  "
-            f"{rec['ms_per_step']:.1f} ms/step"
+            f"step {step:>6}  loss {rec['loss']:.4f}  lr {lr:.3e}  {tok_s:,.0f} tok/s "
+            f"({per_device:,.0f}/device)  {rec['ms_per_step']:.1f} ms/step"
         )
         if self.peak:
-            rec["mfu"] = tok_s * self.flops / self.peak
+            rec["mfu"] = per_device * self.flops / self.peak
             line += f"  MFU {100 * rec['mfu']:.1f}%"
         self.last = rec
         if self.main:
@@ -78,7 +90,7 @@ class Progress:
             if self.tb is not None:
                 for k, v in rec.items():
                     self.tb.add_scalar(f"train/{k}", v, step)
-        self.steps, self.secs, self.loss = 0, 0.0, 0.0
+        self.n, self.secs, self.loss = 0, 0.0, 0.0
 
     def evaluation(self, rec: dict[str, Any]) -> None:
         """An evaluation record (printed as before, and to TensorBoard)."""
@@ -96,15 +108,15 @@ class Progress:
 
 
 class Timer:
-    """Wall time of one step, synchronised with the device so the figure is the GPU's."""
+    """Wall time between laps. The trainer laps right after reading the device's figures,
+    which waits for the device, so an interval is the device's time for the steps in it
+    without a synchronisation of its own in the hot loop."""
 
-    def __init__(self, synchronize: Callable[[], None]) -> None:
-        self.synchronize = synchronize
-
-    def __enter__(self) -> Timer:
+    def __init__(self) -> None:
         self.start = time.perf_counter()
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.synchronize()
-        self.secs = time.perf_counter() - self.start
+    def lap(self) -> float:
+        """Seconds since the previous lap (or the start); starts the next interval."""
+        now = time.perf_counter()
+        secs, self.start = now - self.start, now
+        return secs

@@ -1,0 +1,272 @@
+"""A Llama-style language model with orthogonal attention: :class:`Llama` (token embedding,
+pre-norm blocks of RMSNorm, :class:`~orthoformer.torch.attention.OrthogonalAttention` with
+rotary positions and grouped-query heads, RMSNorm, SwiGLU MLP ``down(silu(gate(x)) ·
+up(x))``, a final RMSNorm and a tied or untied head), shaped by
+:class:`~orthoformer.torch.llama_config.LlamaConfig`.
+
+:meth:`Llama.from_hf` loads a local ``transformers`` Llama folder (``config.json`` and
+``model.safetensors``, or shards with ``model.safetensors.index.json``): with ``softmax``
+attention it is that model, to float rounding; a frozen variant replaces ``W_Q``/``W_K`` by
+the library's frozen matrices of layer ``l`` (tensors ``2l``, ``2l + 1`` from
+``frozen_seed``; ``W_K`` with ``num_key_value_heads`` heads), exactly as
+:func:`~orthoformer.torch.freeze_qk_` freezes a ``transformers`` Llama. :meth:`Llama.to_hf`
+writes a folder ``LlamaForCausalLM`` loads, frozen matrices as weights (identity queries as
+the identity, tied keys as a copy of the queries) and the marker ``"orthoformer":
+{attention, frozen_method, frozen_seed}`` in ``config.json``, which ``from_hf`` and
+``freeze_qk_`` read to freeze them again. RoPE pairs dimension ``i`` with ``i + D/2``
+(``transformers``' ``rotate_half``), so Q/K weights load unpermuted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from os import PathLike
+from typing import Any, Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..validate import InputError, mapping
+from .attention import OrthogonalAttention
+from .frozen import FrozenOrthogonalLinear
+from .functional import Device
+from .llama_config import LlamaConfig
+
+PathArg = Union[str, "PathLike[str]"]
+#: The key of the frozen-attention marker in ``config.json`` (as :mod:`.hf` writes it).
+MARKER = "orthoformer"
+#: Standard deviation of the initial weights (``transformers``' ``initializer_range``).
+INIT_STD = 0.02
+#: Our attention's module names and ``transformers``' (parameter names differ only there).
+_ATTN_NAMES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj"}
+
+
+class RMSNorm(nn.Module):
+    """``x / √(mean(x²) + ε) · w`` over the last dimension, computed in float32 and rounded
+    back before the weight, as ``transformers``' ``LlamaRMSNorm``."""
+
+    def __init__(self, dim: int, eps: float, *, device: Device = None, dtype: Optional[torch.dtype] = None):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim, device=device, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+class SwiGLU(nn.Module):
+    """``down(silu(gate(x)) · up(x))`` ``(B, T, C) -> (B, T, C)``, bias-free."""
+
+    def __init__(self, c: int, f: int, **kw: Any) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(c, f, bias=False, **kw)
+        self.up_proj = nn.Linear(c, f, bias=False, **kw)
+        self.down_proj = nn.Linear(f, c, bias=False, **kw)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaBlock(nn.Module):
+    """``x += attn(norm(x)); x += mlp(norm(x))`` for layer ``layer``."""
+
+    def __init__(self, cfg: LlamaConfig, layer: int, **kw: Any) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
+        self.self_attn = OrthogonalAttention(
+            cfg.hidden_size,
+            cfg.num_attention_heads,
+            variant=cfg.attention,
+            method=cfg.frozen_method,
+            seed=cfg.frozen_seed,
+            dropout=cfg.attention_dropout,
+            layer=layer,
+            seed_in_state_dict=False,
+            rope=True,
+            rope_theta=cfg.rope_theta,
+            num_kv_heads=cfg.num_key_value_heads,
+            **kw,
+        )
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
+        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size, **kw)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_mask: Optional[torch.Tensor] = None,
+        doc_ids: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """``x`` ``(B, T, C)`` through the block."""
+        x = x + self.self_attn(self.input_layernorm(x), attn_mask=attn_mask, doc_ids=doc_ids)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Llama(nn.Module):
+    """A Llama-style causal language model of ``config`` (a :class:`LlamaConfig`), built on
+    ``device`` in ``dtype``; trainable weights start ``N(0, 0.02²)``, norms at one, frozen
+    matrices drawn from ``config.frozen_seed`` (on ``meta`` nothing is drawn until
+    :meth:`reset_frozen`). Parameter names are ``transformers``' without the ``model.``
+    prefix, except attention's ``q``, ``k``, ``v``, ``o`` (``q_proj`` ...)."""
+
+    def __init__(self, config: LlamaConfig, *, device: Device = None, dtype: Optional[torch.dtype] = None):
+        super().__init__()
+        if not isinstance(config, LlamaConfig):
+            raise InputError(f"Llama takes a LlamaConfig, not {type(config).__name__}")
+        self.config = config.validate()
+        kw: dict[str, Any] = {"device": device, "dtype": dtype}
+        c = config.hidden_size
+        self.embed_tokens = nn.Embedding(config.vocab_size, c, **kw)
+        n = config.num_hidden_layers
+        self.layers = nn.ModuleList(LlamaBlock(config, layer, **kw) for layer in range(n))
+        self.norm = RMSNorm(c, config.rms_norm_eps, **kw)
+        v = config.vocab_size
+        self.lm_head = None if config.tie_word_embeddings else nn.Linear(c, v, bias=False, **kw)
+        if torch.device(device or "cpu").type != "meta":
+            self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draws the trainable weights as ``transformers`` initialises a Llama (``N(0,
+        0.02²)``, norms at one) from torch's generator."""
+        with torch.no_grad():
+            for m in self.modules():
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    m.weight.normal_(0.0, INIT_STD)
+                elif isinstance(m, RMSNorm):
+                    m.weight.fill_(1.0)
+                elif isinstance(m, OrthogonalAttention):
+                    m.reset_parameters()
+
+    def reset_frozen(self) -> None:
+        """Regenerates every frozen matrix from the seed (after ``to_empty``)."""
+        for layer in self.layers:
+            layer.self_attn.reset_frozen()
+
+    @property
+    def head_weight(self) -> torch.Tensor:
+        """The head ``(V, C)``: the embedding when tied."""
+        return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: Optional[torch.Tensor] = None,
+        attn_mask: Optional[torch.Tensor] = None,
+        doc_ids: Optional[torch.Tensor] = None,
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Logits ``(B, T, V)`` of token ids ``idx`` ``(B, T)`` and, with ``targets`` ``(B,
+        T)`` (the next token of each position; ``-100`` ignored, as ``transformers``), the
+        mean cross-entropy. ``attn_mask`` and ``doc_ids`` mask attention beyond causal (see
+        :meth:`OrthogonalAttention.forward`)."""
+        if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.dtype.is_floating_point:
+            raise InputError(f"idx must be a (B, T) tensor of token ids, got {getattr(idx, 'shape', idx)!r}")
+        x = self.embed_tokens(idx)  # (B, T, C)
+        for layer in self.layers:
+            x = layer(x, attn_mask, doc_ids)
+        logits = F.linear(self.norm(x), self.head_weight)  # (B, T, V)
+        if targets is None:
+            return logits, None
+        if tuple(targets.shape) != tuple(idx.shape):
+            raise InputError(f"targets has shape {tuple(targets.shape)}, expected {tuple(idx.shape)} as idx")
+        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
+        return logits, loss
+
+    @classmethod
+    def from_hf(
+        cls,
+        folder: PathArg,
+        *,
+        attention: Optional[str] = None,
+        frozen_seed: Optional[int] = None,
+        frozen_method: Optional[str] = None,
+        device: Device = None,
+        dtype: Optional[torch.dtype] = None,
+    ) -> Llama:
+        """A local ``transformers`` Llama folder as this model. ``attention`` ``None``: the
+        folder marker's variant when it has one (its stored Q/K frozen as they are), else
+        ``softmax`` (Q/K trainable, loaded); a frozen variant replaces Q/K by the matrices of
+        ``frozen_seed`` (default 0) and ``frozen_method`` (default ``qr``)."""
+        from .llama_io import load_into, read_folder
+
+        hf, tensors = read_folder(pathlib.Path(os.fspath(folder)))
+        asked = attention is not None or frozen_seed is not None or frozen_method is not None
+        marker = None if asked else hf.get(MARKER)
+        if marker is not None:
+            marker = mapping(f"config.json: {MARKER}", marker)
+            attention = marker.get("attention")
+            frozen_seed, frozen_method = marker.get("frozen_seed"), marker.get("frozen_method")
+        cfg = LlamaConfig.from_hf_dict(
+            hf,
+            attention=attention or "softmax",
+            frozen_seed=0 if frozen_seed is None else frozen_seed,
+            frozen_method=frozen_method or "qr",
+        )
+        model = cls(cfg, device="meta", dtype=dtype)
+        model.to_empty(device=torch.device("cpu") if device is None else device)
+        model.reset_frozen()
+        load_into(model, tensors, restore=marker is not None)
+        return model
+
+    def to_hf(self, folder: PathArg) -> None:
+        """Writes this model as a ``transformers`` Llama folder (``config.json``,
+        ``model.safetensors``); frozen, identity and tied Q/K as dense weights, marked in
+        ``config.json`` when the variant is not ``softmax``."""
+        from .llama_io import write_folder
+
+        write_folder(self, pathlib.Path(os.fspath(folder)))
+
+    def config_json(self) -> str:
+        """The ``config.json`` :meth:`to_hf` writes."""
+        cfg = self.config
+        hf = cfg.to_hf_dict()
+        hf["torch_dtype"] = str(self.embed_tokens.weight.dtype).removeprefix("torch.")
+        if cfg.attention != "softmax":  # W_Q or W_K is not trained: frozen, tied or the identity
+            hf[MARKER] = {
+                "attention": cfg.attention,
+                "frozen_method": cfg.frozen_method,
+                "frozen_seed": cfg.frozen_seed,
+            }
+        return json.dumps(hf, indent=2) + "\n"
+
+
+def hf_name(ours: str) -> str:
+    """``transformers``' name of one of our parameters (``layers.0.self_attn.q.weight`` ->
+    ``model.layers.0.self_attn.q_proj.weight``)."""
+    if ours.startswith("lm_head."):
+        return ours
+    parts = ours.split(".")
+    if len(parts) > 3 and parts[2] == "self_attn" and parts[3] in _ATTN_NAMES:
+        parts[3] = _ATTN_NAMES[parts[3]]
+    return "model." + ".".join(parts)
+
+
+def dense_qk(attn: OrthogonalAttention, which: str) -> torch.Tensor:
+    """The dense ``W_Q`` or ``W_K`` ``(out, C)`` of ``attn``: trainable or frozen weights,
+    the identity for identity queries, the queries' matrix for tied keys."""
+    mod = getattr(attn, which)
+    if mod is not None:
+        return mod.weight
+    if which == "q":
+        return torch.eye(attn.d_model, device=attn.v.weight.device, dtype=attn.v.weight.dtype)
+    return dense_qk(attn, "q")
+
+
+def pin_frozen(attn: OrthogonalAttention, which: str, value: torch.Tensor) -> None:
+    """Keeps stored frozen values: unchanged when they are what the seed regenerates, else
+    stored whole in a dense frozen projection."""
+    mod = getattr(attn, which)
+    if torch.equal(mod.weight.detach().float().cpu(), value.float().cpu()):
+        return
+    heads = attn.n_head if which == "q" else attn.n_kv_head
+    w = attn.v.weight
+    dense = FrozenOrthogonalLinear(
+        attn.d_model, heads, attn.d_head, seed=0, seed_in_state_dict=False, device=w.device, dtype=w.dtype
+    )
+    setattr(attn, which, dense.set_weight_(value))
+
+
+__all__ = ["Llama", "LlamaBlock", "LlamaConfig", "RMSNorm", "SwiGLU", "dense_qk", "hf_name"]

@@ -1,0 +1,94 @@
+"""Reading and writing the Hugging Face folders of :class:`~orthoformer.torch.llama.Llama`:
+``config.json`` and ``model.safetensors`` (or shards listed in
+``model.safetensors.index.json``) under ``transformers``' tensor names. Every tensor of a
+folder is read or refused by name; none the model needs may be missing."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import torch
+
+from ..validate import InputError, mapping
+from .llama import MARKER, Llama, dense_qk, hf_name, pin_frozen
+
+INDEX = "model.safetensors.index.json"
+#: Tensors ``transformers`` may store that the model computes itself.
+IGNORED_SUFFIXES = (".self_attn.rotary_emb.inv_freq",)
+
+
+def read_folder(folder: pathlib.Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """``config.json`` (parsed) and every tensor of a folder."""
+    from safetensors.torch import load_file
+
+    cfg = folder / "config.json"
+    if not cfg.is_file():
+        raise InputError(f"{folder} has no config.json: pass a Hugging Face Llama folder")
+    try:
+        hf = dict(mapping("config.json", json.loads(cfg.read_text())))
+    except json.JSONDecodeError as e:
+        raise InputError(f"{cfg}: not JSON ({e})") from None
+    single, index = folder / "model.safetensors", folder / INDEX
+    if single.is_file():
+        return hf, load_file(str(single))
+    if index.is_file():
+        weight_map = mapping(f"{INDEX}: weight_map", json.loads(index.read_text()).get("weight_map"))
+        tensors: dict[str, torch.Tensor] = {}
+        for shard in sorted(set(weight_map.values())):
+            path = folder / shard
+            if pathlib.Path(shard).name != shard or not path.is_file():
+                raise InputError(f"{INDEX} lists shard {shard!r}, which is not a file of {folder}")
+            tensors.update(load_file(str(path)))
+        return hf, tensors
+    raise InputError(f"{folder} has neither model.safetensors nor {INDEX}")
+
+
+def load_into(model: Llama, tensors: dict[str, torch.Tensor], *, restore: bool) -> None:
+    """Copies a folder's tensors into ``model``: every parameter by ``transformers``' name
+    (missing ones refused). Q/K weights of projections that are not trainable are dropped
+    (frozen from the seed), unless ``restore`` (a marked folder), when stored frozen values
+    are kept."""
+    params = {hf_name(n): p for n, p in model.named_parameters()}
+    qk = {
+        f"model.layers.{i}.self_attn.{w}_proj.weight": (layer.self_attn, w)
+        for i, layer in enumerate(model.layers)
+        for w in ("q", "k")
+    }
+    tied = model.lm_head is None
+    for name in tensors:
+        known = name in params or name in qk or name.endswith(IGNORED_SUFFIXES)
+        if not known and not (tied and name == "lm_head.weight"):
+            raise InputError(f"tensor {name!r} is not one a {model.config.attention} Llama reads")
+    missing = sorted(n for n in params if n not in tensors)
+    if missing:
+        raise InputError(f"the folder lacks {len(missing)} tensors the model needs, first {missing[0]!r}")
+    with torch.no_grad():
+        for name, p in params.items():
+            t = tensors[name]
+            if tuple(t.shape) != tuple(p.shape):
+                raise InputError(f"tensor {name!r} has shape {tuple(t.shape)}, expected {tuple(p.shape)}")
+            p.copy_(t)
+        if restore:
+            for name, (attn, which) in qk.items():
+                if hasattr(getattr(attn, which), "reset_frozen") and name in tensors:
+                    pin_frozen(attn, which, tensors[name])
+
+
+def write_folder(model: Llama, folder: pathlib.Path) -> None:
+    """``config.json`` and ``model.safetensors`` of ``model`` under ``transformers``' names."""
+    from safetensors.torch import save_file
+
+    out = {hf_name(n): p for n, p in model.named_parameters()}
+    for i, layer in enumerate(model.layers):
+        for which in ("q", "k"):
+            out[f"model.layers.{i}.self_attn.{which}_proj.weight"] = dense_qk(layer.self_attn, which)
+    # Own, contiguous CPU copies: safetensors refuses shared storage (tied keys, views).
+    tensors = {n: t.detach().to("cpu").contiguous().clone() for n, t in out.items()}
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "model.safetensors"), {"format": "pt"})
+    (folder / "config.json").write_text(model.config_json())
+
+
+__all__ = ["INDEX", "MARKER", "load_into", "read_folder", "write_folder"]

@@ -1,0 +1,211 @@
+"""The flags of ``python -m orthoformer.train`` (``orthoformer train``'s, with the library's
+defaults, plus the PyTorch ones) and their checks: every flag's type and range is checked
+before anything is read or built, one line naming the flag."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .data import DEFAULTS
+from .validate import ArgumentParser, InputError, device, integer, number, seed
+
+OPTIONS = DEFAULTS["options"]
+
+# Flags that set training options: (flag, option key, type). Only --steps may change on resume.
+OPTIM_FLAGS = [
+    ("--steps", "steps", int),
+    ("--batch", "batch", int),
+    ("--lr", "lr", float),
+    ("--warmup", "warmup", int),
+    ("--min-lr", "min_lr", float),
+    ("--weight-decay", "weight_decay", float),
+    ("--beta2", "beta2", float),
+    ("--grad-clip", "grad_clip", float),
+    ("--eval-every", "eval_every", int),
+    ("--eval-iters", "eval_iters", int),
+    ("--seed", "seed", int),
+]
+
+
+def _default(key: str) -> Any:
+    return OPTIONS["adamw"][key] if key in ("weight_decay", "beta2") else OPTIONS[key]
+
+
+class _ArgsFileParser(ArgumentParser):
+    """Reads ``@FILE`` arguments as white-space separated flags, ``#`` starting a comment."""
+
+    def convert_arg_line_to_args(self, arg_line: str) -> list[str]:
+        return arg_line.split("#", 1)[0].split()
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser: ``orthoformer train``'s flags plus ``--device``."""
+    p = _ArgsFileParser(
+        prog="python -m orthoformer.train",
+        description="Train a GPT in PyTorch (data parallel or sharded under torchrun) into an "
+        "Orthoformer checkpoint folder.",
+        fromfile_prefix_chars="@",
+    )
+    d = p.add_mutually_exclusive_group()
+    d.add_argument("--data", help="training text, a UTF-8 file [default: the embedded TinyShakespeare]")
+    d.add_argument(
+        "--data-dir",
+        help="a folder of token files (train.bin, val.bin, meta.json) from python -m orthoformer.prepare; "
+        "the vocabulary and tokenizer are the folder's",
+    )
+    p.add_argument(
+        "--tokenizer",
+        choices=["char", "bpe"],
+        help="one token per character, or byte-level BPE [default: char]",
+    )
+    p.add_argument(
+        "--vocab-size", type=int, help=f"BPE vocabulary (at least 256) [default: {DEFAULTS['bpe_vocab']}]"
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--preset", help=f"model preset [default: {DEFAULTS['preset']} with context {DEFAULTS['context']}]"
+    )
+    g.add_argument("--config", help="model configuration file (TOML or JSON with the fields of a preset)")
+    p.add_argument("--context", type=int, help="context length, overriding the preset")
+    p.add_argument(
+        "--width",
+        type=int,
+        help="model width d_model (the feed-forward width becomes 4x), overriding the preset",
+    )
+    p.add_argument("--model-seed", type=int, help="seed of the model's initialisation [default: --seed]")
+    p.add_argument(
+        "--attention",
+        help="softmax, orthogonal, linear, orthogonal-linear, orthogonal-tied, identity-q, "
+        "orthogonal-hadamard [default: the preset's]",
+    )
+    p.add_argument(
+        "--position",
+        choices=["learned", "rope"],
+        help="positions: learned (an absolute position embedding, GPT-2's) or rope (rotary positions on "
+        "every head's queries and keys, no position embedding) [default: the preset's, learned]",
+    )
+    p.add_argument(
+        "--temperature",
+        choices=["fixed", "learned"],
+        help="attention-score temperature: fixed or learned (one trained scalar per head, starting at 1; "
+        "softmax variants only) [default: the preset's, fixed]",
+    )
+    p.add_argument(
+        "--recipe",
+        choices=DEFAULTS["recipes"],
+        help="start from a named recipe's model and options (flags given override it): nanogpt-cpu = "
+        "nanoGPT's CPU recipe for character-level TinyShakespeare (4 layers, 4 heads, width 128, "
+        "context 64, no biases; batch 12, 2000 steps, lr 1e-3 to 1e-4, warm-up 100)",
+    )
+    for flag, key, ty in OPTIM_FLAGS:
+        extra = " rows per micro-step, over all ranks" if key == "batch" else ""
+        p.add_argument(flag, type=ty, help=f"[default: {_default(key)}]{extra}")
+    p.add_argument(
+        "--lr-decay-steps",
+        type=int,
+        help="steps the cosine decays the learning rate over; later steps run at --min-lr (at least "
+        "--warmup) [default: --steps of the first run: --resume with more --steps keeps it]",
+    )
+    p.add_argument(
+        "--grad-accum",
+        type=int,
+        default=1,
+        help="micro-steps per optimizer step (the step's batch is --batch times this) [default: 1]",
+    )
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        help="auto, fp32, bf16 or fp16 autocast [default: auto: "
+        "bf16 on CUDA with bf16 support, fp16 on older GPUs, fp32 on the CPU]",
+    )
+    p.add_argument(
+        "--compile", default="auto", help="torch.compile: auto, on or off [default: auto: on with CUDA]"
+    )
+    p.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="shard parameters, gradients and optimizer state "
+        "with FSDP2 (under torchrun) instead of replicating them with DDP",
+    )
+    p.add_argument(
+        "--pad-vocab",
+        type=int,
+        default=64,
+        help="pad the output layer's vocabulary to a multiple of this for faster kernels, logits cut "
+        "back (as nanoGPT); 1: no padding [default: 64]",
+    )
+    p.add_argument(
+        "--log-every",
+        type=int,
+        default=10,
+        help="print loss, tokens/s, ms/step and MFU every this many steps; 0: never [default: 10]",
+    )
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        help="the device's peak TFLOP/s for MFU [default: the "
+        "GPU's data-sheet figure for the dtype; none on the CPU]",
+    )
+    p.add_argument("--tensorboard", help="also log to TensorBoard in this folder (needs tensorboard)")
+    p.add_argument("--out", default="runs/train", help="checkpoint folder [default: runs/train]")
+    p.add_argument(
+        "--resume", action="store_true", help="continue the checkpoint in --out (--steps may extend it)"
+    )
+    p.add_argument("--stop-at", type=int, help="checkpoint and stop after this many steps")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda [default: auto]")
+    return p
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every flag's type and range, before anything is read or built (the library checks the
+    options again, and the model): a negative count, a NaN rate or a seed outside u64 is one
+    line naming the flag, not a conversion error deep in the native module."""
+    for flag, key, lo, hi in INT_RANGES:
+        value = getattr(args, key, None)
+        if value is not None:
+            integer(flag, value, lo=lo, hi=hi)
+    for flag, key in (("--seed", "seed"), ("--model-seed", "model_seed")):
+        if getattr(args, key) is not None:
+            seed(flag, getattr(args, key))
+    for flag, key, lo, hi, lo_open, hi_open in FLOAT_RANGES:
+        value = getattr(args, key, None)
+        if value is not None:
+            # The library's words where it has a message for the same rule.
+            what = "a positive number" if key == "lr" else ""
+            number(flag, value, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, what=what)
+    device("--device", args.device)
+    for flag, key in (("--out", "out"), ("--data", "data"), ("--data-dir", "data_dir")):
+        value = getattr(args, key)
+        if value is not None and not str(value).strip():
+            raise InputError(f"{flag} is empty: name a path")
+
+
+#: Integer flags: (flag, attribute, least, most); None: no bound.
+INT_RANGES = [
+    ("--steps", "steps", 1, None),
+    ("--batch", "batch", 1, None),
+    ("--warmup", "warmup", 0, None),
+    ("--eval-every", "eval_every", 1, None),
+    ("--eval-iters", "eval_iters", 1, 10_000),
+    ("--log-every", "log_every", 0, None),
+    ("--stop-at", "stop_at", 0, None),
+    ("--context", "context", 1, None),
+    ("--width", "width", 1, None),
+    ("--vocab-size", "vocab_size", 1, 2**32),
+    ("--lr-decay-steps", "lr_decay_steps", 1, None),
+    ("--pad-vocab", "pad_vocab", 1, 4096),
+]
+#: Float flags: (flag, attribute, low, high, low open, high open).
+FLOAT_RANGES = [
+    ("--lr", "lr", 0.0, None, True, False),
+    ("--min-lr", "min_lr", 0.0, None, False, False),
+    ("--weight-decay", "weight_decay", 0.0, None, False, False),
+    ("--beta2", "beta2", 0.0, 1.0, False, True),
+    ("--grad-clip", "grad_clip", 0.0, None, False, False),
+    ("--peak-tflops", "peak_tflops", 0.0, None, True, False),
+]
+
+
+__all__ = ["FLOAT_RANGES", "INT_RANGES", "OPTIM_FLAGS", "OPTIONS", "check_args", "parser"]
