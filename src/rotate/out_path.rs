@@ -28,7 +28,7 @@ pub(crate) fn parent_of(out: &Path) -> PathBuf {
 }
 
 /// Refuses an `out` that cannot be written as `kind`, or whose writing would replace `model`:
-/// its folder must exist, it must not be a link, nor a folder where a file is written (or the
+/// its folder must exist or be creatable (the nearest existing one a folder), it must not be a link, nor a folder where a file is written (or the
 /// reverse), nor the model or a folder holding it. Reads only metadata, so it runs before the
 /// model is loaded.
 pub fn check_out(out: &Path, model: &Path, kind: OutKind) -> crate::Result<()> {
@@ -39,11 +39,24 @@ pub fn check_out(out: &Path, model: &Path, kind: OutKind) -> crate::Result<()> {
         ));
     };
     let parent = parent_of(out);
-    if !parent.is_dir() {
+    // Missing folders are made when the output is written (as `train --out` makes them); the
+    // nearest one that exists must be a folder.
+    let mut existing = parent.as_path();
+    while std::fs::symlink_metadata(existing).is_err() {
+        match existing.parent() {
+            Some(p) if !p.as_os_str().is_empty() => existing = p,
+            _ => {
+                existing = Path::new(".");
+                break;
+            }
+        }
+    }
+    if !existing.is_dir() {
         return Err(refuse(
             out,
             format!(
-                "its folder {} does not exist; create it first",
+                "{} is not a folder, so {} cannot be made there; give another path",
+                existing.display(),
                 parent.display()
             ),
         ));

@@ -42,7 +42,9 @@ impl Staged {
         let name = out
             .file_name()
             .ok_or_else(|| Error::io(out, std::io::Error::other("the output has no name")))?;
-        let path = parent_of(out).join(format!(".{}.staged", name.to_string_lossy()));
+        let parent = parent_of(out);
+        fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+        let path = parent.join(format!(".{}.staged", name.to_string_lossy()));
         remove_any(&path)?;
         Ok(Staged {
             out: out.to_path_buf(),

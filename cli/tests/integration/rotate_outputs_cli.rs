@@ -45,23 +45,24 @@ fn out_is_checked_before_any_work_and_never_replaces_the_model() {
         "itself",
     );
     assert_eq!(std::fs::read(dir.join("tiny.gguf")).unwrap(), source);
-    // A folder that does not exist is found before the model is even opened (this one does
-    // not exist either), not after calibrating and running GPTQ.
+    // A folder that cannot be made (under a file) is found before the model is even opened
+    // (this one does not exist either), not after calibrating and running GPTQ.
+    std::fs::write(dir.join("afile"), b"x").unwrap();
     for cmd in [
         &[
             "quantize",
             "--model",
             "missing.gguf",
             "--out",
-            "nodir/q.gguf",
+            "afile/sub/q.gguf",
             "--gguf-type",
             "q4_0",
             "--method",
             "gptq",
         ][..],
-        &["rotate", "--model", "missing.gguf", "--out", "nodir/r.gguf"],
+        &["rotate", "--model", "missing.gguf", "--out", "afile/r.gguf"],
     ] {
-        refused(&run(&dir, cmd), "create it first");
+        refused(&run(&dir, cmd), "is not a folder");
     }
     #[cfg(unix)]
     {
@@ -75,6 +76,13 @@ fn out_is_checked_before_any_work_and_never_replaces_the_model() {
         );
         assert!(!dir.join("elsewhere.gguf").exists());
     }
+    // Missing folders on the way to a good `--out` are made, as `train --out` makes them.
+    let o = run(
+        &dir,
+        &["rotate", "--model", "tiny.gguf", "--out", "new/sub/r.gguf"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(dir.join("new/sub/r.gguf").is_file());
     // A folder holding the model is never written over it.
     std::fs::create_dir(dir.join("m")).unwrap();
     let o = run(&dir, &["rotate", "--model", "tiny.gguf", "--out", "m/hf"]);
