@@ -22,10 +22,13 @@ def test_rotation_keeps_the_logits_and_writes_a_loadable_gguf(tmp_path) -> None:
         check=ROOT / "data" / "tinyshakespeare.txt",
         check_tokens=48,
         context=48,
+        # The check reads the written f16 file back: its rounding moves logits by about 0.04
+        # (mean KL 4e-6), beyond the default tolerance, which is f32's.
+        tolerance=0.1,
     )
     assert r["width"] == 576 and r["outputs"] == [str(out)] and out.stat().st_size > 100_000_000
     c = r["check"]
-    assert c["max_abs_logit_diff"] < 1e-2 and c["top1_agreement"] > 0.99
+    assert r["check_passed"] and c["max_abs_logit_diff"] < 0.1 and c["top1_agreement"] > 0.99
     assert abs(c["ppl_a"] - c["ppl_b"]) < 1e-3 * c["ppl_a"]
     # The written file is itself a model the library reads (rotating it again checks it).
     again = orthoformer.rotate(
