@@ -107,3 +107,25 @@ def matches_the_library(model: Any, rust: Any, label: str) -> None:
         mine = params[name].grad.numpy()
         scale = max(np.abs(g).max(), 1e-3)
         assert np.abs(mine - g).max() <= 1e-4 * scale, f"{label}: gradient of {name}"
+
+
+def tiny_llama_family(kind: str) -> torch.nn.Module:
+    """A tiny random ``transformers`` Llama, Mistral or Qwen2 (width 32, 4 heads, 2 key/value
+    heads, 2 layers, vocabulary 50) in eval mode, the same for a given ``kind``."""
+    import transformers
+
+    torch.manual_seed(0)
+    common = dict(
+        vocab_size=50,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+    )
+    if kind == "llama":
+        return transformers.LlamaForCausalLM(transformers.LlamaConfig(**common)).eval()
+    if kind == "mistral":
+        return transformers.MistralForCausalLM(transformers.MistralConfig(**common)).eval()
+    return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common)).eval()

@@ -23,7 +23,7 @@ from orthoformer.torch import init as ti
 from orthoformer.torch.functional import frozen_orthogonal_weight, head_seed
 from orthoformer.torch.nn import FrozenHadamardLinear, FrozenOrthogonalLinear, OrthogonalAttention
 from orthoformer.validate import InputError
-from helpers import small_config
+from helpers import small_config, tiny_llama_family
 
 HOSTILE_SEEDS = [-1, 2**64, 2**70, 3.7, 2.0, float("nan"), "7", True, [1]]
 
@@ -193,22 +193,6 @@ def test_to_hf_refuses_a_marker_no_reader_accepts_and_writes_nothing(tmp_path, f
     assert not (tmp_path / "out").exists()
 
 
-def llama(kind: str) -> torch.nn.Module:
-    torch.manual_seed(0)
-    common = dict(
-        vocab_size=50,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-    )
-    if kind == "llama":
-        return transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
-    return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
-
-
 BAD_CONFIGS = [
     ("num_key_value_heads", 0),
     ("num_key_value_heads", -1),
@@ -226,7 +210,7 @@ BAD_CONFIGS = [
 @pytest.mark.parametrize("field,value", BAD_CONFIGS, ids=str)
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_freeze_qk_checks_head_counts_against_the_weights_first(kind, field, value) -> None:
-    model = llama(kind)
+    model = tiny_llama_family(kind)
     setattr(model.config, field, value)
     before = snapshot(model)
     with pytest.raises(InputError) as e:
@@ -249,7 +233,7 @@ BAD_ARGUMENTS = [
 
 @pytest.mark.parametrize("kwargs,field", BAD_ARGUMENTS, ids=str)
 def test_freeze_qk_bad_arguments_change_nothing(kwargs, field) -> None:
-    model = llama("llama")
+    model = tiny_llama_family("llama")
     before = snapshot(model)
     with pytest.raises(InputError) as e:
         freeze_qk_(model, **{"variant": "orthogonal", **kwargs})

@@ -16,7 +16,7 @@ except ImportError as e:  # pragma: no cover - a clear failure, never a skip
 import orthoformer
 from orthoformer.torch import GPT, freeze_qk_
 from orthoformer.torch.functional import frozen_orthogonal_weight
-from helpers import small_config
+from helpers import small_config, tiny_llama_family
 
 
 def tiny_gpt2(seed: int = 0) -> transformers.GPT2LMHeadModel:
@@ -32,24 +32,6 @@ def tiny_gpt2(seed: int = 0) -> transformers.GPT2LMHeadModel:
         attn_pdrop=0.0,
     )
     return transformers.GPT2LMHeadModel(cfg).eval()
-
-
-def tiny_llama_family(kind: str) -> torch.nn.Module:
-    torch.manual_seed(0)
-    common = dict(
-        vocab_size=50,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-    )
-    if kind == "llama":
-        return transformers.LlamaForCausalLM(transformers.LlamaConfig(**common)).eval()
-    if kind == "mistral":
-        return transformers.MistralForCausalLM(transformers.MistralConfig(**common)).eval()
-    return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common)).eval()
 
 
 def trainable(model: torch.nn.Module) -> int:

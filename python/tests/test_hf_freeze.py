@@ -18,7 +18,7 @@ import orthoformer.torch as ot
 from orthoformer.torch import GPT, freeze_qk_
 from orthoformer.torch.frozen import FrozenOrthogonalLinear
 from orthoformer.torch.hf import FrozenQKVConv1D
-from helpers import small_config
+from helpers import small_config, tiny_llama_family
 
 
 def ids(b: int = 2, t: int = 10, v: int = 50) -> torch.Tensor:
@@ -69,25 +69,9 @@ def test_from_pretrained_refreezes_a_gpt2_folder_written_by_to_hf(tmp_path, vari
     assert kept and all(torch.equal(kept[n], after[n]) for n in kept)
 
 
-def tiny(kind: str) -> torch.nn.Module:
-    torch.manual_seed(0)
-    common = dict(
-        vocab_size=50,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-    )
-    if kind == "llama":
-        return transformers.LlamaForCausalLM(transformers.LlamaConfig(**common)).eval()
-    return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common)).eval()
-
-
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_from_pretrained_refreezes_a_llama_family_folder_saved_after_freeze_qk(tmp_path, kind) -> None:
-    frozen = freeze_qk_(tiny(kind), "orthogonal", seed=2, method="householder")
+    frozen = freeze_qk_(tiny_llama_family(kind), "orthogonal", seed=2, method="householder")
     x = ids()
     step(frozen, x)  # trained biases and V/O, frozen Q/K
     frozen.save_pretrained(tmp_path)
@@ -113,7 +97,7 @@ def test_from_pretrained_refreezes_a_llama_family_folder_saved_after_freeze_qk(t
 
 
 def test_from_pretrained_leaves_an_unmarked_folder_as_transformers_loads_it(tmp_path) -> None:
-    plain = tiny("llama")
+    plain = tiny_llama_family("llama")
     plain.save_pretrained(tmp_path)
     back = ot.from_pretrained(tmp_path)
     assert isinstance(back.model.layers[0].self_attn.q_proj, torch.nn.Linear)

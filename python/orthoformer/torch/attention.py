@@ -335,10 +335,7 @@ class OrthogonalAttention(nn.Module):
             raise InputError(
                 f"{self.variant} attention has no scores to add a float attn_mask to: pass a boolean one"
             )
-        groups = self.n_head // self.n_kv_head
-        if groups > 1:
-            # Query head h reads key/value head h // groups, as transformers' repeat_kv.
-            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        k, v = self._repeat_kv(k, v)
         if attn_mask is None and doc_ids is None:
             return linear_attention(q, k, v, causal=self.causal)
         t = q.shape[2]
@@ -376,11 +373,18 @@ class OrthogonalAttention(nn.Module):
             if _SDPA_GQA:
                 gqa["enable_gqa"] = True
             else:
-                groups = self.n_head // self.n_kv_head
-                k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+                k, v = self._repeat_kv(k, v)
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=1.0 / math.sqrt(self.d_head), **gqa
         )
+
+    def _repeat_kv(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values ``(B, KV, S, D)`` repeated to ``(B, H, S, D)``: query head ``h``
+        reads key/value head ``h // (H / KV)``, as transformers' ``repeat_kv``."""
+        groups = self.n_head // self.n_kv_head
+        if groups == 1:
+            return k, v
+        return k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
 
     def extra_repr(self) -> str:
         parts = [
