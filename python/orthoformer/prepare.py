@@ -5,13 +5,16 @@ that ``python -m orthoformer.train --data-dir`` trains on and nanoGPT's loader r
 
     python -m orthoformer.prepare --input corpus/ --out data/owt --tokenizer gpt2
     python -m orthoformer.prepare --input text.txt --out data/smol --tokenizer models/tokenizer.json
+    python -m orthoformer.prepare --input data/gcide/gcide.txt --out data/gcide-bpe8k --train-bpe 8192
 
 The text streams through in chunks of about ``--chunk-mb`` megabytes cut at line ends, so
 memory stays bounded whatever the corpus size; a progress line goes to stderr. The first
 ``1 - --val-fraction`` of the bytes (files in sorted order) become ``train.bin``, the rest
 ``val.bin``. Tokenizers: a tiktoken encoding by name (``gpt2``, ...; tiktoken downloads its
-files at first use, or give ``--tiktoken-file`` offline), or any Hugging Face
-``tokenizer.json``. Errors print one line and exit with status 2.
+files at first use, or give ``--tiktoken-file`` offline), any Hugging Face
+``tokenizer.json``, or ``--train-bpe VOCAB``: a byte-level BPE trained on ``train.bin``'s
+text alone (never the validation bytes; :mod:`orthoformer.bpe_train`), recorded in
+``meta.json``. Errors print one line and exit with status 2.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from . import tiktoken_hf
+from . import bpe_train, tiktoken_hf
 from .tokens import FORMAT, MAX_VOCAB, META_FILE, TOKENIZER_FILE, dtype_for, write_meta
 from .validate import ArgumentParser, InputError, claim_folder, input_file, integer, number, one_line
 
@@ -70,14 +73,22 @@ def from_tiktoken(enc: Any) -> Tokenizer:
 
 def _hf(path: str) -> Tokenizer:
     try:
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--tokenizer {path}: not a readable Hugging Face tokenizer.json ({e})") from None
+    return _from_json(text, f"--tokenizer {path}")
+
+
+def _from_json(text: str, shown: str) -> Tokenizer:
+    """A ``tokenizer.json`` text (``shown`` names it in errors) as prepare's tokenizer."""
+    try:
         import tokenizers
     except ImportError:
         raise ValueError("a tokenizer.json needs the tokenizers package: pip install tokenizers") from None
     try:
-        text = pathlib.Path(path).read_text(encoding="utf-8")
         tok = tokenizers.Tokenizer.from_str(text)
-    except Exception as e:  # OSError, UnicodeDecodeError, or the tokenizers package's own
-        raise ValueError(f"--tokenizer {path}: not a readable Hugging Face tokenizer.json ({e})") from None
+    except Exception as e:  # the tokenizers package's own exception type
+        raise ValueError(f"{shown}: not a readable Hugging Face tokenizer.json ({e})") from None
     eot = None
     for name in ("<|endoftext|>", "</s>", "<|im_end|>"):
         eot = tok.token_to_id(name)
@@ -172,14 +183,15 @@ def is_token_folder(folder: pathlib.Path) -> bool:
 
 
 def check(
-    inputs: Sequence[str], tok: Tokenizer, *, val_fraction: float, eot: bool, chunk_mb: float
+    inputs: Sequence[str], tok: Optional[Tokenizer], *, val_fraction: float, eot: bool, chunk_mb: float
 ) -> list[pathlib.Path]:
-    """Every option and the tokenizer checked before the output is claimed: returns the files
-    to read."""
+    """Every option and the tokenizer (``None``: one trained later, which has an end-of-text
+    token) checked before the output is claimed: returns the files to read."""
     number("--val-fraction", val_fraction, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     number("--chunk-mb", chunk_mb, lo=0.0, hi=MAX_CHUNK_MB, lo_open=True)
-    integer("the tokenizer's vocabulary size", tok.vocab_size, lo=1, hi=MAX_VOCAB)
-    if eot and tok.eot is None:
+    if tok is not None:
+        integer("the tokenizer's vocabulary size", tok.vocab_size, lo=1, hi=MAX_VOCAB)
+    if eot and tok is not None and tok.eot is None:
         raise InputError("--eot: this tokenizer has no end-of-text token; leave --eot out")
     files = input_files(inputs)
     total = sum(f.stat().st_size for f in files)
@@ -194,21 +206,30 @@ def check(
 def prepare(
     inputs: Sequence[str],
     out: str,
-    tok: Tokenizer,
+    tok: Optional[Tokenizer],
     *,
+    train_bpe: Optional[int] = None,
     val_fraction: float = 0.1,
     eot: bool = False,
     chunk_mb: float = 4.0,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Tokenizes ``inputs`` into the token folder ``out`` (see the module doc); returns its
-    ``meta.json``. Everything is checked and ``out`` claimed (created, locked) first; the files
-    are staged and renamed into place at the end, ``meta.json`` last, so a failure (or a kill)
-    leaves ``out`` as it was, or without a ``meta.json`` that lies."""
+    ``meta.json``. ``tok`` is ``None`` with ``train_bpe`` (a vocabulary size): the tokenizer is
+    then trained on the training share first. Everything is checked and ``out`` claimed
+    (created, locked) first; the files are staged and renamed into place at the end,
+    ``meta.json`` last, so a failure (or a kill) leaves ``out`` as it was, or without a
+    ``meta.json`` that lies."""
+    if (tok is None) == (train_bpe is None):
+        raise InputError("give a tokenizer or --train-bpe, not both")
+    if train_bpe is not None:
+        train_bpe = bpe_train.check_vocab("--train-bpe", train_bpe)
     files = check(inputs, tok, val_fraction=val_fraction, eot=eot, chunk_mb=chunk_mb)
     total = sum(f.stat().st_size for f in files)
     with claim_folder("--out", out, "a token folder", is_token_folder, lock=".prepare.lock") as claim:
         staged = {name: claim.stage(name) for name in (*FILES, META_FILE)}
+        if tok is None:
+            tok = _trained(files, total, val_fraction, chunk_mb, train_bpe, progress)
         counts = _tokenize(files, total, tok, staged, val_fraction, eot, chunk_mb, progress)
         if counts["val"] == 0 or counts["train"] == 0:
             raise InputError(
@@ -235,6 +256,42 @@ def prepare(
     return meta
 
 
+def _trained(
+    files: list[pathlib.Path], total: int, val_fraction: float, chunk_mb: float, vocab: Any, progress: bool
+) -> Tokenizer:
+    """The BPE of :mod:`orthoformer.bpe_train` trained on exactly the pieces that go to
+    ``train.bin`` (:func:`pieces`), loaded as any ``tokenizer.json`` is."""
+    if progress:
+        print(f"training a {vocab}-token BPE on the training share ...", file=sys.stderr, flush=True)
+    split_pieces = pieces(files, total, val_fraction, chunk_mb)
+    texts = (_utf8(piece, path) for split, path, piece, _ in split_pieces if split == "train")
+    doc, record = bpe_train.train(texts, vocab)
+    tok = _from_json(doc, "--train-bpe")
+    tok.record = {"kind": "hf", "trained": record}
+    return tok
+
+
+def pieces(
+    files: list[pathlib.Path], total: int, val_fraction: float, chunk_mb: float
+) -> Iterator[tuple[str, pathlib.Path, bytes, bool]]:
+    """``(split, file, bytes, last piece of the file)`` in order: the text in chunks (see
+    :func:`chunks`), the chunk holding the split point cut there (where chunks may be cut), so
+    the ``"train"`` pieces are the first ``1 - val_fraction`` of the bytes (to a line end) and
+    the ``"val"`` pieces the rest. The BPE trainer and the tokenizer read the same pieces."""
+    cut = total * (1.0 - val_fraction)
+    done, split = 0, "train"
+    for path, data, last in chunks(files, max(1, int(chunk_mb * 2**20))):
+        parts = [(data, last)]
+        if split == "train" and done + len(data) > cut:
+            k = _cut(data[: max(0, int(cut - done)) + 1])
+            parts = [(data[:k], False), (data[k:], last)] if k > 0 else parts
+        for i, (piece, end) in enumerate(parts):
+            if i == 1 or (done >= cut and split == "train"):
+                split = "val"
+            yield split, path, piece, end
+            done += len(piece)
+
+
 def _tokenize(
     files: list[pathlib.Path],
     total: int,
@@ -248,31 +305,21 @@ def _tokenize(
     """Streams ``files`` through ``tok`` into the staged ``train.bin``/``val.bin``; returns the
     token counts."""
     dtype = np.dtype(dtype_for(tok.vocab_size)).newbyteorder("<")
-    cut = total * (1.0 - val_fraction)
     done, counts, start = 0, {"train": 0, "val": 0}, time.perf_counter()
-    split = "train"
     with open(staged["train.bin"], "wb") as train, open(staged["val.bin"], "wb") as val:
-        for path, data, last in chunks(files, max(1, int(chunk_mb * 2**20))):
-            pieces = [(data, last)]
-            if split == "train" and done + len(data) > cut:
-                # The split point falls in this chunk: cut it there (where chunks may be cut).
-                k = _cut(data[: max(0, int(cut - done)) + 1])
-                pieces = [(data[:k], False), (data[k:], last)] if k > 0 else pieces
-            for i, (piece, end) in enumerate(pieces):
-                if i == 1 or (done >= cut and split == "train"):
-                    split = "val"
-                ids = np.asarray(tok.encode(_utf8(piece, path)), dtype=np.int64)
-                if eot and end:
-                    ids = np.append(ids, tok.eot)
-                if ids.size and (ids.min() < 0 or ids.max() >= tok.vocab_size):
-                    # meta.json would lie about the vocabulary: refuse rather than write it.
-                    raise InputError(
-                        f"the tokenizer gave id {int(ids.max())} for {path}, outside its vocabulary of "
-                        f"{tok.vocab_size}: use another tokenizer.json"
-                    )
-                (train if split == "train" else val).write(ids.astype(dtype).tobytes())
-                counts[split] += len(ids)
-                done += len(piece)
+        for split, path, piece, end in pieces(files, total, val_fraction, chunk_mb):
+            ids = np.asarray(tok.encode(_utf8(piece, path)), dtype=np.int64)
+            if eot and end:
+                ids = np.append(ids, tok.eot)
+            if ids.size and (ids.min() < 0 or ids.max() >= tok.vocab_size):
+                # meta.json would lie about the vocabulary: refuse rather than write it.
+                raise InputError(
+                    f"the tokenizer gave id {int(ids.max())} for {path}, outside its vocabulary of "
+                    f"{tok.vocab_size}: use another tokenizer.json"
+                )
+            (train if split == "train" else val).write(ids.astype(dtype).tobytes())
+            counts[split] += len(ids)
+            done += len(piece)
             if progress:
                 rate = done / 2**20 / max(time.perf_counter() - start, 1e-9)
                 print(
@@ -294,8 +341,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="the token folder to write")
     p.add_argument(
         "--tokenizer",
-        default="gpt2",
         help="a tiktoken encoding name or a Hugging Face tokenizer.json path [default: gpt2]",
+    )
+    p.add_argument(
+        "--train-bpe",
+        metavar="VOCAB",
+        help=f"train a byte-level BPE of VOCAB tokens ({bpe_train.MIN_VOCAB}..{bpe_train.MAX_VOCAB}) "
+        "on the training share and use it (not with --tokenizer)",
     )
     p.add_argument("--tiktoken-file", help="the tiktoken encoding's ranks file (.tiktoken), for offline use")
     p.add_argument(
@@ -310,6 +362,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _int_or_text(value: str) -> Any:
+    """A flag's text as an int when it is one (so the check names a bad value as given)."""
+    try:
+        return int(value, 10)
+    except ValueError:
+        return value
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs prepare; returns the exit status."""
     try:
@@ -318,16 +378,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # downloaded).
         number("--val-fraction", args.val_fraction, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
         number("--chunk-mb", args.chunk_mb, lo=0.0, hi=MAX_CHUNK_MB, lo_open=True)
+        vocab = None
+        if args.train_bpe is not None:
+            if args.tokenizer is not None or args.tiktoken_file is not None:
+                raise InputError(
+                    "--train-bpe trains the tokenizer: leave --tokenizer and --tiktoken-file out"
+                )
+            vocab = bpe_train.check_vocab("--train-bpe", _int_or_text(args.train_bpe))
         input_files(args.input)
+        spec = args.tokenizer or "gpt2"
         if args.tiktoken_file is not None:
             input_file("--tiktoken-file", args.tiktoken_file)
-            if args.tokenizer.endswith(".json") or os.path.isfile(args.tokenizer):
+            if spec.endswith(".json") or os.path.isfile(spec):
                 raise InputError("--tiktoken-file applies to a tiktoken encoding name, not a tokenizer.json")
-        tok = tokenizer(args.tokenizer, args.tiktoken_file)
+        tok = None if vocab is not None else tokenizer(spec, args.tiktoken_file)
         meta = prepare(
             args.input,
             args.out,
             tok,
+            train_bpe=vocab,
             val_fraction=args.val_fraction,
             eot=args.eot,
             chunk_mb=args.chunk_mb,

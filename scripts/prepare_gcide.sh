@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The ladder's token folder: fetches GCIDE (scripts/fetch_gcide.sh), then tokenises it with a
+# byte-level BPE of 8,192 tokens trained on its training share into data/gcide-bpe8k/
+# (git-ignored): the first 90% of the bytes are train.bin, the last 10% val.bin
+# (--val-fraction 0.1); the ladder keeps the last 10% of train.bin as its held-out split.
+# Prints the token counts and hashes (docs/DATA.md has them). Idempotent: does nothing when
+# the folder holds a finished meta.json for this text and vocabulary.
+#     PYTHON=/path/to/venv/bin/python scripts/prepare_gcide.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-python3}
+vocab=8192
+out=data/gcide-bpe8k
+scripts/fetch_gcide.sh
+text_sha256=$(sha256sum data/gcide/gcide.txt | cut -d' ' -f1)
+done_already=$("$python" - "$out" "$vocab" <<'PY'
+import json, pathlib, sys
+meta = pathlib.Path(sys.argv[1]) / "meta.json"
+try:
+    trained = json.loads(meta.read_text())["tokenizer"]["trained"]
+    print("yes" if trained["vocab"] == int(sys.argv[2]) else "no")
+except (OSError, ValueError, KeyError, TypeError):
+    print("no")
+PY
+)
+if [ "$done_already" != yes ]; then
+  start=$(date +%s)
+  PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} "$python" -m orthoformer.prepare \
+    --input data/gcide/gcide.txt --out "$out" --train-bpe "$vocab" --val-fraction 0.1
+  echo "prepared $out in $(( $(date +%s) - start )) s"
+fi
+"$python" - "$out" "$text_sha256" <<'PY'
+import hashlib, json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+meta = json.loads((out / "meta.json").read_text())
+trained = meta["tokenizer"]["trained"]
+for name in ("train.bin", "val.bin", "tokenizer.json"):
+    print(f"{name}: sha256 {hashlib.sha256((out / name).read_bytes()).hexdigest()}")
+text = meta["text_bytes"]
+tokens = meta["train_tokens"] + meta["val_tokens"]
+print(f"text: {text} bytes, sha256 {sys.argv[2]}; BPE trained on {trained['train_bytes']} bytes "
+      f"(sha256 {trained['train_sha256']}), vocabulary {meta['vocab_size']}")
+print(f"tokens: train {meta['train_tokens']}, val {meta['val_tokens']}, {tokens / text:.4f} per byte")
+PY
