@@ -1,6 +1,7 @@
-//! `orthoformer train`: train a GPT on a text file (TinyShakespeare by default) into a
-//! checkpoint folder, with a progress bar, a metrics log and resume. The flag groups here
-//! ([`DataFlags`], [`ModelFlags`], [`OptimFlags`]) are shared with `orthoformer compare`.
+//! `orthoformer train`: train a GPT on a text file (TinyShakespeare by default) or a token
+//! folder (`python -m orthoformer.prepare`) into a checkpoint folder, with a progress bar, a
+//! metrics log and resume. The flag groups here ([`DataFlags`] from `data_flags`,
+//! [`ModelFlags`], [`OptimFlags`]) are shared with `orthoformer compare`.
 
 use std::path::PathBuf;
 
@@ -8,31 +9,16 @@ use anyhow::Context;
 
 use super::Outcome;
 use super::common::library_values;
+pub use super::data_flags::{DataFlags, folder_line};
 use super::train_progress::{BarProgress, interrupt_flag};
 use crate::output::outln;
-use orthoformer::data::{Corpus, TokenizerKind};
+use orthoformer::data::Corpus;
 use orthoformer::experiments::compare::attention_name;
 use orthoformer::model::{AttentionKind, GptConfig, Position, Temperature};
 use orthoformer::train::model_choice::ModelChoice;
-use orthoformer::train::options::tokenizer_choice;
 use orthoformer::train::recipe::recipe;
-use orthoformer::train::session::{FreshSpec, ModelRequest, Session};
+use orthoformer::train::session::{FreshSpec, ModelRequest, ResumeData, Session};
 use orthoformer::train::{AdamWConfig, TrainOptions};
-
-/// Which text and tokenizer.
-#[derive(Debug, Clone, clap::Args)]
-pub struct DataFlags {
-    /// Training text, a UTF-8 file [default: the embedded TinyShakespeare].
-    #[arg(long)]
-    pub data: Option<PathBuf>,
-    /// Tokenizer: one token per character (char), or byte-level BPE trained on the text (bpe)
-    /// [default: char].
-    #[arg(long, value_parser = library_values(&TokenizerKind::NAMES, str::parse::<TokenizerKind>))]
-    pub tokenizer: Option<TokenizerKind>,
-    /// Vocabulary size of the BPE tokenizer (at least 256) [default: 512].
-    #[arg(long)]
-    pub vocab_size: Option<usize>,
-}
 
 /// Which model.
 #[derive(Debug, Clone, clap::Args)]
@@ -196,18 +182,6 @@ impl OptimFlags {
     }
 }
 
-impl DataFlags {
-    /// The tokenizer kind and BPE size, checked by the library.
-    pub fn tokenizer(&self) -> anyhow::Result<(TokenizerKind, usize)> {
-        Ok(tokenizer_choice(self.tokenizer, self.vocab_size)?)
-    }
-
-    /// The corpus: `--data` or the embedded TinyShakespeare.
-    pub fn corpus(&self) -> anyhow::Result<Corpus> {
-        Ok(Corpus::load_or_default(self.data.as_deref())?)
-    }
-}
-
 /// Parses an attention name (see [`AttentionKind::names`]).
 pub fn parse_attention(name: &str) -> anyhow::Result<AttentionKind> {
     AttentionKind::parse(name.trim()).map_err(|_| {
@@ -287,8 +261,14 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
         } else {
             None
         };
-        let corpus = args.data.data.as_deref().map(Corpus::load).transpose()?;
-        let session = Session::resume(&args.out, corpus, args.optim.steps, requested.as_ref())
+        let data = match args.data.token_folder()? {
+            Some(dir) => ResumeData::TokenFolder(dir.to_path_buf()),
+            None => match args.data.data.as_deref() {
+                Some(path) => ResumeData::Text(Corpus::load(path)?),
+                None => ResumeData::Recorded,
+            },
+        };
+        let session = Session::resume_with(&args.out, data, args.optim.steps, requested.as_ref())
             .with_context(|| format!("resuming {}", args.out.display()))?;
         // The checkpoint's horizon may be named again, never changed.
         session.check_decay_request(args.lr_decay_steps)?;
@@ -304,7 +284,6 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
         )?;
         session
     } else {
-        let (tokenizer, bpe_vocab) = args.data.tokenizer()?;
         let (model, mut options) = match &args.recipe {
             Some(name) => {
                 let (model, options) = recipe(name)?;
@@ -321,8 +300,15 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
             model_seed: args.model.model_seed.unwrap_or(options.seed),
             options,
         };
-        Session::fresh(&args.data.corpus()?, tokenizer, bpe_vocab, spec, &args.out)?
+        spec.options.validate()?;
+        let prepared = args.data.prepared(spec.model.context)?;
+        Session::fresh_prepared(spec, prepared, &args.out)?
     };
+    if !args.json
+        && let Some(line) = folder_line(&session.prepared)
+    {
+        outln!("{line}")?;
+    }
     let tokens_per_step = session.options.batch * session.model.config().context;
     let bar = super::common::progress_bar(session.options.steps as u64, "train", args.json);
     let mut progress = BarProgress::new(bar, tokens_per_step, session.state.step);

@@ -13,6 +13,7 @@ pub mod corpus;
 pub mod hf;
 pub mod hf_tokenizer;
 pub mod ids;
+pub mod numpy_rng;
 pub(crate) mod split;
 pub mod token_files;
 pub(crate) mod tokenizer;

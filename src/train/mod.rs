@@ -14,11 +14,13 @@ pub(crate) mod model_api;
 pub mod model_choice;
 pub mod observer;
 pub mod options;
+pub mod prepared;
 pub mod recipe;
 pub(crate) mod request;
 pub mod run_record;
 pub mod schedule;
 pub mod session;
+pub mod token_batches;
 pub mod trainer;
 
 pub use adamw::{AdamW, AdamWConfig};

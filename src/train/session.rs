@@ -4,8 +4,9 @@
 //! the end.
 //!
 //! A resumed run reads everything that decides the next step from the folder (model,
-//! optimizer moments, sampler position, options, tokenizer) and verifies the training text
-//! by its SHA-256, so it continues exactly where the first run stopped.
+//! optimizer moments, sampler position, options, tokenizer) and verifies the training data
+//! (a text, or a token folder's token files) by its SHA-256, so it continues exactly where
+//! the first run stopped.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -13,11 +14,14 @@ use std::sync::atomic::AtomicBool;
 use super::checkpoint::{self, DataRecord};
 use super::observer::Observer;
 use super::options::TrainOptions;
+pub use super::prepared::{Prepared, data_record, prepare, prepare_with};
+use super::prepared::{reopen_folder, reopen_text};
 pub use super::request::{ModelRequest, check_same_config};
 pub use super::run_record::{RunRecord, save_trained, write_checkpoint};
+use super::token_batches::{NumpyBatches, NumpyEval, Windows};
 use super::trainer::{self, RunState};
 use crate::Result;
-use crate::data::{Corpus, Split, Tokenizer, TokenizerKind};
+use crate::data::{Corpus, TokenizerKind, token_files};
 use crate::io::folder_kind::FolderKind;
 use crate::io::memory;
 use crate::model::{Gpt, GptConfig};
@@ -33,46 +37,19 @@ pub struct FreshSpec {
     pub options: TrainOptions,
 }
 
-/// Tokenized data ready to train on.
+/// The data a resumed run is given.
 #[derive(Debug, Clone)]
-pub struct Prepared {
-    /// The tokenizer.
-    pub tokenizer: Tokenizer,
-    /// Train/validation tokens.
-    pub split: Split,
-    /// Provenance of the text.
-    pub data: DataRecord,
-}
-
-/// Tokenizes `corpus` and splits it, checking that one window of `context + 1` tokens fits.
-pub fn prepare(
-    corpus: &Corpus,
-    kind: TokenizerKind,
-    bpe_vocab: usize,
-    context: usize,
-) -> Result<Prepared> {
-    let tokenizer = Tokenizer::train(kind, &corpus.text, bpe_vocab)?;
-    prepare_with(corpus, tokenizer, context)
-}
-
-/// Like [`prepare`] with a given tokenizer.
-pub fn prepare_with(corpus: &Corpus, tokenizer: Tokenizer, context: usize) -> Result<Prepared> {
-    let tokens = tokenizer.encode(&corpus.text)?;
-    let split = Split::new(&tokens, context)?;
-    Ok(Prepared {
-        tokenizer,
-        split,
-        data: data_record(corpus),
-    })
-}
-
-/// Provenance of a corpus.
-pub fn data_record(corpus: &Corpus) -> DataRecord {
-    DataRecord {
-        source: corpus.source.clone(),
-        bytes: corpus.text.len(),
-        sha256: checkpoint::sha256_hex(corpus.text.as_bytes()),
-    }
+pub enum ResumeData {
+    /// Nothing: the checkpoint's recorded source (a text file, the embedded corpus, or a
+    /// token folder) is reopened.
+    Recorded,
+    /// The training text, named again.
+    Text(Corpus),
+    /// The token folder, named again (it may have moved).
+    TokenFolder(PathBuf),
+    /// The data already read and checked by the caller (a comparison's runs share it): its
+    /// record's SHA-256 must be the checkpoint's, and it is trained on as given.
+    Prepared(Box<Prepared>),
 }
 
 /// A run ready to train: model, data, options, state and its folder.
@@ -141,13 +118,27 @@ impl Session {
     }
 
     /// Reopens the checkpoint in `out`. `corpus` is the training text when the user named
-    /// one again (it must be the same text); otherwise the recorded source is reloaded.
-    /// `steps` may extend the run (the learning rate's decay horizon stays the first run's, see
-    /// [`TrainOptions::with_steps`]); `requested` is a model configuration the user asked for,
-    /// which must equal the checkpoint's.
+    /// one again (it must be the same text); otherwise the recorded source is reloaded (a
+    /// text, or a token folder). `steps` may extend the run (the learning rate's decay
+    /// horizon stays the first run's, see [`TrainOptions::with_steps`]); `requested` is a
+    /// model configuration the user asked for, which must equal the checkpoint's.
     pub fn resume(
         out: &Path,
         corpus: Option<Corpus>,
+        steps: Option<usize>,
+        requested: Option<&GptConfig>,
+    ) -> Result<Self> {
+        let data = corpus.map_or(ResumeData::Recorded, ResumeData::Text);
+        Self::resume_with(out, data, steps, requested)
+    }
+
+    /// [`Session::resume`] with the data given as [`ResumeData`]. A checkpoint trained on a
+    /// token folder (by this trainer or by `python -m orthoformer.train --data-dir`)
+    /// reopens the folder (the recorded one, or the one given), which must hold the same
+    /// tokens (SHA-256 of its token files), and continues on the same batches.
+    pub fn resume_with(
+        out: &Path,
+        data: ResumeData,
         steps: Option<usize>,
         requested: Option<&GptConfig>,
     ) -> Result<Self> {
@@ -164,33 +155,39 @@ impl Session {
         // The AdamW moments are already in memory (read with the checkpoint).
         let moments = loaded.run.adam.m.len().saturating_mul(8);
         check_training_fits(&saved, st.options.batch, moments)?;
-        if corpus.is_none() && crate::data::token_files::is_token_folder(Path::new(&st.data.source))
-        {
-            return Err(super::invalid(format!(
-                "checkpoint {} was trained on the token files in {}, which this trainer does not \
-                 read: continue it with python -m orthoformer.train --out {} --resume",
-                out.display(),
-                st.data.source,
-                out.display()
-            )));
-        }
-        let corpus = match corpus {
-            Some(c) => c,
-            None if st.data.source == crate::data::corpus::TINY_SHAKESPEARE_NAME => {
-                Corpus::tiny_shakespeare()
+        let recorded = Path::new(&st.data.source);
+        let on_folder = token_files::is_token_folder(recorded);
+        let prepared = match data {
+            ResumeData::Prepared(p) if p.data.sha256 != st.data.sha256 => {
+                return Err(super::invalid(format!(
+                    "the data {} is not the one checkpoint {} was trained on (SHA-256 differs)",
+                    p.data.source,
+                    out.display()
+                )));
             }
-            None => load_recorded(out, &st.data)?,
+            ResumeData::Prepared(p) => *p,
+            ResumeData::TokenFolder(dir) => reopen_folder(out, &dir, st, &loaded.tokenizer)?,
+            ResumeData::Recorded if on_folder => {
+                reopen_folder(out, recorded, st, &loaded.tokenizer)?
+            }
+            ResumeData::Text(_) if on_folder => {
+                return Err(super::invalid(format!(
+                    "checkpoint {} was trained on the token folder {}, not on a text: pass \
+                     that folder as `data`, or leave `data` out",
+                    out.display(),
+                    st.data.source
+                )));
+            }
+            ResumeData::Text(corpus) => reopen_text(out, corpus, st, &loaded.tokenizer)?,
+            ResumeData::Recorded => {
+                let corpus = if st.data.source == crate::data::corpus::TINY_SHAKESPEARE_NAME {
+                    Corpus::tiny_shakespeare()
+                } else {
+                    load_recorded(out, &st.data)?
+                };
+                reopen_text(out, corpus, st, &loaded.tokenizer)?
+            }
         };
-        let record = data_record(&corpus);
-        if record.sha256 != st.data.sha256 {
-            return Err(super::invalid(format!(
-                "the training text {} is not the one checkpoint {} was trained on (SHA-256 \
-                 differs): pass the original file as `data`",
-                corpus.source,
-                out.display()
-            )));
-        }
-        let prepared = prepare_with(&corpus, loaded.tokenizer.clone(), st.seq_len)?;
         // More steps extend the run, not its cosine: the horizon stays the first run's.
         let options = match steps {
             Some(s) => st.options.clone().with_steps(s),
@@ -225,16 +222,35 @@ impl Session {
             seq_len: t,
             observer,
         };
-        let result = trainer::train(
-            &mut self.model,
-            &self.prepared.split,
-            &self.options,
-            t,
-            state,
-            &mut writer,
-            stop,
-            stop_at,
-        );
+        let split = &self.prepared.split;
+        let result = match self.prepared.windows {
+            Windows::Library => trainer::train(
+                &mut self.model,
+                split,
+                &self.options,
+                t,
+                state,
+                &mut writer,
+                stop,
+                stop_at,
+            ),
+            Windows::Numpy => {
+                let seed = self.options.seed;
+                let mut batches = NumpyBatches::resume(&split.train, seed, state.sampler_pos);
+                let mut eval = NumpyEval::new(split, seed, self.options.eval_iters);
+                let limits = trainer::Limits { stop, stop_at };
+                trainer::train_on(
+                    &mut self.model,
+                    &mut batches,
+                    &mut eval,
+                    &self.options,
+                    t,
+                    state,
+                    &mut writer,
+                    limits,
+                )
+            }
+        };
         match result {
             Ok(state) => {
                 self.state = state;
@@ -327,11 +343,12 @@ pub fn create_out(out: &Path, kind: FolderKind) -> Result<()> {
 /// (a downloaded checkpoint is hostile), so it is checked before it is opened: it must be a
 /// regular file (no FIFO, device or folder) of exactly the recorded size; only then is it read
 /// and its SHA-256 compared by the caller.
-fn load_recorded(out: &Path, data: &super::checkpoint::DataRecord) -> Result<Corpus> {
+fn load_recorded(out: &Path, data: &DataRecord) -> Result<Corpus> {
     let path = Path::new(&data.source);
     let refuse = |why: String| {
         super::invalid(format!(
-            "checkpoint {} was trained on {}, which {why}: pass the training text as `data`",
+            "checkpoint {} was trained on {}, which {why}: pass the training text (or token \
+             folder) as `data`",
             out.display(),
             data.source
         ))

@@ -34,7 +34,7 @@ pub struct ComparePlan {
     pub model: GptConfig,
     /// Training options shared by the runs (their `seed` is set per run).
     pub options: TrainOptions,
-    /// Tokenizer kind.
+    /// Tokenizer kind (a text's; unused with a token folder, which brings its own).
     pub tokenizer: TokenizerKind,
     /// BPE vocabulary asked for (unused by the character tokenizer).
     pub bpe_vocab: usize,
@@ -48,6 +48,10 @@ pub struct ComparePlan {
     /// best rate, chosen on that tail.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lrs: Vec<f64>,
+    /// Whether `data` is a token folder (`python -m orthoformer.prepare`): its split, its
+    /// tokenizer and the PyTorch trainer's batch windows (`train::prepared`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub token_folder: bool,
 }
 
 /// One run of a plan: a variant at a seed (and a swept learning rate).
@@ -103,6 +107,7 @@ impl ComparePlan {
             data,
             recipe,
             lrs: Vec::new(),
+            token_folder: false,
         };
         for &a in &plan.attentions {
             let cfg = plan.run_spec(plan.seeds[0], a, plan.model.vocab_size).0;
@@ -193,8 +198,26 @@ impl ComparePlan {
         }
     }
 
-    /// Checks that `prepared` holds the plan's text and tokenizer kind.
+    /// The plan of a comparison on a token folder (`data` is its record).
+    pub fn on_token_folder(mut self) -> Self {
+        self.token_folder = true;
+        self
+    }
+
+    /// Checks that `prepared` holds the plan's text and tokenizer kind (or its token folder).
     pub fn check_data(&self, prepared: &Prepared) -> Result<()> {
+        if self.token_folder {
+            if prepared.data.sha256 != self.data.sha256
+                || prepared.windows != crate::train::token_batches::Windows::Numpy
+            {
+                return Err(invalid(format!(
+                    "the data given is not the comparison's token folder {} (SHA-256 of its \
+                     token files differs): pass the original folder as `data`",
+                    self.data.source
+                )));
+            }
+            return Ok(());
+        }
         if prepared.data.sha256 != self.data.sha256
             || prepared.tokenizer.kind() != Some(self.tokenizer)
         {
@@ -276,6 +299,10 @@ impl ComparePlan {
             plan.recipe.clone(),
         )
         .and_then(|p| p.with_lrs(plan.lrs.clone()))
+        .map(|p| ComparePlan {
+            token_folder: plan.token_folder,
+            ..p
+        })
         .map_err(|e| invalid(format!("{} is invalid: {e}", path.display())))?;
         if !crate::train::checkpoint::is_sha256_hex(&checked.data.sha256) {
             return Err(invalid(format!(

@@ -261,7 +261,8 @@ pub fn summarise(
     }
     Ok(CompareSummary {
         data: plan.data.source.clone(),
-        tokenizer: plan.tokenizer.name().to_string(),
+        // The tokenizer run (a token folder's is its own, not the plan's kind).
+        tokenizer: prepared.tokenizer.name(),
         vocab_size: vocab,
         recipe: plan.recipe.clone(),
         model: shared,
