@@ -34,6 +34,8 @@ pub enum Error {
     Mqar(crate::analysis::mqar::MqarError),
     /// A theory measurement (shape mismatch, plot failure).
     Theory(crate::analysis::theory::TheoryError),
+    /// A scaling-law fit or its bootstrap (too few sizes or seeds, bad points).
+    Scaling(crate::analysis::scaling::ScalingError),
     /// A request too large for this machine's memory, or whose size overflows.
     Memory(crate::io::memory::MemoryError),
 }
@@ -51,6 +53,7 @@ impl Error {
             Error::Rotate(e) => e,
             Error::Mqar(e) => e,
             Error::Theory(e) => e,
+            Error::Scaling(e) => e,
             Error::Memory(e) => e,
         })
     }
@@ -97,6 +100,7 @@ from_subsystem!(
     Rotate(crate::rotate::RotateError),
     Mqar(crate::analysis::mqar::MqarError),
     Theory(crate::analysis::theory::TheoryError),
+    Scaling(crate::analysis::scaling::ScalingError),
     Memory(crate::io::memory::MemoryError),
 );
 

@@ -3,6 +3,7 @@
 
 pub mod mqar;
 pub mod params_report;
+pub mod scaling;
 pub(crate) mod seed_claims;
 pub mod signal_probe;
 pub mod theory;
