@@ -1,5 +1,6 @@
 //! `orthoformer compare`: the main job. Trains softmax and frozen orthogonal attention (or
-//! any list of variants) on paired seeds at equal budget on TinyShakespeare (or `--data`),
+//! any list of variants) on paired seeds at equal budget on TinyShakespeare (or `--data`: a
+//! text, or a token folder from `python -m orthoformer.prepare`),
 //! prints a table with each variant's paired difference from softmax, its 95% interval, a
 //! verdict and the steps and seconds to softmax's loss, and writes the loss curves (PNG, SVG)
 //! and a JSON summary into the output folder. `--stop-at` / `--resume` run it in chunks.
@@ -10,16 +11,17 @@ use super::Outcome;
 use super::train::{DataFlags, ModelFlags, OptimFlags, parse_attention};
 use super::train_progress::{BarProgress, interrupt_flag};
 use crate::output::outln;
+use anyhow::Context;
 use indicatif::MultiProgress;
-use orthoformer::data::Corpus;
+use orthoformer::data::{Corpus, TokenizerKind};
 use orthoformer::experiments::compare::options::default_out;
 use orthoformer::experiments::compare::{
     self, CompareOptions, ComparePlan, CompareSummary, Jobs, Limits, plan::PLAN_FILE,
 };
-use orthoformer::model::Gpt;
+use orthoformer::model::{Gpt, GptConfig};
 use orthoformer::train::Observer;
 use orthoformer::train::recipe::recipe;
-use orthoformer::train::session::{data_record, prepare};
+use orthoformer::train::session::{Prepared, data_record, prepare};
 
 /// Flags of `orthoformer compare`.
 ///
@@ -81,11 +83,11 @@ pub struct CompareArgs {
 
 /// One bar per run: a run's start replaces the bar of the run before. Workers training at
 /// once each have their own `Bars`, drawn together through `multi`.
-struct Bars {
-    quiet: bool,
-    tokens_per_step: usize,
-    multi: Option<MultiProgress>,
-    run: Option<BarProgress>,
+pub(crate) struct Bars {
+    pub(crate) quiet: bool,
+    pub(crate) tokens_per_step: usize,
+    pub(crate) multi: Option<MultiProgress>,
+    pub(crate) run: Option<BarProgress>,
 }
 
 impl Bars {
@@ -148,12 +150,30 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     if args.jobs == Some(0) {
         anyhow::bail!("--jobs must be at least 1 (the runs that train at once)");
     }
-    let (plan, corpus, out) = if args.resume {
+    let (plan, data, out) = if args.resume {
         resumed_plan(args)?
     } else {
         new_plan(args)?
     };
-    let prepared = prepare(&corpus, plan.tokenizer, plan.bpe_vocab, plan.model.context)?;
+    let (corpus, prepared) = match data {
+        Data::Folder(prepared) => {
+            // A token folder's runs resume on `prepared`: the text argument goes unused.
+            let corpus = Corpus {
+                text: String::new(),
+                source: prepared.data.source.clone(),
+            };
+            (corpus, *prepared)
+        }
+        Data::Text(corpus) => {
+            let prepared = prepare(&corpus, plan.tokenizer, plan.bpe_vocab, plan.model.context)?;
+            (corpus, prepared)
+        }
+    };
+    if !args.json
+        && let Some(line) = super::train::folder_line(&prepared)
+    {
+        outln!("{line}")?;
+    }
     if !args.resume {
         plan.write_new(&out)?;
     }
@@ -252,8 +272,14 @@ impl CompareArgs {
     }
 }
 
-/// The plan of a new comparison from the flags, its text, and its folder.
-fn new_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, PathBuf)> {
+/// A comparison's data: a text (tokenized later), or a token folder already read.
+enum Data {
+    Text(Corpus),
+    Folder(Box<Prepared>),
+}
+
+/// The plan of a new comparison from the flags, its data, and its folder.
+fn new_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Data, PathBuf)> {
     if args.model.model_seed.is_some() {
         anyhow::bail!(
             "--model-seed does not apply to compare: each seed sets the initialisation (use \
@@ -266,6 +292,32 @@ fn new_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, PathBuf)
     let model = args.model.config_over(model, None)?;
     let options = args.optim.over(options);
     let seeds = chosen.seed_list(options.seed)?;
+    let out = args.out.clone().unwrap_or_else(default_out);
+    let lrs = args.lr_sweep.clone().unwrap_or_default();
+    if let Some(dir) = args.data.token_folder()? {
+        options.validate()?;
+        let prepared = args.data.prepared(model.context)?;
+        let model = GptConfig {
+            vocab_size: prepared.tokenizer.vocab_size(),
+            ..model
+        };
+        // The tokenizer kind is a text's: a token folder brings its own tokenizer.json.
+        let (kind, vocab) = (TokenizerKind::Bpe, model.vocab_size);
+        let plan = ComparePlan::new(
+            chosen.attentions.clone(),
+            seeds,
+            model,
+            options,
+            kind,
+            vocab,
+            prepared.data.clone(),
+            Some(name.to_string()),
+        )
+        .with_context(|| format!("comparing on the token folder {}", dir.display()))?
+        .with_lrs(lrs)?
+        .on_token_folder();
+        return Ok((plan, Data::Folder(Box::new(prepared)), out));
+    }
     let (tokenizer, bpe_vocab) = args.data.tokenizer()?;
     let corpus = args.data.corpus()?;
     let plan = ComparePlan::new(
@@ -278,12 +330,12 @@ fn new_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, PathBuf)
         data_record(&corpus),
         Some(name.to_string()),
     )?
-    .with_lrs(args.lr_sweep.clone().unwrap_or_default())?;
-    Ok((plan, corpus, args.out.clone().unwrap_or_else(default_out)))
+    .with_lrs(lrs)?;
+    Ok((plan, Data::Text(corpus), out))
 }
 
-/// The plan stored in `--out`, with its text (reloaded, or `--data` again).
-fn resumed_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, PathBuf)> {
+/// The plan stored in `--out`, with its data (reloaded, or `--data` again).
+fn resumed_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Data, PathBuf)> {
     let Some(out) = args.out.clone() else {
         anyhow::bail!("--resume needs --out: the folder of the comparison to continue");
     };
@@ -304,8 +356,16 @@ fn resumed_plan(args: &CompareArgs) -> anyhow::Result<(ComparePlan, Corpus, Path
         );
     }
     let plan = ComparePlan::read(&out)?;
+    if plan.token_folder {
+        let dir = args.data.data.clone();
+        let dir = dir.unwrap_or_else(|| PathBuf::from(&plan.data.source));
+        let prepared = Prepared::from_token_folder(&dir, plan.model.context)
+            .with_context(|| format!("reading the comparison's token folder {}", dir.display()))?;
+        plan.check_data(&prepared)?;
+        return Ok((plan, Data::Folder(Box::new(prepared)), out));
+    }
     let corpus = plan.corpus(args.data.data.as_deref())?;
-    Ok((plan, corpus, out))
+    Ok((plan, Data::Text(corpus), out))
 }
 
 fn print_table(s: &CompareSummary, out: &Path) -> anyhow::Result<()> {

@@ -17,6 +17,7 @@ mod bench;
 mod bench_llama;
 mod common;
 mod compare;
+mod data_flags;
 #[cfg(test)]
 mod defaults_test;
 mod eval;
@@ -26,8 +27,10 @@ mod generate;
 mod init;
 mod init_bench;
 mod init_probe;
+mod ladder;
 mod memory;
 mod mqar;
+mod mqar_converge;
 mod output;
 mod params;
 mod parse_error;
@@ -69,6 +72,9 @@ pub enum Command {
     InitBench(init_bench::InitBenchArgs),
     /// Signal propagation through a deep MLP under each initialisation.
     InitProbe(init_probe::InitProbeArgs),
+    /// Train every attention variant at several model sizes and learning rates on paired
+    /// seeds, choose the rates on a held-out split, fit loss against parameters and compute.
+    Ladder(ladder::LadderArgs),
     /// Exact parameter, memory and FLOP accounting of a model configuration.
     Params(params::ParamsArgs),
     /// Train a GPT language model on a text file.
@@ -107,6 +113,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Init(a) => init::run(&a),
         Command::InitBench(a) => init_bench::run(&a),
         Command::InitProbe(a) => init_probe::run(&a),
+        Command::Ladder(a) => ladder::run(&a),
         Command::Params(a) => params::run(&a),
         Command::Train(a) => train::run(&a),
         Command::Eval(a) => eval::run(&a),

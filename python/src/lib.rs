@@ -16,6 +16,7 @@ mod convert;
 mod error;
 mod generate;
 mod init;
+mod ladder;
 mod model;
 mod rotate;
 mod tokens;
@@ -36,5 +37,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     checkpoint::register(m)?;
     train::register(m)?;
     tokens::register(m)?;
+    ladder::register(m)?;
     Ok(())
 }

@@ -3,3 +3,4 @@
 //! statistics it reports with live in [`crate::stats`].
 
 pub mod compare;
+pub mod ladder;

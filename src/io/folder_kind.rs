@@ -27,15 +27,18 @@ pub enum FolderKind {
     HfGpt2,
     /// Reports and figures (`theory`, `mqar`, `init-probe`).
     Report,
+    /// A size ladder (`ladder --out`, `python -m orthoformer.ladder --out`).
+    Ladder,
 }
 
 impl FolderKind {
-    const ALL: [FolderKind; 5] = [
+    const ALL: [FolderKind; 6] = [
         FolderKind::Checkpoint,
         FolderKind::Compare,
         FolderKind::HfLlama,
         FolderKind::HfGpt2,
         FolderKind::Report,
+        FolderKind::Ladder,
     ];
 
     /// The marker's name of the kind.
@@ -46,6 +49,7 @@ impl FolderKind {
             FolderKind::HfLlama => "hf-llama",
             FolderKind::HfGpt2 => "hf-gpt2",
             FolderKind::Report => "report",
+            FolderKind::Ladder => "ladder",
         }
     }
 
@@ -59,6 +63,7 @@ impl FolderKind {
             FolderKind::Report => {
                 "reports and figures (made by orthoformer theory, mqar or init-probe)"
             }
+            FolderKind::Ladder => "a size ladder (made by `orthoformer ladder`)",
         }
     }
 

@@ -48,10 +48,12 @@ class Progress:
         main: bool,
         tensorboard: Any = None,
         devices: int = 1,
+        flops: Optional[int] = None,
     ) -> None:
         self.tokens_per_step, self.every, self.peak = tokens_per_step, every, peak
         self.devices = max(int(devices), 1)
-        self.flops = flops_per_token(cfg)
+        # ``flops``: the model's own count, for a model the GPT accounting does not describe.
+        self.flops = flops if flops is not None else flops_per_token(cfg)
         self.log, self.main, self.tb = log, main, tensorboard
         self.n, self.secs, self.loss = 0, 0.0, 0.0
         self.last: Optional[dict[str, float]] = None

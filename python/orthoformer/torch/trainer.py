@@ -104,6 +104,7 @@ class Trainer:
             world.main,
             tensorboard,
             devices=world.size,
+            flops=getattr(run, "flops_per_token", None),
         )
         self.log_every = log_every
         self.stop_requested = False

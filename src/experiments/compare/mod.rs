@@ -19,7 +19,7 @@ pub mod options;
 pub mod plan;
 pub(crate) mod plot;
 pub(crate) mod report;
-mod runner;
+pub(crate) mod runner;
 pub(crate) mod summary;
 pub(crate) mod sweep;
 
@@ -32,7 +32,8 @@ use crate::data::Corpus;
 use crate::infer::eval::{EvalOptions, evaluate};
 use crate::model::{AttentionKind, Gpt};
 use crate::train::Observer;
-use crate::train::session::{FreshSpec, Prepared, Session};
+use crate::train::session::{FreshSpec, Prepared, ResumeData, Session};
+use crate::train::token_batches::Windows;
 pub use crate::train::trainer::Limits;
 pub use options::CompareOptions;
 pub use plan::ComparePlan;
@@ -72,7 +73,8 @@ pub fn run_dir_of(out: &Path, id: plan::RunId) -> std::path::PathBuf {
 }
 
 /// Runs (or continues) the comparison `plan` in `out` on `prepared` (the plan's text,
-/// tokenized; `corpus` is that text, for runs that resume), one run at a time on the caller's
+/// tokenized, or its token folder; `corpus` is that text, for runs that resume, and unused
+/// with a token folder, whose runs resume on `prepared`), one run at a time on the caller's
 /// thread pool, then summarises it.
 pub fn run(
     plan: &ComparePlan,
@@ -162,7 +164,13 @@ fn open_run(
         };
         return Session::fresh_prepared(spec, prepared.clone(), dir);
     }
-    let mut session = Session::resume(dir, Some(corpus.clone()), None, None)?;
+    // A token folder's runs resume on the data already read (re-reading and hashing the
+    // folder for every run would only repeat the check `plan.check_data` made).
+    let data = match prepared.windows {
+        Windows::Numpy => ResumeData::Prepared(Box::new(prepared.clone())),
+        Windows::Library => ResumeData::Text(corpus.clone()),
+    };
+    let mut session = Session::resume_with(dir, data, None, None)?;
     // `resume` splits the whole text again; a sweep's run goes on with its own data (the
     // training split less the held-out tail), as it started.
     session.prepared = prepared.clone();

@@ -79,7 +79,7 @@ impl Jobs {
 pub type ObserverFactory = dyn Fn() -> Box<dyn Observer<Gpt> + Send>;
 
 /// Who trains the runs and who watches them.
-pub(super) enum Workers<'o> {
+pub(crate) enum Workers<'o> {
     /// One run at a time, on the caller's thread and pool, shown by one observer.
     Here(&'o mut dyn Observer<Gpt>),
     /// `Jobs` runs at once, each worker on its own pool with its own observer.

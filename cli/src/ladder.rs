@@ -1,0 +1,160 @@
+//! `orthoformer ladder`: the size ladder on the Rust engine (`docs/LADDER.md`). Starts the
+//! ladder of `--plan` in `--out` (or continues it with `--resume`), trains every pending run
+//! of the library's GPT with compare's progress bars and `--jobs`, adds the learning rates
+//! that become due, and writes the report (`report.json`, `report.md`, the plots).
+//! `--report-only` writes the report of a ladder whose runs are finished (by either engine).
+
+use std::path::{Path, PathBuf};
+
+use super::Outcome;
+use super::compare::Bars;
+use super::train_progress::interrupt_flag;
+use crate::output::outln;
+use indicatif::MultiProgress;
+use orthoformer::experiments::compare::{Jobs, Limits};
+use orthoformer::experiments::ladder::{self, pool, report::Report};
+use orthoformer::model::Gpt;
+use orthoformer::train::Observer;
+
+/// Flags of `orthoformer ladder`.
+#[derive(Debug, clap::Args)]
+pub struct LadderArgs {
+    /// The plan: a JSON file with the fields of docs/LADDER.md (unknown fields refused).
+    #[arg(long)]
+    pub plan: Option<PathBuf>,
+    /// The ladder's folder (its ladder.json, one folder per run, the report).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Runs that train at once, each on its own share of the threads (RAYON_NUM_THREADS or
+    /// every core); the losses are the same bits either way, each run's seconds are its own
+    /// under that sharing [default: one run per thread].
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Train every run to at most this step, then stop; --resume continues.
+    #[arg(long)]
+    pub stop_at: Option<usize>,
+    /// Continue the ladder in --out (its data are checked against the SHA-256 it recorded).
+    #[arg(long)]
+    pub resume: bool,
+    /// Print report.json (or, when stopped, where it stopped) instead of the bars and tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Only write the report of the finished ladder in --out (trained by either engine).
+    #[arg(long)]
+    pub report_only: bool,
+}
+
+/// Runs `orthoformer ladder`.
+pub fn run(args: &LadderArgs) -> anyhow::Result<Outcome> {
+    let out = &args.out;
+    if args.jobs == Some(0) {
+        anyhow::bail!("--jobs must be at least 1 (the runs that train at once)");
+    }
+    Limits {
+        stop: None,
+        stop_at: args.stop_at,
+    }
+    .validate()?;
+    if args.report_only {
+        if args.plan.is_some() || args.stop_at.is_some() || args.jobs.is_some() {
+            anyhow::bail!("--report-only takes --out (and --json) only");
+        }
+        let report = ladder::report::write(out)?;
+        return finished(&report, out, args.json);
+    }
+    match (&args.plan, args.resume) {
+        (None, false) => anyhow::bail!(
+            "give --plan FILE to start a ladder, or --resume to continue the one in --out"
+        ),
+        (Some(_), false) if out.join(ladder::PLAN_FILE).exists() => anyhow::bail!(
+            "{} already holds a ladder: continue it with --resume, or choose another --out",
+            out.display()
+        ),
+        _ => {}
+    }
+    if let Some(plan) = &args.plan {
+        let text = std::fs::read_to_string(plan)
+            .map_err(|e| anyhow::anyhow!("reading --plan {}: {e}", plan.display()))?;
+        ladder::start(&text, out)?;
+    }
+    let plan = ladder::read(out)?;
+    let pending = ladder::pending(out)?.len();
+    let workers = orthoformer::nn::threads::current_threads();
+    let jobs = match args.jobs {
+        Some(n) => Jobs::new(n.min(pending).max(1), workers)?,
+        None => pool::jobs_for(&plan, pending, workers),
+    };
+    let tokens_per_step = plan.batch * plan.context;
+    let stop = interrupt_flag();
+    let limits = Limits {
+        stop: Some(&stop),
+        stop_at: args.stop_at,
+    };
+    let outcome = if jobs.jobs == 1 {
+        let mut bars = Bars {
+            quiet: args.json,
+            tokens_per_step,
+            multi: None,
+            run: None,
+        };
+        pool::run(out, limits, &mut bars)
+    } else {
+        if !args.json {
+            outln!(
+                "training {} runs at once, {} thread{} each (--jobs 1: one at a time)",
+                jobs.jobs,
+                jobs.threads,
+                if jobs.threads == 1 { "" } else { "s" }
+            )?;
+        }
+        let multi = MultiProgress::new();
+        let quiet = args.json;
+        let observers = move || -> Box<dyn Observer<Gpt> + Send> {
+            Box::new(Bars {
+                quiet,
+                tokens_per_step,
+                multi: Some(multi.clone()),
+                run: None,
+            })
+        };
+        pool::run_at_once(out, limits, jobs, &observers)
+    };
+    let outcome = outcome
+        .map_err(|e| anyhow::anyhow!(e))
+        .map_err(|e| e.context(format!("the ladder in {}", out.display())))?;
+    match outcome {
+        pool::Outcome::Finished(report) => finished(&report, out, args.json),
+        pool::Outcome::Stopped { finished, total } => {
+            if args.json {
+                super::common::print_json(&serde_json::json!({
+                    "stopped_at": args.stop_at,
+                    "finished_runs": finished,
+                    "runs": total,
+                    "out": out,
+                }))?;
+            } else {
+                outln!(
+                    "stopped: {finished} of {total} runs finished; continue with `orthoformer \
+                     ladder --resume --out {}`",
+                    out.display()
+                )?;
+            }
+            Ok(Outcome::Success)
+        }
+    }
+}
+
+fn finished(report: &Report, out: &Path, json: bool) -> anyhow::Result<Outcome> {
+    if json {
+        super::common::print_json(report)?;
+    } else {
+        let table = std::fs::read_to_string(out.join(ladder::report::TABLE_FILE))?;
+        outln!("{table}")?;
+        outln!(
+            "wrote {0}/report.json, {0}/report.md, {0}/loss-params.png|svg and \
+             {0}/loss-flops.png|svg",
+            out.display()
+        )?;
+    }
+    Ok(Outcome::Success)
+}

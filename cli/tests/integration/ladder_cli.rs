@@ -1,0 +1,220 @@
+//! `orthoformer ladder` end to end (issue 47, item 2) on a tiny token folder written here (a
+//! BPE trained by the library on the start of TinyShakespeare, as `token_folder_train.rs`
+//! makes it) with `assets/ladder/smoke.json`: 2 rungs × 2 variants × 2 seeds × 4 rates, a
+//! few steps each. Every `result.json` holds the documented fields; the report and plots are
+//! written; a ladder stopped with `--stop-at` and resumed (at other `--jobs`) gives the same
+//! results as one run straight through; bad plans and changed data are one line, exit 2.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Output;
+
+use crate::common::{Scratch, run, stderr};
+use orthoformer::data::corpus::TINY_SHAKESPEARE;
+use orthoformer::data::hf_tokenizer::tokenizer_json;
+use orthoformer::data::{Tokenizer, TokenizerKind};
+use orthoformer::train::checkpoint::sha256_hex;
+
+const SMOKE: &str = include_str!("../../../assets/ladder/smoke.json");
+
+/// Writes a token folder of `text` (BPE of 300) into `dir`: 90% train, 10% validation.
+fn make_folder(dir: &Path, text: &str) {
+    let tok = Tokenizer::train(TokenizerKind::Bpe, text, 300).unwrap();
+    let ids = tok.encode(text).unwrap();
+    let cut = ids.len() * 9 / 10;
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("tokenizer.json"), tokenizer_json(&tok).unwrap()).unwrap();
+    let bytes =
+        |ids: &[u32]| -> Vec<u8> { ids.iter().flat_map(|&i| (i as u16).to_le_bytes()).collect() };
+    let (a, b) = (bytes(&ids[..cut]), bytes(&ids[cut..]));
+    std::fs::write(dir.join("train.bin"), &a).unwrap();
+    std::fs::write(dir.join("val.bin"), &b).unwrap();
+    let meta = serde_json::json!({
+        "format": "orthoformer-tokens", "version": 1, "dtype": "uint16",
+        "vocab_size": tok.vocab_size(), "tokenizer": {"kind": "hf"},
+        "train_tokens": cut, "val_tokens": ids.len() - cut,
+        "sha256": sha256_hex(&[a, b].concat()), "source": "test", "text_bytes": text.len(),
+        "eot": null,
+    });
+    std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+}
+
+/// Exit status 2 and one error line containing `want`.
+fn assert_refused(o: &Output, want: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(want), "expected {want:?} in: {err}");
+}
+
+fn ok(o: &Output) {
+    assert!(o.status.success(), "stderr: {}", stderr(o));
+}
+
+/// Every `result.json` under `out`, by folder, with the engine's timings and device taken
+/// out (the only values a second run may change).
+fn results(out: &Path) -> BTreeMap<String, serde_json::Value> {
+    let mut found = BTreeMap::new();
+    let mut stack = vec![out.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "result.json") {
+                let mut v: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                let o = v.as_object_mut().unwrap();
+                o.remove("seconds");
+                o.remove("device");
+                for point in o["curve"].as_array_mut().unwrap() {
+                    point.as_object_mut().unwrap().remove("seconds");
+                }
+                found.insert(p.strip_prefix(out).unwrap().display().to_string(), v);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
+    let dir = Scratch::new("ladder", "smoke");
+    make_folder(&dir.join("tokens"), &TINY_SHAKESPEARE[..30_000]);
+    std::fs::write(dir.join("plan.json"), SMOKE).unwrap();
+
+    // Straight through, one run at a time.
+    ok(&run(
+        &dir,
+        &[
+            "ladder",
+            "--plan",
+            "plan.json",
+            "--out",
+            "full",
+            "--jobs",
+            "1",
+            "--json",
+        ],
+    ));
+    let full = results(&dir.join("full"));
+    // 2 rungs × 2 variants × 2 seeds × 4 rates, and each rung × variant may add one rate.
+    assert!((32..=40).contains(&full.len()), "{} results", full.len());
+    let fields = [
+        "format",
+        "version",
+        "engine",
+        "rung",
+        "variant",
+        "seed",
+        "lr",
+        "params",
+        "steps",
+        "tokens",
+        "flops_per_step",
+        "flops",
+        "heldout_loss",
+        "val_loss",
+        "transfer_loss",
+        "curve",
+    ];
+    for (path, r) in &full {
+        for f in fields {
+            assert!(r.get(f).is_some(), "{path} lacks {f}");
+        }
+        assert_eq!(r["engine"], "orthoformer-cpu");
+        assert!(r["heldout_loss"].as_f64().unwrap() > 0.0);
+        let curve = r["curve"].as_array().unwrap();
+        assert_eq!(curve[0]["step"], 0);
+        assert_eq!(curve.last().unwrap()["step"], r["steps"]);
+        for k in [
+            "total",
+            "trainable",
+            "non_embedding",
+            "trainable_non_embedding",
+        ] {
+            assert!(r["params"][k].as_u64().unwrap() > 0, "{path} params.{k}");
+        }
+    }
+    for f in [
+        "report.json",
+        "report.md",
+        "loss-params.png",
+        "loss-params.svg",
+        "loss-flops.png",
+        "loss-flops.svg",
+    ] {
+        assert!(dir.join("full").join(f).is_file(), "{f} missing");
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("full/report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["selection"].as_array().unwrap().len(), 4);
+    assert_eq!(report["readings"].as_array().unwrap().len(), 2);
+    assert_eq!(report["points"].as_array().unwrap().len(), 8);
+
+    // Stopped after 2 steps of every run, then resumed two at a time: the same results.
+    let stopped = run(
+        &dir,
+        &[
+            "ladder",
+            "--plan",
+            "plan.json",
+            "--out",
+            "part",
+            "--stop-at",
+            "2",
+            "--jobs",
+            "2",
+        ],
+    );
+    ok(&stopped);
+    assert!(String::from_utf8_lossy(&stopped.stdout).contains("stopped"));
+    assert!(results(&dir.join("part")).len() < 32);
+    ok(&run(
+        &dir,
+        &[
+            "ladder", "--out", "part", "--resume", "--jobs", "2", "--json",
+        ],
+    ));
+    assert_eq!(results(&dir.join("part")), full);
+    // The report alone, again.
+    ok(&run(
+        &dir,
+        &["ladder", "--out", "part", "--report-only", "--json"],
+    ));
+
+    // Bad plans: one line, exit 2.
+    let bad = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value = serde_json::from_str(SMOKE).unwrap();
+        edit(&mut v);
+        std::fs::write(dir.join(name), v.to_string()).unwrap();
+        run(
+            &dir,
+            &["ladder", "--plan", name, "--out", &format!("out-{name}")],
+        )
+    };
+    let o = bad("unknown.json", &|v| {
+        v["learning_rate"] = 1.0.into();
+    });
+    assert_refused(&o, "unknown field \"learning_rate\"");
+    let o = bad("three.json", &|v| {
+        v["lrs"] = serde_json::json!([0.001, 0.003, 0.01]);
+    });
+    assert_refused(&o, "lists 3 rates");
+    let o = bad("order.json", &|v| {
+        v["rungs"].as_array_mut().unwrap().reverse();
+    });
+    assert_refused(&o, "smallest first");
+    assert_refused(
+        &run(&dir, &["ladder", "--out", "nowhere", "--resume"]),
+        "holds no ladder",
+    );
+
+    // Changed data: refused on resume.
+    make_folder(&dir.join("tokens"), &TINY_SHAKESPEARE[1_000..31_000]);
+    assert_refused(
+        &run(&dir, &["ladder", "--out", "part", "--resume"]),
+        "changed since it started",
+    );
+}

@@ -1,0 +1,284 @@
+//! The Rust engine's run: one [`RunSpec`] trained on the library's GPT, resumable from its
+//! checkpoint exactly as a comparison's run is, its curve evaluated on the held-out windows
+//! during training, scored at the end, and written as `result.json`.
+//!
+//! The loop is the library's (`train::train_on`): batches are the seeded random windows of
+//! the training range that NumPy draws (`NumpyBatches`, as the PyTorch engine draws them, so
+//! both engines train on the same windows); each metrics record's `val_loss` (and `train_loss`:
+//! a ladder run measures nothing else) is the mean loss on the curve's held-out windows; a
+//! checkpoint is written at every curve point. Training seconds are the loop's own step times
+//! (evaluations and checkpoints excluded): a record's `ms_per_step` times the steps since the
+//! record before, summed. The final losses score whole windows in batches of `batch` windows
+//! ([`score`]), the same rule as the curve's.
+
+use std::path::Path;
+
+use super::data::Tokens;
+use super::plan::LadderPlan;
+use super::result::{self, CurvePoint, RunResult};
+use super::runs::RunSpec;
+use crate::Result;
+use crate::io::folder_kind::FolderKind;
+use crate::model::{Gpt, GptConfig};
+use crate::train::token_batches::NumpyBatches;
+use crate::train::checkpoint::{self, DataRecord};
+use crate::train::loop_eval::Evaluate;
+use crate::train::run_record::{RunRecord, write_checkpoint};
+use crate::train::session::{check_training_fits, create_out};
+use crate::train::{Limits, Observer, RunState, Trainable, invalid};
+
+/// `engine` of the results this engine writes.
+pub const ENGINE: &str = "orthoformer-cpu";
+
+/// What the run's checkpoints record as its data: the token folder, `train.bin`'s token
+/// count (as its size) and the ladder's data hash.
+fn data_record(plan: &LadderPlan) -> Result<DataRecord> {
+    let rec = plan.recorded()?;
+    Ok(DataRecord {
+        source: plan.data.clone(),
+        bytes: rec.train_tokens,
+        sha256: rec.data_sha256.clone(),
+    })
+}
+
+/// Trains (or continues) the run `spec` to its end or to `limits.stop_at`, and once at its
+/// last step writes its `result.json`. Returns whether the run is finished.
+pub fn train_one(
+    plan: &LadderPlan,
+    tokens: &Tokens,
+    spec: &RunSpec,
+    limits: Limits<'_>,
+    progress: &mut dyn Observer<Gpt>,
+    label: &str,
+) -> Result<bool> {
+    let dir = Path::new(&spec.dir);
+    if result::read(dir, spec)?.is_some() {
+        return Ok(true);
+    }
+    let options = spec.train_options(plan);
+    let cfg: GptConfig = serde_json::from_value(spec.model.clone())
+        .map_err(|e| invalid(format!("the run's model is not a GPT configuration: {e}")))?;
+    let data = data_record(plan)?;
+    let (mut model, state) = open(dir, &cfg, &options, spec.seed, &data)?;
+    let [a, b] = spec.train_range;
+    let train = tokens
+        .train
+        .get(a..b)
+        .ok_or_else(|| invalid("the training range is outside train.bin"))?;
+    let curve = tokens
+        .train
+        .get(spec.curve_range[0]..spec.curve_range[1])
+        .ok_or_else(|| invalid("the curve's range is outside train.bin"))?;
+    let end = limits.stop_at.map_or(spec.steps, |s| s.min(spec.steps));
+    let state = if state.step < end {
+        progress.start(label, spec.steps, state.step);
+        // NumPy's draw, as the PyTorch engine (`orthoformer.ladder_run.RangeBatches`) and
+        // its token-folder trainer draw: both engines train on the same windows.
+        let mut batches = NumpyBatches::resume(train, spec.seed, state.sampler_pos);
+        let mut eval = CurveEval {
+            tokens: curve,
+            batch: spec.batch,
+        };
+        let run = RunRecord {
+            options: &options,
+            tokenizer: &tokens.tokenizer,
+            data: &data,
+            model_seed: spec.seed,
+            seq_len: spec.context,
+        };
+        let mut writer = Writer {
+            dir,
+            run,
+            observer: progress,
+        };
+        crate::train::train_on(
+            &mut model,
+            &mut batches,
+            &mut eval,
+            &options,
+            spec.context,
+            state,
+            &mut writer,
+            limits,
+        )?
+    } else {
+        state
+    };
+    if state.step < spec.steps {
+        return Ok(false);
+    }
+    let r = finish(&mut model, tokens, spec, &state)?;
+    result::write(dir, &r)?;
+    Ok(true)
+}
+
+/// The run's model and loop state: from its checkpoint, or fresh (the folder created). A
+/// checkpoint of another run (other options, model, seed or data) is refused.
+fn open(
+    dir: &Path,
+    cfg: &GptConfig,
+    options: &crate::train::TrainOptions,
+    seed: u64,
+    data: &DataRecord,
+) -> Result<(Gpt, RunState)> {
+    crate::io::folder_kind::check(dir, FolderKind::Checkpoint)?;
+    if checkpoint::exists(dir)? {
+        let (loaded, model) = checkpoint::load_with_model(dir)?;
+        let st = &loaded.state_file;
+        if &st.options != options
+            || model.config() != cfg
+            || st.model_seed != seed
+            || st.data.sha256 != data.sha256
+        {
+            return Err(invalid(format!(
+                "{} holds a checkpoint of another run than the ladder asks for (options, model, \
+                 seed or data differ); move it away and run the ladder again",
+                dir.display()
+            )));
+        }
+        return Ok((model, loaded.run));
+    }
+    cfg.validate()?;
+    check_training_fits(cfg, options.batch, 0)?;
+    let model = Gpt::new(cfg.clone(), seed)?;
+    create_out(dir, FolderKind::Checkpoint)?;
+    // The lock file exists before anything is staged, so readers always find it.
+    drop(crate::io::file_set::SetLock::acquire(
+        dir,
+        checkpoint::SET_TAG,
+    )?);
+    let n = model.params().data.len();
+    Ok((model, RunState::fresh(options, n)))
+}
+
+/// The finished run's result: its curve from the metrics records, its final losses.
+fn finish(model: &mut Gpt, tokens: &Tokens, spec: &RunSpec, state: &RunState) -> Result<RunResult> {
+    let part = |all: &[u32], [a, b]: [usize; 2]| -> Result<Vec<u32>> {
+        all.get(a..b)
+            .map(<[u32]>::to_vec)
+            .ok_or_else(|| invalid("a final range is outside its tokens"))
+    };
+    let fr = &spec.final_ranges;
+    let (t, b) = (spec.context, spec.batch);
+    let heldout = score(model, &part(&tokens.train, fr.heldout)?, t, b)?;
+    let val = score(model, &part(&tokens.val, fr.val)?, t, b)?;
+    let transfer = score(model, &part(&tokens.transfer, fr.transfer)?, t, b)?;
+    let curve = curve(spec, &state.metrics);
+    let seconds = curve.last().map_or(0.0, |p| p.seconds);
+    let steps = spec.steps as u64;
+    Ok(RunResult {
+        format: result::FORMAT.to_string(),
+        version: 1,
+        engine: ENGINE.to_string(),
+        device: format!(
+            "CPU, {} thread{}",
+            crate::nn::threads::current_threads(),
+            if crate::nn::threads::current_threads() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        ),
+        rung: spec.rung.clone(),
+        variant: spec.variant.name().to_string(),
+        seed: spec.seed,
+        lr: spec.lr,
+        params: spec.params,
+        steps,
+        tokens: steps.saturating_mul(spec.tokens_per_step),
+        flops_per_step: spec.flops_per_step,
+        flops: steps.saturating_mul(spec.flops_per_step),
+        seconds,
+        heldout_loss: heldout,
+        val_loss: val,
+        transfer_loss: transfer,
+        curve,
+    })
+}
+
+/// The curve of a run from its metrics records (one per curve step).
+fn curve(spec: &RunSpec, records: &[crate::train::MetricRecord]) -> Vec<CurvePoint> {
+    let (mut seconds, mut prev) = (0.0f64, 0usize);
+    records
+        .iter()
+        .map(|r| {
+            let steps = r.step.saturating_sub(prev);
+            seconds += r.ms_per_step.unwrap_or(0.0) * steps as f64 / 1e3;
+            prev = r.step;
+            let step = r.step as u64;
+            CurvePoint {
+                step,
+                tokens: step.saturating_mul(spec.tokens_per_step),
+                flops: step.saturating_mul(spec.flops_per_step),
+                seconds,
+                heldout_loss: f64::from(r.val_loss),
+            }
+        })
+        .collect()
+}
+
+/// Mean loss per token of `model` on `tokens` (`k·t + 1` of them: `k` whole windows of `t`
+/// inputs and their next tokens), `batch` windows per forward.
+pub fn score<M: Trainable>(model: &mut M, tokens: &[u32], t: usize, batch: usize) -> Result<f64> {
+    let k = tokens.len().saturating_sub(1) / t.max(1);
+    if k == 0 {
+        return Err(invalid(format!(
+            "{} tokens hold no whole window of {t}",
+            tokens.len()
+        )));
+    }
+    let mut sum = 0.0f64;
+    let mut done = 0usize;
+    while done < k {
+        let n = batch.max(1).min(k - done);
+        let (mut inputs, mut targets) = (Vec::with_capacity(n * t), Vec::with_capacity(n * t));
+        for w in done..done + n {
+            inputs.extend_from_slice(&tokens[w * t..w * t + t]);
+            targets.extend_from_slice(&tokens[w * t + 1..w * t + t + 1]);
+        }
+        sum += f64::from(model.eval_loss(&inputs, &targets, n, t)?) * n as f64;
+        done += n;
+    }
+    let loss = sum / k as f64;
+    if !loss.is_finite() {
+        return Err(invalid(format!(
+            "the final loss is {loss}: the model diverged at this learning rate"
+        )));
+    }
+    Ok(loss)
+}
+
+/// The curve's evaluation: the held-out windows' mean loss, as both losses of a record.
+struct CurveEval<'a> {
+    tokens: &'a [u32],
+    batch: usize,
+}
+
+impl Evaluate<Gpt> for CurveEval<'_> {
+    fn losses(&mut self, model: &mut Gpt, _b: usize, t: usize) -> Result<(f32, f32)> {
+        let loss = score(model, self.tokens, t, self.batch).unwrap_or(f64::NAN) as f32;
+        Ok((loss, loss))
+    }
+}
+
+/// Passes the loop's progress on, then writes the checkpoint at each curve point.
+struct Writer<'a> {
+    dir: &'a Path,
+    run: RunRecord<'a>,
+    observer: &'a mut dyn Observer<Gpt>,
+}
+
+impl Observer<Gpt> for Writer<'_> {
+    fn start(&mut self, label: &str, steps: usize, done: usize) {
+        self.observer.start(label, steps, done);
+    }
+
+    fn step(&mut self, step: usize, loss: f32, lr: f64) {
+        self.observer.step(step, loss, lr);
+    }
+
+    fn eval(&mut self, model: &Gpt, state: &RunState) -> Result<()> {
+        self.observer.eval(model, state)?;
+        write_checkpoint(self.dir, &self.run, model, state)
+    }
+}

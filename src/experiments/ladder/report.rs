@@ -1,0 +1,267 @@
+//! The ladder's report (`docs/LADDER.md`, "The report"): the selection, the fits, the
+//! effective parameter multiplier and the readings, as `report.json`, a Markdown table
+//! (`report.md`) and two plots, written together as one file set.
+//!
+//! Fits and multipliers use the validation loss of each rung's and seed's run at the chosen
+//! rate (never the held-out loss the rate was chosen on, which is biased low by the choice):
+//! `L(N)` over the trainable non-embedding parameters, `L(C)` over training FLOPs, by
+//! `analysis::scaling` (least squares, percentile bootstrap over seeds, 90%, 1000 draws,
+//! seed 0). A fit the data cannot support (fewer than 3 rungs, one seed, losses that do not
+//! fall) is reported with its reason instead of its coefficients.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::LadderPlan;
+use super::readings::{self, RungReadings};
+use super::result::RunResult;
+use super::select::{self, Results, Selection, key};
+use super::shape::Params;
+use crate::Result;
+use crate::analysis::scaling::{
+    FitWithIntervals, MultiplierReport, Observation, fit_with_bootstrap, multiplier,
+};
+use crate::model::AttentionKind;
+use crate::train::invalid;
+
+/// The report's JSON file.
+pub const REPORT_FILE: &str = "report.json";
+/// The report's table.
+pub const TABLE_FILE: &str = "report.md";
+/// `format` of the report.
+pub const FORMAT: &str = "orthoformer-ladder-report";
+/// Bootstrap draws of every fit and multiplier.
+pub const DRAWS: usize = 1000;
+/// The two-sided level of the fits' and multipliers' intervals.
+pub const LEVEL: f64 = 0.9;
+
+/// One rung and seed at a variant's chosen rate: a point of the fits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// The rung.
+    pub rung: String,
+    /// The variant.
+    pub variant: String,
+    /// The seed.
+    pub seed: u64,
+    /// The chosen rate.
+    pub lr: f64,
+    /// Parameter counts.
+    pub params: Params,
+    /// Training FLOPs.
+    pub flops: u64,
+    /// Training seconds.
+    pub seconds: f64,
+    /// Held-out loss.
+    pub heldout_loss: f64,
+    /// Validation loss (what the fits use).
+    pub val_loss: f64,
+    /// Transfer loss.
+    pub transfer_loss: f64,
+}
+
+/// A fit, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitOutcome {
+    /// The fit with its intervals.
+    pub fit: Option<FitWithIntervals>,
+    /// Why it could not be made.
+    pub error: Option<String>,
+}
+
+/// One variant's fits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantFits {
+    /// The variant.
+    pub variant: String,
+    /// `L(N) = E + A·N^(−α)`, N trainable non-embedding parameters.
+    pub params: FitOutcome,
+    /// `L(C) = E + B·C^(−β)`, C training FLOPs.
+    pub flops: FitOutcome,
+}
+
+/// One frozen variant's effective parameter multiplier against softmax.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantMultiplier {
+    /// The variant.
+    pub variant: String,
+    /// The multiplier at every rung, with its trend.
+    pub report: Option<MultiplierReport>,
+    /// Why it could not be made.
+    pub error: Option<String>,
+}
+
+/// `report.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Always 1.
+    pub version: u32,
+    /// The normalised plan (with the rates added).
+    pub plan: LadderPlan,
+    /// The engines whose results the report holds.
+    pub engines: Vec<String>,
+    /// The devices they ran on.
+    pub devices: Vec<String>,
+    /// Every rung and variant: every rate's losses, the chosen rate and its edge.
+    pub selection: Vec<Selection>,
+    /// Rung × variant choices still at an edge of their rates.
+    pub at_edge: usize,
+    /// The fits' points.
+    pub points: Vec<Point>,
+    /// Per variant.
+    pub fits: Vec<VariantFits>,
+    /// Per variant other than softmax.
+    pub multipliers: Vec<VariantMultiplier>,
+    /// Per rung and variant other than softmax.
+    pub readings: Vec<RungReadings>,
+}
+
+/// The report of the finished ladder in `out` (every run finished, no rate due).
+pub fn build(out: &Path) -> Result<Report> {
+    let pending = super::pending(out)?;
+    if let Some(first) = pending.first() {
+        return Err(invalid(format!(
+            "{} of the ladder's runs are unfinished (the first: {}): train them first with \
+             `orthoformer ladder --resume --out {}` or python -m orthoformer.ladder",
+            pending.len(),
+            first.dir,
+            out.display()
+        )));
+    }
+    let plan = super::read(out)?;
+    let status = super::status(&plan, out)?;
+    let results = super::results(&status);
+    Ok(assemble(plan, &results))
+}
+
+/// The report from the finished runs `results` of `plan`.
+pub fn assemble(plan: LadderPlan, results: &Results) -> Report {
+    let mut selection = Vec::new();
+    for rung in &plan.rungs {
+        for &v in &plan.variants {
+            if let Some(s) = select::select(&plan, &rung.name, v, results) {
+                selection.push(s);
+            }
+        }
+    }
+    let points = chosen_points(&plan, &selection, results);
+    let mut engines: Vec<String> = results.values().map(|r| r.engine.clone()).collect();
+    engines.sort();
+    engines.dedup();
+    let mut devices: Vec<String> = results.values().map(|r| r.device.clone()).collect();
+    devices.sort();
+    devices.dedup();
+    let obs = |v: AttentionKind, x: fn(&Point) -> f64| -> Vec<Observation> {
+        points
+            .iter()
+            .filter(|p| p.variant == v.name())
+            .map(|p| Observation {
+                x: x(p),
+                y: p.val_loss,
+                seed: p.seed,
+            })
+            .collect()
+    };
+    let by_params = |p: &Point| p.params.trainable_non_embedding as f64;
+    let by_flops = |p: &Point| p.flops as f64;
+    let outcome = |o: Result<FitWithIntervals>| match o {
+        Ok(f) => FitOutcome {
+            fit: Some(f),
+            error: None,
+        },
+        Err(e) => FitOutcome {
+            fit: None,
+            error: Some(crate::error::one_line(&e)),
+        },
+    };
+    let fits = plan
+        .variants
+        .iter()
+        .map(|&v| VariantFits {
+            variant: v.name().to_string(),
+            params: outcome(fit_with_bootstrap(&obs(v, by_params), DRAWS, 0, LEVEL)),
+            flops: outcome(fit_with_bootstrap(&obs(v, by_flops), DRAWS, 0, LEVEL)),
+        })
+        .collect();
+    let reference = obs(AttentionKind::Softmax, by_params);
+    let multipliers = plan
+        .variants
+        .iter()
+        .filter(|&&v| v != AttentionKind::Softmax)
+        .map(
+            |&v| match multiplier(&reference, &obs(v, by_params), DRAWS, 0, LEVEL) {
+                Ok(r) => VariantMultiplier {
+                    variant: v.name().to_string(),
+                    report: Some(r),
+                    error: None,
+                },
+                Err(e) => VariantMultiplier {
+                    variant: v.name().to_string(),
+                    report: None,
+                    error: Some(crate::error::one_line(&e)),
+                },
+            },
+        )
+        .collect();
+    let readings = readings::readings(&plan, &selection, results);
+    Report {
+        format: FORMAT.to_string(),
+        version: 1,
+        engines,
+        devices,
+        at_edge: selection.iter().filter(|s| s.edge.is_some()).count(),
+        selection,
+        points,
+        fits,
+        multipliers,
+        readings,
+        plan,
+    }
+}
+
+/// Every rung's and seed's run at each variant's chosen rate.
+fn chosen_points(plan: &LadderPlan, selection: &[Selection], results: &Results) -> Vec<Point> {
+    let mut out = Vec::new();
+    for s in selection {
+        let Ok(v) = AttentionKind::parse(&s.variant) else {
+            continue;
+        };
+        for &seed in &plan.seeds {
+            let Some(r): Option<&RunResult> = results.get(&key(&s.rung, v, seed, s.chosen_lr))
+            else {
+                continue;
+            };
+            out.push(Point {
+                rung: s.rung.clone(),
+                variant: s.variant.clone(),
+                seed,
+                lr: s.chosen_lr,
+                params: r.params,
+                flops: r.flops,
+                seconds: r.seconds,
+                heldout_loss: r.heldout_loss,
+                val_loss: r.val_loss,
+                transfer_loss: r.transfer_loss,
+            });
+        }
+    }
+    out
+}
+
+/// Builds the report of the finished ladder in `out` and writes `report.json`, `report.md`
+/// and the plots, all or none (`io::file_set`).
+pub fn write(out: &Path) -> Result<Report> {
+    let report = build(out)?;
+    let json = serde_json::to_vec_pretty(&report)
+        .map_err(|e| invalid(format!("serialising the report: {e}")))?;
+    let table = super::table::markdown(&report);
+    let mut set = crate::io::file_set::FileSet::begin(out, "ladder-report")?;
+    super::plot::stage(&report, &mut set)?;
+    set.write_bytes(TABLE_FILE, table.as_bytes())?;
+    set.write_bytes(REPORT_FILE, &json)?;
+    set.commit()?;
+    Ok(report)
+}

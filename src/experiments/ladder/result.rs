@@ -1,0 +1,145 @@
+//! A finished run: `result.json` in its folder (`docs/LADDER.md`, "`result.json`"), written by
+//! either engine, read and checked here before anything is chosen or fitted from it.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::shape::Params;
+use crate::Result;
+use crate::train::invalid;
+
+/// The file of a finished run.
+pub const RESULT_FILE: &str = "result.json";
+/// `format` of a result.
+pub const FORMAT: &str = "orthoformer-ladder-run";
+
+/// One point of a run's held-out curve.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CurvePoint {
+    /// Optimizer steps done.
+    pub step: u64,
+    /// Training tokens seen.
+    pub tokens: u64,
+    /// Training FLOPs spent.
+    pub flops: u64,
+    /// Training seconds spent (evaluations excluded).
+    pub seconds: f64,
+    /// Mean loss on the curve's held-out windows.
+    pub heldout_loss: f64,
+}
+
+/// A finished run's `result.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Always 1.
+    pub version: u32,
+    /// `orthoformer-cpu` or `torch`.
+    pub engine: String,
+    /// What it ran on, in words.
+    pub device: String,
+    /// The rung's name.
+    pub rung: String,
+    /// The variant's name.
+    pub variant: String,
+    /// The seed.
+    pub seed: u64,
+    /// The peak learning rate.
+    pub lr: f64,
+    /// Parameter counts.
+    pub params: Params,
+    /// Optimizer steps.
+    pub steps: u64,
+    /// Training tokens.
+    pub tokens: u64,
+    /// Training FLOPs per step.
+    pub flops_per_step: u64,
+    /// Training FLOPs.
+    pub flops: u64,
+    /// Training wall time, evaluations excluded.
+    pub seconds: f64,
+    /// Mean loss on the held-out range's scored windows.
+    pub heldout_loss: f64,
+    /// Mean loss on `val.bin`'s scored windows.
+    pub val_loss: f64,
+    /// Mean loss on the transfer text's scored windows.
+    pub transfer_loss: f64,
+    /// The held-out curve.
+    pub curve: Vec<CurvePoint>,
+}
+
+impl RunResult {
+    /// Checks the values and that this is the run `spec` describes; `file` names it in the
+    /// message.
+    pub fn check(&self, spec: &super::runs::RunSpec, file: &Path) -> Result<()> {
+        let why = if self.format != FORMAT || self.version != 1 {
+            Some(format!("is not an {FORMAT} version 1 file"))
+        } else if self.rung != spec.rung
+            || self.variant != spec.variant.name()
+            || self.seed != spec.seed
+            || self.lr != spec.lr
+        {
+            Some(format!(
+                "is the result of {} {} seed {} lr {}, not of the run its folder holds",
+                self.rung, self.variant, self.seed, self.lr
+            ))
+        } else if self.steps != spec.steps as u64 {
+            Some(format!(
+                "has {} steps where the plan asks for {}",
+                self.steps, spec.steps
+            ))
+        } else if ![self.heldout_loss, self.val_loss, self.transfer_loss]
+            .iter()
+            .all(|l| l.is_finite() && *l >= 0.0)
+        {
+            Some("holds a loss that is not a finite number".to_string())
+        } else if !(self.seconds.is_finite() && self.seconds >= 0.0) {
+            Some(format!("holds the time {}", self.seconds))
+        } else if self.curve.is_empty()
+            || self.curve.windows(2).any(|w| {
+                w[0].step >= w[1].step || w[0].flops > w[1].flops || w[0].seconds > w[1].seconds
+            })
+            || self
+                .curve
+                .iter()
+                .any(|p| !(p.heldout_loss.is_finite() && p.seconds.is_finite()))
+        {
+            Some("holds a curve that is empty, not increasing or not finite".to_string())
+        } else {
+            None
+        };
+        match why {
+            Some(why) => Err(invalid(format!(
+                "{} {why}: delete it to train the run again",
+                file.display()
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The result in `dir`, checked against `spec`; `None` when the run is unfinished.
+pub fn read(dir: &Path, spec: &super::runs::RunSpec) -> Result<Option<RunResult>> {
+    let path = dir.join(RESULT_FILE);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let bytes = crate::io::safe_file::read_in(dir, RESULT_FILE)?;
+    let r: RunResult = serde_json::from_slice(&bytes).map_err(|e| {
+        invalid(format!(
+            "{} is unreadable ({e}): delete it to train the run again",
+            path.display()
+        ))
+    })?;
+    r.check(spec, &path)?;
+    Ok(Some(r))
+}
+
+/// Writes `r` as `dir/result.json`, atomically.
+pub fn write(dir: &Path, r: &RunResult) -> Result<()> {
+    let json = serde_json::to_vec_pretty(r)
+        .map_err(|e| invalid(format!("serialising {RESULT_FILE}: {e}")))?;
+    crate::io::write_atomic_bytes(&dir.join(RESULT_FILE), &json)
+}

@@ -1,0 +1,185 @@
+//! `report.md`: the report's tables in Markdown, for a reader (`report.json` holds every
+//! number, per seed).
+
+use std::fmt::Write as _;
+
+use super::report::{FitOutcome, Report};
+use super::select::Edge;
+use crate::analysis::scaling::Interval;
+
+fn interval(i: &Option<Interval>) -> String {
+    match i {
+        Some(i) => format!("[{}, {}]", g(i.lo), g(i.hi)),
+        None => "–".to_string(),
+    }
+}
+
+/// Four significant digits, in the shorter of fixed and exponent forms.
+fn g(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    let a = x.abs();
+    if a != 0.0 && !(1e-3..1e5).contains(&a) {
+        format!("{x:.3e}")
+    } else {
+        let s = format!("{x:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+fn fit_row(out: &mut String, variant: &str, what: &str, f: &FitOutcome) {
+    let _ = match (&f.fit, &f.error) {
+        (Some(f), _) => writeln!(
+            out,
+            "| {variant} | {what} | {} {} | {} {} | {} {} | {} of {} |",
+            g(f.fit.law.e),
+            interval(&Some(f.e)),
+            g(f.fit.law.a),
+            interval(&Some(f.a)),
+            g(f.fit.law.alpha),
+            interval(&Some(f.alpha)),
+            f.draws,
+            f.requested
+        ),
+        (None, e) => writeln!(
+            out,
+            "| {variant} | {what} | no fit: {} | | | |",
+            e.as_deref().unwrap_or("")
+        ),
+    };
+}
+
+/// The Markdown text of `r`.
+pub fn markdown(r: &Report) -> String {
+    let p = &r.plan;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Size ladder\n\n{} on {} ({} positions), context {}, batch {}, {} tokens per \
+         non-embedding parameter; seeds {:?}; engines {}; devices {}.\n",
+        p.architecture.name(),
+        p.data,
+        p.position.name(),
+        p.context,
+        p.batch,
+        p.tokens_per_param,
+        p.seeds,
+        r.engines.join(", "),
+        r.devices.join("; ")
+    );
+    let _ = writeln!(
+        out,
+        "## Selection\n\nMean held-out loss over seeds per rate (chosen: **bold**; `+` an added \
+         rate). {} choice{} still at an edge.\n\n| rung | variant | rates | chosen | edge |\n|---|---|---|---|---|",
+        r.at_edge,
+        if r.at_edge == 1 { " is" } else { "s are" }
+    );
+    for s in &r.selection {
+        let rates: Vec<String> = s
+            .rates
+            .iter()
+            .map(|x| {
+                let cell = format!(
+                    "{}{}: {}",
+                    x.lr,
+                    if x.added { "+" } else { "" },
+                    g(x.heldout_loss_mean)
+                );
+                if x.lr == s.chosen_lr {
+                    format!("**{cell}**")
+                } else {
+                    cell
+                }
+            })
+            .collect();
+        let edge = match s.edge {
+            Some(Edge::Low) => "low (at edge)",
+            Some(Edge::High) => "high (at edge)",
+            None => "inside",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {edge} |",
+            s.rung,
+            s.variant,
+            rates.join(", "),
+            s.chosen_lr
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n## Fits\n\n`L = E + A·x^(−α)` on the validation loss at the chosen rates, x the \
+         trainable non-embedding parameters (N) or training FLOPs (C); 90% bootstrap intervals \
+         over seeds.\n\n| variant | x | E | A | α | draws |\n|---|---|---|---|---|---|"
+    );
+    for f in &r.fits {
+        fit_row(&mut out, &f.variant, "N", &f.params);
+        fit_row(&mut out, &f.variant, "C", &f.flops);
+    }
+    let _ = writeln!(
+        out,
+        "\n## Effective parameter multiplier\n\nTrainable parameters softmax's fit needs for the \
+         variant's loss, over the variant's own (90% intervals).\n\n| variant | per rung | slope \
+         of ln m on ln N | trend |\n|---|---|---|---|"
+    );
+    for m in &r.multipliers {
+        let _ = match (&m.report, &m.error) {
+            (Some(rep), _) => {
+                let pts: Vec<String> = rep
+                    .points
+                    .iter()
+                    .map(|x| {
+                        let v = x.value.map_or("∞".to_string(), g);
+                        format!("N={}: {v} {}", g(x.x), interval(&x.interval))
+                    })
+                    .collect();
+                writeln!(
+                    out,
+                    "| {} | {} | {} {} | {:?} |",
+                    m.variant,
+                    pts.join("; "),
+                    rep.slope.map_or("–".to_string(), g),
+                    interval(&rep.slope_interval),
+                    rep.trend
+                )
+            }
+            (None, e) => writeln!(
+                out,
+                "| {} | none: {} | | |",
+                m.variant,
+                e.as_deref().unwrap_or("")
+            ),
+        };
+    }
+    let _ = writeln!(
+        out,
+        "\n## Readings against softmax\n\nHeld-out loss, variant − softmax (negative: the variant \
+         is better), mean over seeds with its 95% t interval, each at its chosen rate.\n\n| rung \
+         | variant | equal steps | equal FLOPs | equal time |\n|---|---|---|---|---|"
+    );
+    for x in &r.readings {
+        let cell =
+            |r: &super::readings::Reading| format!("{} {}", g(r.mean), interval(&r.interval));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            x.rung,
+            x.variant,
+            cell(&x.equal_steps),
+            cell(&x.equal_flops),
+            cell(&x.equal_time)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbers_read_short() {
+        assert_eq!(super::g(1.23456), "1.2346");
+        assert_eq!(super::g(2.0), "2");
+        assert_eq!(super::g(123456789.0), "1.235e8");
+    }
+}
