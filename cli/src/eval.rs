@@ -2,14 +2,18 @@
 //! the validation split of its training text or `--data`) or of a pretrained Llama-style model
 //! (`--model FILE`, on `--data` or the embedded TinyShakespeare). The flags become the
 //! library's [`EvalJob`], run by its operation for the model kind
-//! ([`orthoformer::train::checkpoint::eval::run`], [`eval_job::run_pretrained`]).
+//! ([`orthoformer::train::checkpoint::probes::run`], [`eval_job::run_pretrained`]).
+//! `--by-position` and `--induction` add the checkpoint's loss by position in the window and
+//! the induction-head probe to its report.
 
 use std::path::PathBuf;
 
 use super::Outcome;
 use super::common::{LazyBar, emit};
+use orthoformer::infer::eval::InductionOptions;
 use orthoformer::infer::eval_job::{self, EvalJob};
 use orthoformer::train::checkpoint;
+use orthoformer::train::checkpoint::probes::Probes;
 
 /// Flags of `orthoformer eval`.
 #[derive(Debug, clap::Args)]
@@ -51,6 +55,25 @@ pub struct EvalArgs {
     /// Model mode: activation quantisation and R3.
     #[command(flatten)]
     pub quant: super::quantize_flags::RuntimeQuantArgs,
+    /// Checkpoint mode: also report the mean loss at each position of the window, and over
+    /// positions 1, 2-3, 4-7, ... (nats/token).
+    #[arg(long)]
+    pub by_position: bool,
+    /// Checkpoint mode: also run the induction-head probe: random token sequences, each
+    /// repeated once in the window; reports the loss on the first and on the second copy and
+    /// their difference, with 95% t intervals over the sequences.
+    #[arg(long)]
+    pub induction: bool,
+    /// Tokens per copy of the induction probe, 2 to half the context [default: half the
+    /// context].
+    #[arg(long, requires = "induction")]
+    pub induction_len: Option<usize>,
+    /// Sequences of the induction probe [default: 64].
+    #[arg(long, requires = "induction")]
+    pub induction_sequences: Option<usize>,
+    /// Seed of the induction probe's sequences [default: 0].
+    #[arg(long, requires = "induction")]
+    pub seed: Option<u64>,
 }
 
 impl EvalArgs {
@@ -66,6 +89,20 @@ impl EvalArgs {
             runtime: self.quant.runtime()?,
         })
     }
+
+    /// The probes these flags ask for, beside the evaluation.
+    pub fn probes(&self) -> Probes {
+        let defaults = InductionOptions::default();
+        Probes {
+            by_position: self.by_position,
+            induction: self.induction.then(|| InductionOptions {
+                len: self.induction_len,
+                sequences: self.induction_sequences.unwrap_or(defaults.sequences),
+                seed: self.seed.unwrap_or(defaults.seed),
+                ..defaults
+            }),
+        }
+    }
 }
 
 /// Runs `orthoformer eval`.
@@ -74,6 +111,9 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
     let mut bar = LazyBar::new("eval", args.json);
     let mut progress = |done: usize, total: usize| bar.set(done, total);
     if let Some(path) = &args.model {
+        if args.by_position || args.induction {
+            anyhow::bail!("--by-position and --induction apply to --checkpoint only");
+        }
         let report = eval_job::run_pretrained(path, &job, &mut progress);
         bar.finish();
         emit(&report?, args.json)?;
@@ -83,11 +123,42 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
                 "--abits, --act-clip, --act-asym, --qk-hadamard and --kv-cache apply to --model only"
             );
         }
-        let report = checkpoint::eval::run(dir, &job, &mut progress);
+        let report = checkpoint::probes::run(dir, &job, &args.probes(), &mut progress);
         bar.finish();
         emit(&report?, args.json)?;
     } else {
         anyhow::bail!("pass --checkpoint DIR or --model FILE");
     }
     Ok(Outcome::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::{Cli, Command};
+
+    fn probes(args: &[&str]) -> Probes {
+        let argv = ["orthoformer", "eval", "--checkpoint", "c"];
+        let Command::Eval(a) = Cli::try_parse_from(argv.iter().chain(args))
+            .unwrap()
+            .command
+        else {
+            panic!("not eval")
+        };
+        a.probes()
+    }
+
+    /// No probe flag runs none; `--induction` alone is the library's default probe.
+    #[test]
+    fn probe_flags_default_to_the_library() {
+        assert_eq!(probes(&[]), Probes::default());
+        let p = probes(&["--induction", "--by-position"]);
+        assert!(p.by_position);
+        assert_eq!(p.induction, Some(InductionOptions::default()));
+        let p = probes(&["--induction", "--induction-len", "5", "--seed", "9"]);
+        let o = p.induction.unwrap();
+        assert_eq!((o.len, o.seed, o.sequences), (Some(5), 9, 64));
+    }
 }

@@ -10,14 +10,18 @@
 //! model in batches ([`CausalLm::score_windows`]), which a model may run in one forward.
 
 pub(crate) mod gpt;
+pub mod induction;
 pub(crate) mod options;
+pub mod positions;
 pub(crate) mod report;
 pub mod score;
 pub mod windows;
 
 use std::ops::Range;
 
+pub use induction::{InductionOptions, InductionReport};
 pub use options::EvalOptions;
+pub use positions::{PositionLoss, evaluate_by_position};
 pub use report::{EvalReport, UnitReport};
 pub use windows::Window;
 

@@ -7,12 +7,13 @@
 use crate::error::one_line;
 use std::path::Path;
 
-use super::load_with_model;
+use super::{Loaded, load_with_model};
 use crate::Result;
 use crate::data::{Corpus, Split, token_files};
-use crate::infer::eval::EvalOptions;
+use crate::infer::eval::{EvalOptions, EvalReport};
 use crate::infer::eval_job::{EvalJob, timed};
 use crate::infer::eval_report::CheckpointEval;
+use crate::model::Gpt;
 
 fn invalid(msg: String) -> crate::Error {
     crate::train::invalid(msg)
@@ -25,6 +26,44 @@ pub fn run(
     job: &EvalJob,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<CheckpointEval> {
+    let mut p = prepare(dir, job)?;
+    let (report, seconds) = timed(&mut p.model, &p.tokens, &p.options, progress)?;
+    Ok(p.report(dir, report, seconds))
+}
+
+/// A checkpoint's model and the text its evaluation scores, with the windows and batches.
+pub(super) struct Prepared {
+    /// The checkpoint's state and tokenizer.
+    pub(super) loaded: Loaded,
+    /// Its model.
+    pub(super) model: Gpt,
+    /// Windows of the model's context, batches of the training batch, the job's limits.
+    pub(super) options: EvalOptions,
+    /// The token ids to score.
+    pub(super) tokens: Vec<u32>,
+    /// What they are, in words.
+    data: String,
+    /// Characters, bytes or ids per token of that text.
+    units_per_token: f64,
+}
+
+impl Prepared {
+    /// The report of an evaluation of this text.
+    pub(super) fn report(&self, dir: &Path, report: EvalReport, seconds: f64) -> CheckpointEval {
+        CheckpointEval {
+            checkpoint: dir.to_path_buf(),
+            data: self.data.clone(),
+            step: self.loaded.state_file.step,
+            tokenizer: self.loaded.tokenizer.name(),
+            tokens_per_second: report.tokens as f64 / seconds,
+            report: report.with_units(self.units_per_token, self.loaded.tokenizer.unit()),
+            seconds,
+        }
+    }
+}
+
+/// Checks `job`, reads the checkpoint and the text to score.
+pub(super) fn prepare(dir: &Path, job: &EvalJob) -> Result<Prepared> {
     if job.max_tokens.is_some() || job.context.is_some() {
         return Err(invalid(
             "`max_tokens` and `context` apply to `model` only; use `eval_iters` to evaluate \
@@ -34,7 +73,7 @@ pub fn run(
     }
     job.options(EvalOptions::default())?;
     // One read of the model, verified against the manifest and the state's configuration.
-    let (loaded, mut model) = load_with_model(dir)?;
+    let (loaded, model) = load_with_model(dir)?;
     let st = &loaded.state_file;
     let options = job.options(EvalOptions {
         batch: st.options.batch,
@@ -87,14 +126,12 @@ pub fn run(
             )
         }
     };
-    let (report, seconds) = timed(&mut model, &tokens, &options, progress)?;
-    Ok(CheckpointEval {
-        checkpoint: dir.to_path_buf(),
+    Ok(Prepared {
+        loaded,
+        model,
+        options,
+        tokens,
         data: text_desc,
-        step: st.step,
-        tokenizer: tok.name(),
-        tokens_per_second: report.tokens as f64 / seconds,
-        report: report.with_units(units_per, tok.unit()),
-        seconds,
+        units_per_token: units_per,
     })
 }

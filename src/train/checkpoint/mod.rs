@@ -19,6 +19,7 @@
 pub mod eval;
 mod load;
 mod optimizer;
+pub mod probes;
 mod state;
 
 use std::io::Write;
