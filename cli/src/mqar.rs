@@ -1,6 +1,9 @@
 //! `orthoformer mqar`: the multi-query associative recall benchmark (Zoology's MQAR) over
 //! settings x widths x attention variants, each with a small learning-rate sweep; prints the
 //! accuracy table and writes `mqar.json` and the heatmap (PNG, SVG) into the output folder.
+//! With `--until-plateau` each run trains until held-out accuracy stops rising instead, over
+//! paired seeds, with a file per finished run (`--resume` continues a cut grid); that mode's
+//! flags, progress and table are in `mqar_converge.rs`.
 
 use std::path::PathBuf;
 
@@ -32,8 +35,8 @@ pub struct MqarArgs {
     /// Peak learning rates to sweep (the best is kept), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = comma_default!(MqarPlan::default().lrs))]
     pub lrs: Vec<f64>,
-    /// Optimizer steps per training run.
-    #[arg(long, default_value_t = MqarPlan::default().steps)]
+    /// Optimizer steps per training run (fixed-step mode; see --max-steps).
+    #[arg(long, default_value_t = MqarPlan::default().steps, conflicts_with = "until_plateau")]
     pub steps: usize,
     /// Examples per step.
     #[arg(long, default_value_t = MqarPlan::default().batch)]
@@ -47,8 +50,8 @@ pub struct MqarArgs {
     /// Vocabulary size (keys from the lower half, values from the upper half).
     #[arg(long, default_value_t = MqarPlan::default().vocab)]
     pub vocab: usize,
-    /// Seed of the data, the initialisation and the frozen weights.
-    #[arg(long, default_value_t = MqarPlan::default().seed)]
+    /// Seed of the data, the initialisation and the frozen weights (see --seeds).
+    #[arg(long, default_value_t = MqarPlan::default().seed, conflicts_with = "seeds")]
     pub seed: u64,
     /// Position encoding of every model: `learned` absolute embeddings or `rope` (rotary, on
     /// queries and keys after the projections).
@@ -69,6 +72,9 @@ pub struct MqarArgs {
     /// Print the JSON report instead of the progress bar and table.
     #[arg(long)]
     pub json: bool,
+    /// Convergence flags (`--until-plateau` and the flags that go with it).
+    #[command(flatten)]
+    pub converge: super::mqar_converge::ConvergeArgs,
 }
 
 struct Bar(indicatif::ProgressBar);
@@ -131,6 +137,9 @@ pub fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
 /// Runs `orthoformer mqar`.
 pub fn run(args: &MqarArgs) -> anyhow::Result<Outcome> {
     let plan = plan(args)?;
+    if args.converge.until_plateau {
+        return super::mqar_converge::run(args, plan);
+    }
     let total = (plan.runs() * plan.steps) as u64;
     let mut bar = Bar(super::common::progress_bar(total, "mqar", args.json));
     let (report, [json, png, svg]) = sweep(&plan, &args.out, &mut bar)?;

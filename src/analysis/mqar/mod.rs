@@ -1,12 +1,18 @@
 //! Multi-query associative recall (MQAR, from the Zoology benchmark): the seeded task
 //! generator, what the training loop trains on (`feed`: batches and held-out losses;
 //! `masked`: the model on its masked loss), the sweep (`run`), scoring of a model's logits
-//! on the queried positions, the report and the accuracy heatmap.
+//! on the queried positions, the report and the accuracy heatmap; and the same grid trained
+//! until accuracy plateaus (`converge`: one run; `plateau`: the stopping rule;
+//! `converge_sweep`: the grid with a file per run, resumable; `converge_report`).
 
+pub mod converge;
+pub mod converge_report;
+pub mod converge_sweep;
 pub mod feed;
 pub(crate) mod generator;
 pub mod heatmap;
 pub(crate) mod masked;
+pub mod plateau;
 pub mod score;
 
 pub use generator::{IGNORE, MqarBatch, MqarTask};
