@@ -1,7 +1,7 @@
 """Markdown tables of docs/RESULTS.md's quantisation grid (issue 28) from the JSON report of
 `orthoformer quantize --table ... --json`: one table per text, a row per width and method, a
-column per rotation set (none, R1, R1-R4), each cell the mean perplexity over the rotation
-seeds with its range [least, greatest] when there are several.
+column per rotation set (none, fold when the grid has it, R1, R1-R4), each cell the mean
+perplexity over the rotation seeds with its range [least, greatest] when there are several.
 
 Usage: python3 scripts/quant_table.py REPORT.json
 """
@@ -12,6 +12,8 @@ import sys
 def rot_key(r):
     if not (r["residual"] != "none" or r["heads"] or r["qk"] or r["down"]):
         return "none"
+    if r["residual"] == "identity" and not (r["heads"] or r["qk"] or r["down"]):
+        return "fold"  # norms folded as for R1, nothing rotated (`--rotate identity`)
     if r["heads"] and r["qk"] and r["down"]:
         return "R1-R4"
     return "R1"
@@ -35,6 +37,8 @@ def cell(row, t):
 def main():
     rep = json.load(open(sys.argv[1]))
     cols = ["none", "R1", "R1-R4"]
+    if any(rot_key(row["rotations"]) == "fold" for row in rep["rows"]):
+        cols.insert(1, "fold")
     names = {"rtn": "RTN", "rtn-clip": "RTN+clip", "gptq": "GPTQ"}
     for t, text in enumerate(rep["data"]):
         print(f"\n{text} ({rep['tokens_per_text']} tokens, window {rep['context']}):\n")

@@ -36,11 +36,14 @@ pub struct QuantizeArgs {
     /// Values per KV-cache group inside a head (0: one group per head).
     #[arg(long, default_value_t = QuantizeOptions::default().study.kv_group)]
     pub kv_group: usize,
-    /// Rotate the residual stream first (QuaRot's R1).
+    /// Rotate the residual stream first (QuaRot's R1). `identity` folds the RMSNorm weights
+    /// into the linears exactly as R1 does but rotates nothing (Q = I): against `none` it
+    /// measures the folding, against `hadamard` the rotation; with --table it adds that column
+    /// to the Hadamard grid.
     #[arg(long, default_value_t = QuantizeOptions::default().rotations.residual, value_parser = library_values(&RotateChoice::NAMES, str::parse::<RotateChoice>))]
     pub rotate: RotateChoice,
     /// Also rotate every value head, undone inside o_proj (QuaRot's R2, exact; the kind of
-    /// --rotate, Hadamard when none).
+    /// --rotate, Hadamard when none or identity).
     #[arg(long)]
     pub rotate_heads: bool,
     /// Also apply QuaRot's online Hadamard transform to the input of every down_proj (R4:
@@ -48,7 +51,7 @@ pub struct QuantizeArgs {
     #[arg(long)]
     pub online_hadamard: bool,
     /// QuaRot's whole rotation set: --rotate-heads, --qk-hadamard and --online-hadamard, with
-    /// --rotate hadamard unless --rotate random.
+    /// --rotate hadamard unless --rotate random (--rotate identity: all but R1, norms folded).
     #[arg(long)]
     pub full_rotation: bool,
     /// Weight group size along the input dimension (0: one scale per output channel).

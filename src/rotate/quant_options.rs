@@ -6,7 +6,7 @@ use crate::quant::GptqOptions;
 
 use super::quant_study::{
     QuantConfig, RotateChoice, RotationSet, StudySettings, WeightRounding, quarot_grid,
-    single_with_baselines,
+    quarot_grid_with_fold, single_with_baselines,
 };
 
 impl Default for StudySettings {
@@ -34,7 +34,8 @@ pub struct QuantizeOptions {
     pub abits: u32,
     /// KV-cache bits (16: f32).
     pub kv_bits: u32,
-    /// Rotations (for `table`, `R1`'s kind, Hadamard when none).
+    /// Rotations (for `table`, `R1`'s kind, Hadamard when none; identity adds the folding
+    /// control's column to a Hadamard grid).
     pub rotations: RotationSet,
     /// Weight roundings, each run in the same study.
     pub method: Vec<WeightRounding>,
@@ -140,11 +141,14 @@ impl QuantizeOptions {
     /// baselines it is read against.
     pub fn configs(&self) -> Vec<QuantConfig> {
         if self.table {
-            let r = match self.rotations.residual {
-                RotateChoice::None => RotateChoice::Hadamard,
-                r => r,
-            };
-            quarot_grid(&self.method, r)
+            // `identity` asks for the folding control's column beside the Hadamard R1.
+            match self.rotations.residual {
+                RotateChoice::None => quarot_grid(&self.method, RotateChoice::Hadamard),
+                RotateChoice::Identity => {
+                    quarot_grid_with_fold(&self.method, RotateChoice::Hadamard)
+                }
+                r => quarot_grid(&self.method, r),
+            }
         } else {
             single_with_baselines(
                 (self.wbits, self.abits, self.kv_bits),

@@ -75,7 +75,8 @@ pub const NOTE: &str = "the FP baseline is itself dequantised from the GGUF's we
     Q4_1 source sits on a 4-bit grid, which favours the unrotated model at 4 bits); weights are \
     rounded symmetrically per output channel (or group), activations per token at the inputs of \
     every decoder linear layer (lm_head and embedding stay FP), the KV cache per token and head \
-    (asymmetric); R1 rotates the residual stream (norms folded), R2 each value head, R3 every \
+    (asymmetric); R1 rotates the residual stream (norms folded), fold folds the norms as R1 does \
+    and rotates nothing (Q = I), R2 each value head, R3 every \
     query/key head after RoPE (online), R4 down_proj's input (online); with several seeds a cell \
     is the mean (least-greatest) over the rotation seeds";
 

@@ -124,10 +124,10 @@ impl QuantConfig {
         self.wbits < 16 && self.method.calibrates()
     }
 
-    /// Whether anything in it is drawn from the seed (a rotation).
+    /// Whether anything in it is drawn from the seed (a rotation; folding alone is not).
     pub fn is_seeded(&self) -> bool {
         let r = self.rotations;
-        r.residual != RotateChoice::None || r.heads || r.down
+        r.residual.kind().is_some() || r.heads || r.down
     }
 }
 
@@ -138,18 +138,43 @@ pub const GRID_BITS: [(u32, u32, u32); 5] =
 /// QuaRot's grid: the unquantised model unrotated, with `R1` and with `R1`-`R4`; then for
 /// every method in `methods` and every one of those rotation sets, the [`GRID_BITS`].
 pub fn quarot_grid(methods: &[WeightRounding], residual: RotateChoice) -> Vec<QuantConfig> {
-    let sets = [
-        RotationSet::NONE,
-        RotationSet::residual(residual),
-        RotationSet::full(residual),
-    ];
+    grid_of(
+        methods,
+        &[
+            RotationSet::NONE,
+            RotationSet::residual(residual),
+            RotationSet::full(residual),
+        ],
+    )
+}
+
+/// [`quarot_grid`] with the folding control beside the unrotated column: the norms folded as
+/// for `R1`, nothing rotated ([`RotateChoice::Identity`]; unseeded, so it costs what the
+/// unrotated column costs).
+pub fn quarot_grid_with_fold(
+    methods: &[WeightRounding],
+    residual: RotateChoice,
+) -> Vec<QuantConfig> {
+    grid_of(
+        methods,
+        &[
+            RotationSet::NONE,
+            RotationSet::residual(RotateChoice::Identity),
+            RotationSet::residual(residual),
+            RotationSet::full(residual),
+        ],
+    )
+}
+
+/// The unquantised model under every set, then per method and set the [`GRID_BITS`].
+fn grid_of(methods: &[WeightRounding], sets: &[RotationSet]) -> Vec<QuantConfig> {
     let first = methods.first().copied().unwrap_or(WeightRounding::Rtn);
     let mut c: Vec<QuantConfig> = sets
         .iter()
         .map(|&s| QuantConfig::new((16, 16, 16), s, first))
         .collect();
     for &m in methods {
-        for &s in &sets {
+        for &s in sets {
             c.extend(GRID_BITS.iter().map(|&b| QuantConfig::new(b, s, m)));
         }
     }
@@ -255,5 +280,16 @@ mod tests {
         assert!(!g[0].is_seeded() && g[1].is_seeded());
         assert_eq!(seeds_of(&g[0], &[3, 4]), &[3]);
         assert_eq!(seeds_of(&g[1], &[3, 4]), &[3, 4]);
+        let f = quarot_grid_with_fold(&methods, RotateChoice::Hadamard);
+        assert_eq!(f.len(), 4 + 2 * 4 * 5);
+        let names: Vec<&str> = f.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names[..4],
+            ["FP", "FP + fold", "FP + R1", "FP + R1+R2+R3+R4"]
+        );
+        assert!(names.contains(&"W4A16 RTN + fold"), "{names:?}");
+        // Folding draws nothing: its rows run once, whatever the seeds.
+        assert!(!f[1].is_seeded() && f[2].is_seeded());
+        assert_eq!(seeds_of(&f[1], &[3, 4]), &[3]);
     }
 }

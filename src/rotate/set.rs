@@ -1,6 +1,8 @@
 //! QuaRot's rotation set and its offline half, one function for the study, `quantize --out`
 //! and `rotate`:
 //! - `R1`: the residual stream rotated by `Q` (norms folded first; [`rotate_weights`]);
+//!   [`RotateChoice::Identity`] folds the norms exactly as `R1` does and rotates nothing
+//!   (`Q = I`), the control that tells folding's effect on quantisation from rotation's;
 //! - `R2`: each value head rotated, undone inside `o_proj` ([`rotate_value_heads`]);
 //! - `R3`: the Hadamard transform of every query and key head after RoPE, online only (the
 //!   engine's [`RuntimeQuant::qk_hadamard`](crate::model::llama::RuntimeQuant));
@@ -21,8 +23,12 @@ use crate::nn::hadamard_rows::OnlineHadamard;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RotateChoice {
-    /// Not rotated.
+    /// Not rotated, norms not folded: the model as loaded.
     None,
+    /// Norms folded into their readers exactly as for a rotation, `Q = I`: the same function,
+    /// different weights (`W·diag γ`), so `none` against `identity` measures the folding and
+    /// `identity` against a rotation measures the rotation.
+    Identity,
     /// Haar-random rotation.
     Random,
     /// Randomised Hadamard rotation.
@@ -31,15 +37,20 @@ pub enum RotateChoice {
 
 impl RotateChoice {
     /// The names [`str::parse`] takes.
-    pub const NAMES: [&'static str; 3] = ["none", "random", "hadamard"];
+    pub const NAMES: [&'static str; 4] = ["none", "identity", "random", "hadamard"];
 
-    /// The kind of matrix, unless none.
+    /// The kind of matrix, unless nothing is rotated (`none`, `identity`).
     pub fn kind(self) -> Option<RotationKind> {
         match self {
-            RotateChoice::None => None,
+            RotateChoice::None | RotateChoice::Identity => None,
             RotateChoice::Random => Some(RotationKind::Random),
             RotateChoice::Hadamard => Some(RotationKind::Hadamard),
         }
+    }
+
+    /// Whether the RMSNorm weights are folded into their readers (all but `none`).
+    pub fn folds(self) -> bool {
+        self != RotateChoice::None
     }
 }
 
@@ -47,6 +58,7 @@ impl std::fmt::Display for RotateChoice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             RotateChoice::None => "none",
+            RotateChoice::Identity => "identity",
             RotateChoice::Random => "random",
             RotateChoice::Hadamard => "hadamard",
         })
@@ -56,14 +68,15 @@ impl std::fmt::Display for RotateChoice {
 impl std::str::FromStr for RotateChoice {
     type Err = crate::Error;
 
-    /// `none`, `random` or `hadamard`; anything else names the `rotate` field.
+    /// `none`, `identity`, `random` or `hadamard`; anything else names the `rotate` field.
     fn from_str(s: &str) -> crate::Result<Self> {
         match s {
             "none" => Ok(RotateChoice::None),
+            "identity" => Ok(RotateChoice::Identity),
             "random" => Ok(RotateChoice::Random),
             "hadamard" => Ok(RotateChoice::Hadamard),
             other => Err(super::RotateError::Invalid(format!(
-                "`rotate` {other:?}: use none, random or hadamard"
+                "`rotate` {other:?}: use none, identity, random or hadamard"
             ))
             .into()),
         }
@@ -73,9 +86,9 @@ impl std::str::FromStr for RotateChoice {
 /// Which of QuaRot's rotations a model gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RotationSet {
-    /// `R1`.
+    /// `R1` (`identity`: the norms folded, nothing rotated).
     pub residual: RotateChoice,
-    /// `R2`, of `residual`'s kind (Hadamard when `residual` is none).
+    /// `R2`, of `residual`'s kind (Hadamard when `residual` is none or identity).
     pub heads: bool,
     /// `R3` (online only).
     pub qk: bool,
@@ -115,10 +128,11 @@ impl RotationSet {
         *self != Self::NONE
     }
 
-    /// A short label: `none`, `R1`, `R1+R2+R3+R4`, ...
+    /// A short label: `none`, `R1`, `R1+R2+R3+R4`, `fold` (identity), `fold+R2`, ...
     pub fn label(&self) -> String {
         let parts: Vec<&str> = [
-            (self.residual != RotateChoice::None, "R1"),
+            (self.residual.kind().is_some(), "R1"),
+            (self.residual == RotateChoice::Identity, "fold"),
             (self.heads, "R2"),
             (self.qk, "R3"),
             (self.down, "R4"),
@@ -136,16 +150,23 @@ impl RotationSet {
 }
 
 /// Applies the offline half of `set` to `w` (`R1`, `R2`, `R4`'s weight side) and returns
-/// `R4`'s online transform, if `set.down`. `R3` needs no weight change.
+/// `R4`'s online transform, if `set.down`. `R3` needs no weight change. `identity` folds the
+/// norms by the same [`fold_norms`] a rotation uses and stops there.
 pub fn apply_offline(
     w: &mut LlamaWeights,
     set: &RotationSet,
     seed: u64,
 ) -> crate::Result<Option<OnlineHadamard>> {
-    if let Some(kind) = set.residual.kind() {
-        let r = Rotation::of_kind(kind, w.cfg.d_model, seed)?;
+    // Drawn before any weight changes, so a width the rotation cannot take leaves `w` as it was.
+    let r = match set.residual.kind() {
+        Some(kind) => Some(Rotation::of_kind(kind, w.cfg.d_model, seed)?),
+        None => None,
+    };
+    if set.residual.folds() {
         fold_norms(w);
-        rotate_weights(w, &r)?;
+    }
+    if let Some(r) = &r {
+        rotate_weights(w, r)?;
     }
     if set.heads {
         let kind = set.residual.kind().unwrap_or(RotationKind::Hadamard);
@@ -180,5 +201,24 @@ mod tests {
         };
         assert!(r4.any() && !RotationSet::NONE.any());
         assert_eq!(r4.label(), "R4");
+        let fold = RotationSet::residual(RotateChoice::Identity);
+        assert_eq!(fold.label(), "fold");
+        assert!(fold.any() && fold.residual.folds() && fold.residual.kind().is_none());
+        assert_eq!(
+            RotationSet::full(RotateChoice::Identity).label(),
+            "fold+R2+R3+R4"
+        );
+    }
+
+    /// Every name parses back to its choice and prints as itself; `rotate`'s kinds stay the
+    /// two matrices (`identity` is a study control there is no `rotate` output for).
+    #[test]
+    fn names_round_trip() {
+        for n in RotateChoice::NAMES {
+            assert_eq!(n.parse::<RotateChoice>().unwrap().to_string(), n);
+        }
+        let e = "eye".parse::<RotateChoice>().unwrap_err().to_string();
+        assert!(e.contains("`rotate`") && e.contains("identity"), "{e}");
+        assert!("identity".parse::<RotationKind>().is_err());
     }
 }

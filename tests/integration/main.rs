@@ -38,6 +38,7 @@ mod quant_gguf;
 mod quant_gptq;
 mod quant_online;
 mod quantize_rtn;
+mod rotate_fold_control;
 mod rotate_hadamard;
 mod rotate_heads;
 mod rotate_invariance;
