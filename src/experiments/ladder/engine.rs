@@ -20,11 +20,11 @@ use super::runs::RunSpec;
 use crate::Result;
 use crate::io::folder_kind::FolderKind;
 use crate::model::{Gpt, GptConfig};
-use crate::train::token_batches::NumpyBatches;
 use crate::train::checkpoint::{self, DataRecord};
 use crate::train::loop_eval::Evaluate;
 use crate::train::run_record::{RunRecord, write_checkpoint};
 use crate::train::session::{check_training_fits, create_out};
+use crate::train::token_batches::NumpyBatches;
 use crate::train::{Limits, Observer, RunState, Trainable, invalid};
 
 /// `engine` of the results this engine writes.
