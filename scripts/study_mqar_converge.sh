@@ -27,7 +27,7 @@
 #   P=4 is probably there) before recall jumps (measured on a tiny task: `mqar`'s
 #   src/analysis/mqar/plateau.rs), and a plateau there is not convergence.
 #
-# Cost, from the measured smoke run (2026-11-27, this 2-core AMD EPYC, 2 threads, `nice -n
+# Cost, from the measured smoke run (2026-11-28, this 2-core Intel Xeon, 2 threads, `nice -n
 # 10` beside other builds at load average 5-6: MAX_STEPS=200 MIN_STEPS=0 EVAL_EVERY=100
 # SEEDS=0, 6 runs, 159 CPU-seconds in 241 s of wall time): 0.085 CPU-seconds a step at 64:4
 # and 0.18 at 128:8 (the three variants within 20% of each other), evaluations included. A

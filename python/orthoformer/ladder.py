@@ -48,6 +48,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [default: auto]")
     p.add_argument("--dtype", default="auto", help=f"{', '.join(DTYPES)} [default: auto]")
     p.add_argument("--compile", default="auto", help=f"{', '.join(COMPILES)} [default: auto]")
+    p.add_argument(
+        "--jobs",
+        default="1",
+        help="runs that train at once, each in its own process on --device (tiny models leave a "
+        "GPU mostly idle between kernel launches; on the CPU each job gets its share of the "
+        "threads, which may change the last bits of the losses); each run's seconds are its own "
+        "under that sharing [default: 1]",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     p.add_argument("--report-only", action="store_true", help="write the report of the finished runs only")
     return p
@@ -56,15 +64,12 @@ def parser() -> argparse.ArgumentParser:
 def _check(args: argparse.Namespace) -> Optional[int]:
     """The flags checked before anything is read or started; returns ``--stop-at``."""
     device("--device", args.device)
+    args.jobs = integer("--jobs", _int_or_text(args.jobs), lo=1, hi=256)
     choice("--dtype", args.dtype, DTYPES)
     choice("--compile", args.compile, COMPILES)
     stop_at = None
     if args.stop_at is not None:
-        try:
-            raw: Any = int(args.stop_at, 10)
-        except ValueError:
-            raw = args.stop_at
-        stop_at = integer("--stop-at", raw, lo=1)
+        stop_at = integer("--stop-at", _int_or_text(args.stop_at), lo=1)
     if args.report_only and stop_at is not None:
         raise InputError("--report-only trains nothing: leave --stop-at out")
     if args.plan is None and not (args.resume or args.report_only):
@@ -79,15 +84,21 @@ def _check(args: argparse.Namespace) -> Optional[int]:
     return stop_at
 
 
+def _int_or_text(text: str) -> Any:
+    try:
+        return int(text, 10)
+    except ValueError:
+        return text
+
+
 def pending(out: str) -> list[dict[str, Any]]:
     """The runs of the ladder in ``out`` without ``result.json``."""
     return json.loads(_native.ladder_pending(out))
 
 
-def run_all(out: str, world: Any, speed: Any, stop_at: Optional[int], say: Any) -> bool:
-    """Trains pending runs until none is left (True) or ``stop_at`` cut them (False)."""
-    from . import ladder_run
-
+def run_all(out: str, train: Any, stop_at: Optional[int], say: Any) -> bool:
+    """Trains pending runs (``train(specs)``) until none is left (True) or ``stop_at`` cut
+    them (False)."""
     seen: set[str] = set()
     for _ in range(MAX_PASSES):
         todo = pending(out)
@@ -96,16 +107,42 @@ def run_all(out: str, world: Any, speed: Any, stop_at: Optional[int], say: Any) 
         again = [s["dir"] for s in todo if s["dir"] in seen]
         if again and stop_at is None:
             raise ValueError(f"{again[0]} is still pending after it was trained: see its folder")
-        for i, spec in enumerate(todo, 1):
-            say(
-                f"[{i}/{len(todo)}] {spec['rung']} seed {spec['seed']} lr {spec['lr']:g} {spec['variant']} "
-                f"({spec['architecture']}, {spec['steps']} steps)"
-            )
-            ladder_run.train(spec, world, speed, stop_at, lambda line: say("    " + line))
-            seen.add(spec["dir"])
+        train(todo)
+        seen.update(s["dir"] for s in todo)
         if stop_at is not None:
             return not pending(out)
     raise ValueError(f"the ladder in {out} still has pending runs after {MAX_PASSES} passes")
+
+
+def label(i: int, n: int, spec: dict[str, Any]) -> str:
+    """The progress line of run ``i`` of ``n``."""
+    return (
+        f"[{i}/{n}] {spec['rung']} seed {spec['seed']} lr {spec['lr']:g} {spec['variant']} "
+        f"({spec['architecture']}, {spec['steps']} steps)"
+    )
+
+
+def _serial(world: Any, speed: Any, stop_at: Optional[int], say: Any) -> Any:
+    """Trains the runs one after another in this process."""
+    from . import ladder_run
+
+    def train(todo: list[dict[str, Any]]) -> None:
+        for i, spec in enumerate(todo, 1):
+            say(label(i, len(todo), spec))
+            ladder_run.train(spec, world, speed, stop_at, lambda line: say("    " + line))
+
+    return train
+
+
+def _parallel(args: argparse.Namespace, stop_at: Optional[int], say: Any) -> Any:
+    """Trains the runs ``--jobs`` at a time, each in a worker process (spawned: CUDA cannot
+    be forked) that sets up the device once."""
+    from . import ladder_jobs
+
+    def train(todo: list[dict[str, Any]]) -> None:
+        ladder_jobs.train_all(todo, args.jobs, args.device, args.dtype, args.compile, stop_at, label, say)
+
+    return train
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -128,10 +165,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 ) from None
             world = distributed.setup(args.device)
             if world.size > 1:
-                raise InputError("the ladder trains one run at a time on one device: run it without torchrun")
-            speed = precision.resolve(world.device, args.dtype, args.compile)
-            precision.apply(speed)
-            done = run_all(out, world, speed, stop_at, say)
+                raise InputError(
+                    "the ladder trains on one device: run it without torchrun (--jobs N for runs at once)"
+                )
+            if args.jobs == 1:
+                speed = precision.resolve(world.device, args.dtype, args.compile)
+                precision.apply(speed)
+                train = _serial(world, speed, stop_at, say)
+            else:
+                world.close()
+                world = None
+                train = _parallel(args, stop_at, say)
+            done = run_all(out, train, stop_at, say)
         if not done:
             say(
                 f"stopped at step {stop_at}: continue with "

@@ -258,3 +258,22 @@ def test_both_engines_give_the_same_steps_flops_and_parameters(tokens, tmp_path,
     # The same windows (NumPy's draw in both engines) and the same initial values: only the
     # float order of the kernels differs.
     assert worst < TOLERANCE, worst
+
+
+def test_jobs_train_what_one_job_trains(tokens, tmp_path):
+    """The same runs, windows and initial values; on the CPU a worker has fewer threads, so
+    the float summation order (only) may differ."""
+    _native_ladder()
+    plan = _plan(tmp_path, tokens, "gpt", extend=0)
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert ladder.main(["--plan", plan, "--out", str(one), "--device", "cpu"]) == 0
+    assert ladder.main(["--plan", plan, "--out", str(two), "--device", "cpu", "--jobs", "2"]) == 0
+    a, b = _results(one), _results(two)
+    assert a.keys() == b.keys() and len(a) == 16
+    for where in a:
+        for key in ("steps", "tokens", "flops", "params"):
+            assert a[where][key] == b[where][key], (where, key)
+        for key in ("heldout_loss", "val_loss", "transfer_loss"):
+            assert abs(a[where][key] - b[where][key]) < 1e-5, (where, key)
+        assert len(a[where]["curve"]) == len(b[where]["curve"])
+    assert (two / "report.json").is_file()

@@ -384,19 +384,23 @@ mod tests {
         );
     }
 
-    /// The shipped CPU plan is valid and spans at least 10x in non-embedding parameters.
+    /// The shipped plans are valid and span at least 10x in non-embedding parameters.
     #[test]
-    fn the_shipped_cpu_plan_spans_ten_times() {
-        let p =
-            LadderPlan::from_json(include_str!("../../../assets/ladder/cpu-small.json")).unwrap();
-        assert_eq!(p.rungs.len(), 4);
-        let n = |r: &Rung| {
-            cost(&p, r, AttentionKind::Softmax, 8192)
-                .unwrap()
-                .params
-                .non_embedding
-        };
-        assert!(n(&p.rungs[3]) >= 10 * n(&p.rungs[0]));
+    fn the_shipped_plans_span_ten_times() {
+        for text in [
+            include_str!("../../../assets/ladder/gpu-small.json"),
+            include_str!("../../../assets/ladder/cpu-pilot.json"),
+        ] {
+            let p = LadderPlan::from_json(text).unwrap();
+            assert_eq!(p.rungs.len(), 4);
+            let n = |r: &Rung| {
+                cost(&p, r, AttentionKind::Softmax, 8192)
+                    .unwrap()
+                    .params
+                    .non_embedding
+            };
+            assert!(n(&p.rungs[3]) >= 10 * n(&p.rungs[0]));
+        }
         let smoke = include_str!("../../../assets/ladder/smoke.json");
         assert_eq!(LadderPlan::from_json(smoke).unwrap().rungs.len(), 2);
     }
