@@ -22,25 +22,31 @@
 # - MAX_STEPS 20,000 (640,000 examples, a tenth of Zoology's 6.4 million); a held-out
 #   evaluation every 250 steps on 1,024 examples (4,096 or 8,192 scored queries, so 99% is
 #   resolved to about 0.15 points); a plateau is 8 evaluations (2,000 steps) without a rise of
-#   more than half a point, and is not declared before step MIN_STEPS 10,000: MQAR first sits
+#   more than half a point, and is not declared before step MIN_STEPS (default: MAX_STEPS, so
+#   every unsolved run trains its whole budget; see below): MQAR first sits
 #   near 1/P accuracy (one of the values in context; the 22% of RESULTS' 500-step table at
 #   P=4 is probably there) before recall jumps (measured on a tiny task: `mqar`'s
 #   src/analysis/mqar/plateau.rs), and a plateau there is not convergence.
+#   The rule watches accuracy only: in the first run of this grid (2026-11-28, 64:4, softmax,
+#   seed 0, MIN_STEPS 10,000) accuracy sat at 25-27% (the 1/P shelf) through step 12,000
+#   while the held-out loss was still falling (2.50 at step 3,250, 2.13 at 11,500), and the
+#   rule stopped it at 12,000 (final 26.3%); so the study trains the whole budget until the
+#   rule also watches the loss.
 #
 # Cost, from the measured smoke run (2026-11-28, this 2-core Intel Xeon, 2 threads, `nice -n
 # 10` beside other builds at load average 5-6: MAX_STEPS=200 MIN_STEPS=0 EVAL_EVERY=100
 # SEEDS=0, 6 runs, 159 CPU-seconds in 241 s of wall time): 0.085 CPU-seconds a step at 64:4
 # and 0.18 at 128:8 (the three variants within 20% of each other), evaluations included. A
 # run that trains its whole budget costs about 28 CPU-minutes at 64:4 and 60 at 128:8, so the
-# 18-run grid costs at most about 13 CPU-hours (9 x 20,000 x 0.265 s) and at least about 8
-# if no run is solved and each stops at its earliest plateau (12,000 steps). Wall time was
+# 18-run grid costs about 13 CPU-hours (9 x 20,000 x 0.265 s) unless runs are solved early
+# (about 8 with MIN_STEPS=10000, if each stopped at its earliest plateau). Wall time was
 # 1.5 times the CPU time on the shared machine: up to about 20 hours here, less on an idle
 # one. SEEDS=0 runs a third of it; a second start with SEEDS=0,1,2 keeps seed 0's runs.
 set -euo pipefail
 BIN=${1:-target/release/orthoformer}
 OUT=${2:-runs/mqar-converge}
 MAX_STEPS=${MAX_STEPS:-20000}
-MIN_STEPS=${MIN_STEPS:-10000}
+MIN_STEPS=${MIN_STEPS:-$MAX_STEPS}
 EVAL_EVERY=${EVAL_EVERY:-250}
 PATIENCE=${PATIENCE:-8}
 MIN_DELTA=${MIN_DELTA:-0.005}
