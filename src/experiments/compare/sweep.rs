@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use super::plan::{ComparePlan, RunId, run_key_of};
 use super::summary::FinalEval;
 use crate::Result;
-use crate::data::split::Split;
 use crate::model::AttentionKind;
 use crate::train::invalid;
 use crate::train::session::Prepared;
@@ -25,24 +24,23 @@ pub const HELD_OUT_FRACTION: f64 = 0.1;
 /// tail, and that tail.
 pub fn hold_out(prepared: &Prepared, context: usize) -> Result<(Prepared, Vec<u32>)> {
     let train = &prepared.split.train;
-    let cut = (train.len() as f64 * (1.0 - HELD_OUT_FRACTION)).floor() as usize;
-    // Both parts need one window of `context + 1` tokens (inputs and shifted targets).
-    if cut < context + 1 || train.len() - cut < context + 1 {
-        return Err(invalid(format!(
-            "--lr-sweep holds out the last {:.0}% of the training split ({} tokens) to choose \
-             the learning rates on, and both parts need at least {} tokens: use a longer text \
-             or a shorter --context",
-            HELD_OUT_FRACTION * 100.0,
-            train.len(),
-            context + 1
-        )));
-    }
+    // The library's one cut rule; the message names the flag that asked for it.
+    let (split, held) = prepared
+        .split
+        .without_tail(HELD_OUT_FRACTION, context)
+        .map_err(|_| {
+            invalid(format!(
+                "--lr-sweep holds out the last {:.0}% of the training split ({} tokens) to \
+                 choose the learning rates on, and both parts need at least {} tokens: use a \
+                 longer text or a shorter --context",
+                HELD_OUT_FRACTION * 100.0,
+                train.len(),
+                context.saturating_add(1)
+            ))
+        })?;
     let mut part = prepared.clone();
-    part.split = Split {
-        train: train[..cut].to_vec(),
-        val: prepared.split.val.clone(),
-    };
-    Ok((part, train[cut..].to_vec()))
+    part.split = split;
+    Ok((part, held))
 }
 
 /// One variant at one learning rate, over the seeds.
