@@ -215,11 +215,14 @@ impl Session {
         let t = self.model.config().context;
         let state = std::mem::replace(&mut self.state, RunState::fresh(&self.options, 0));
         let mut writer = Writer {
-            out: &self.out,
-            options: &self.options,
-            prepared: &self.prepared,
-            model_seed: self.model_seed,
-            seq_len: t,
+            dir: &self.out,
+            run: RunRecord {
+                options: &self.options,
+                tokenizer: &self.prepared.tokenizer,
+                data: &self.prepared.data,
+                model_seed: self.model_seed,
+                seq_len: t,
+            },
             observer,
         };
         let split = &self.prepared.split;
@@ -261,15 +264,16 @@ impl Session {
     }
 }
 
-/// The session's observer of the loop: passes everything on to the caller's `observer`, then
-/// writes the checkpoint at each evaluation.
-struct Writer<'a> {
-    out: &'a Path,
-    options: &'a TrainOptions,
-    prepared: &'a Prepared,
-    model_seed: u64,
-    seq_len: usize,
-    observer: &'a mut dyn Observer<Gpt>,
+/// The observer of a training loop that writes checkpoints: passes everything on to the
+/// caller's `observer`, then writes the checkpoint of `run` into `dir` at each evaluation (a
+/// session's run, a ladder's run).
+pub(crate) struct Writer<'a> {
+    /// The checkpoint folder.
+    pub(crate) dir: &'a Path,
+    /// What the checkpoint records besides the model and the loop's state.
+    pub(crate) run: RunRecord<'a>,
+    /// The caller's observer.
+    pub(crate) observer: &'a mut dyn Observer<Gpt>,
 }
 
 impl Observer<Gpt> for Writer<'_> {
@@ -283,14 +287,7 @@ impl Observer<Gpt> for Writer<'_> {
 
     fn eval(&mut self, model: &Gpt, state: &RunState) -> Result<()> {
         self.observer.eval(model, state)?;
-        let run = RunRecord {
-            options: self.options,
-            tokenizer: &self.prepared.tokenizer,
-            data: &self.prepared.data,
-            model_seed: self.model_seed,
-            seq_len: self.seq_len,
-        };
-        write_checkpoint(self.out, &run, model, state)
+        write_checkpoint(self.dir, &self.run, model, state)
     }
 }
 

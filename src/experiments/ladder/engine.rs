@@ -22,8 +22,8 @@ use crate::io::folder_kind::FolderKind;
 use crate::model::{Gpt, GptConfig};
 use crate::train::checkpoint::{self, DataRecord};
 use crate::train::loop_eval::Evaluate;
-use crate::train::run_record::{RunRecord, write_checkpoint};
-use crate::train::session::{check_training_fits, create_out};
+use crate::train::run_record::RunRecord;
+use crate::train::session::{Writer, check_training_fits, create_out};
 use crate::train::token_batches::NumpyBatches;
 use crate::train::{Limits, Observer, RunState, Trainable, invalid};
 
@@ -258,27 +258,5 @@ impl Evaluate<Gpt> for CurveEval<'_> {
     fn losses(&mut self, model: &mut Gpt, _b: usize, t: usize) -> Result<(f32, f32)> {
         let loss = score(model, self.tokens, t, self.batch).unwrap_or(f64::NAN) as f32;
         Ok((loss, loss))
-    }
-}
-
-/// Passes the loop's progress on, then writes the checkpoint at each curve point.
-struct Writer<'a> {
-    dir: &'a Path,
-    run: RunRecord<'a>,
-    observer: &'a mut dyn Observer<Gpt>,
-}
-
-impl Observer<Gpt> for Writer<'_> {
-    fn start(&mut self, label: &str, steps: usize, done: usize) {
-        self.observer.start(label, steps, done);
-    }
-
-    fn step(&mut self, step: usize, loss: f32, lr: f64) {
-        self.observer.step(step, loss, lr);
-    }
-
-    fn eval(&mut self, model: &Gpt, state: &RunState) -> Result<()> {
-        self.observer.eval(model, state)?;
-        write_checkpoint(self.dir, &self.run, model, state)
     }
 }
