@@ -18,6 +18,7 @@ use orthoformer::experiments::compare::options::default_out;
 use orthoformer::experiments::compare::{
     self, CompareOptions, ComparePlan, CompareSummary, Jobs, Limits, plan::PLAN_FILE,
 };
+use orthoformer::io::file_set::{Input, Output, claim_outputs};
 use orthoformer::model::{Gpt, GptConfig};
 use orthoformer::train::Observer;
 use orthoformer::train::recipe::recipe;
@@ -41,7 +42,7 @@ pub struct CompareArgs {
     pub attention: Option<Vec<String>>,
     /// Paired seeds per variant: seed s sets the batches, the initialisation and the frozen
     /// draws (the config's frozen_seed is replaced by s), the same s for every variant. The
-    /// seeds are --seed, --seed + 1, ... [default: 3].
+    /// seeds are --seed, --seed + 1, ...; at most 1000 [default: 3].
     #[arg(long)]
     pub seeds: Option<usize>,
     /// The recipe the model and options start from; flags given override it
@@ -54,7 +55,8 @@ pub struct CompareArgs {
     /// (comma-separated, e.g. 3e-4,1e-3,3e-3) on the same seeds, and report each variant at
     /// its own best rate, chosen on the held-out last 10% of the training split (which no run
     /// then trains on), never on the validation split reported. Each rate keeps the schedule's
-    /// ratio of --min-lr to --lr. The summary holds every rate's losses.
+    /// ratio of --min-lr to --lr. The summary holds every rate's losses. At most 64 rates, and
+    /// at most 10000 runs in all (rates × seeds × variants).
     #[arg(long, value_delimiter = ',')]
     pub lr_sweep: Option<Vec<f64>>,
     /// Output folder [default: runs/compare-DATE-TIME, UTC].
@@ -155,6 +157,15 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     } else {
         new_plan(args)?
     };
+    // Claimed before the data are tokenized or the plan written: `--out` may not be, hold or
+    // sit inside `--data`, and a second comparison into it is refused at once.
+    let data_in: Vec<Input<'_>> = args
+        .data
+        .data
+        .iter()
+        .map(|d| Input::new("data", d))
+        .collect();
+    let _claim = claim_outputs(&data_in, &[Output::folder("out", &out)])?;
     let (corpus, prepared) = match data {
         Data::Folder(prepared) => {
             // A token folder's runs resume on `prepared`: the text argument goes unused.

@@ -49,9 +49,10 @@ pub struct EvalArgs {
     #[arg(long)]
     pub json: bool,
     /// Model mode: how the KV cache stores keys and values: f32 (exact), f16, or 8/4-bit codes
-    /// per token and head (q8, q4; q8-gN, q4-gN for groups of N values).
-    #[arg(long, default_value = "f32", value_parser = super::generate::parse_kv_cache)]
-    pub kv_cache: orthoformer::model::llama::KvDtype,
+    /// per token and head (q8, q4; q8-gN, q4-gN for groups of N values) [default: f32].
+    /// Refused with --checkpoint (its GPT has no KV cache), even when f32.
+    #[arg(long, value_parser = super::generate::parse_kv_cache)]
+    pub kv_cache: Option<orthoformer::model::llama::KvDtype>,
     /// Model mode: activation quantisation and R3.
     #[command(flatten)]
     pub quant: super::quantize_flags::RuntimeQuantArgs,
@@ -85,7 +86,9 @@ impl EvalArgs {
             context: self.context,
             stride: self.stride,
             eval_iters: self.eval_iters,
-            kv_cache: self.kv_cache,
+            kv_cache: self
+                .kv_cache
+                .unwrap_or(orthoformer::model::llama::KvDtype::F32),
             runtime: self.quant.runtime()?,
         })
     }
@@ -118,7 +121,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
         bar.finish();
         emit(&report?, args.json)?;
     } else if let Some(dir) = &args.checkpoint {
-        if args.quant.any() || args.kv_cache != orthoformer::model::llama::KvDtype::F32 {
+        if args.quant.any() || args.kv_cache.is_some() {
             anyhow::bail!(
                 "--abits, --act-clip, --act-asym, --qk-hadamard and --kv-cache apply to --model only"
             );

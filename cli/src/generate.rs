@@ -29,7 +29,8 @@ pub struct GenerateArgs {
     /// for a checkpoint).
     #[arg(long, default_value_t)]
     pub prompt: String,
-    /// How many tokens to generate.
+    /// How many tokens to generate: at most 1048576 (2^20, the library's cap); with --model,
+    /// prompt and continuation together at most the model's context.
     #[arg(long, default_value_t = SampleOptions::default().max_new_tokens)]
     pub max_new_tokens: usize,
     /// Sampling temperature; 0 means greedy (always the most likely token).
@@ -50,14 +51,16 @@ pub struct GenerateArgs {
     pub json: bool,
     /// With --model: how the KV cache stores keys and values, f16 (llama.cpp's default: half
     /// the bytes a decode step reads, each key and value rounded to f16), f32 (exact), or 8/4-bit
-    /// codes per token and head (q8, q4; q8-gN, q4-gN for groups of N values).
-    #[arg(long, default_value_t = GenerateJob::default().kv_cache, value_parser = parse_kv_cache)]
-    pub kv_cache: KvDtype,
-    /// With --model: what decode multiplies Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 weights with: the f32 activations
-    /// (exact) or the activations rounded to 8 bits per 32 for integer dot products (q8:
-    /// llama.cpp's way, faster, slightly different logits).
-    #[arg(long, default_value_t = GenerateJob::default().dot, value_parser = super::common::library_values(&MatvecInput::NAMES, str::parse::<MatvecInput>))]
-    pub dot: MatvecInput,
+    /// codes per token and head (q8, q4; q8-gN, q4-gN for groups of N values) [default: f16].
+    /// Refused with --checkpoint (its GPT has no KV cache).
+    #[arg(long, value_parser = parse_kv_cache)]
+    pub kv_cache: Option<KvDtype>,
+    /// With --model: what decode multiplies Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 weights with: the f32
+    /// activations (exact) or the activations rounded to 8 bits per 32 for integer dot products
+    /// (q8: llama.cpp's way, faster, slightly different logits) [default: f32]. Refused with
+    /// --checkpoint (its GPT has no quantised weights).
+    #[arg(long, value_parser = super::common::library_values(&MatvecInput::NAMES, str::parse::<MatvecInput>))]
+    pub dot: Option<MatvecInput>,
     /// With --model: activation quantisation and R3.
     #[command(flatten)]
     pub quant: super::quantize_flags::RuntimeQuantArgs,
@@ -91,9 +94,10 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
     let report = match (&args.model, &args.checkpoint) {
         (Some(path), _) => {
             let runtime = args.quant.runtime()?;
+            let job = args.job();
             generate(args, || {
-                TextModel::pretrained(path, args.kv_cache)?
-                    .with_dot(args.dot)
+                TextModel::pretrained(path, job.kv_cache())?
+                    .with_dot(job.dot())
                     .with_runtime(&runtime)
             })?
         }
@@ -103,6 +107,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
                     "--abits, --act-clip, --act-asym and --qk-hadamard apply to --model only"
                 );
             }
+            args.job().check_checkpoint()?;
             generate(args, || load_text_model(dir))?
         }
         (None, None) => anyhow::bail!("pass --checkpoint DIR or --model FILE"),
@@ -145,4 +150,31 @@ fn generate<M: CausalLm>(
     let report = report?;
     outln!()?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+    use crate::Cli;
+
+    /// The help states the library's cap and the pretrained defaults that `Option` flags
+    /// cannot show by themselves.
+    #[test]
+    fn help_states_the_library_values() {
+        let help = Cli::command()
+            .find_subcommand_mut("generate")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        let cap = orthoformer::infer::generate::MAX_NEW_TOKENS;
+        assert!(help.contains(&format!("at most {cap}")), "{help}");
+        for shown in [
+            GenerateJob::DEFAULT_KV_CACHE.to_string(),
+            GenerateJob::DEFAULT_DOT.to_string(),
+        ] {
+            assert!(help.contains(&format!("[default: {shown}]")), "{help}");
+        }
+    }
 }

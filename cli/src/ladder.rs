@@ -13,6 +13,7 @@ use crate::output::outln;
 use indicatif::MultiProgress;
 use orthoformer::experiments::compare::{Jobs, Limits};
 use orthoformer::experiments::ladder::{self, pool, report::Report};
+use orthoformer::io::file_set::{Input, Output, claim_outputs};
 use orthoformer::model::Gpt;
 use orthoformer::train::Observer;
 
@@ -62,6 +63,10 @@ pub fn run(args: &LadderArgs) -> anyhow::Result<Outcome> {
         let report = ladder::report::write(out)?;
         return finished(&report, out, args.json);
     }
+    // Claimed before the plan is read or a run trained: `--out` may not be, hold or sit
+    // inside `--plan`, and a second ladder into it is refused at once.
+    let plan_in: Vec<Input<'_>> = args.plan.iter().map(|p| Input::new("plan", p)).collect();
+    let _claim = claim_outputs(&plan_in, &[Output::folder("out", out)])?;
     match (&args.plan, args.resume) {
         (None, false) => anyhow::bail!(
             "give --plan FILE to start a ladder, or --resume to continue the one in --out"

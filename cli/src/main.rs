@@ -134,8 +134,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return parse_error::report(&e),
     };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if let Err(e) = check_thread_env(cores) {
+    let cores = orthoformer::nn::threads::cores();
+    // RAYON_NUM_THREADS beyond the library's cap is refused before the pool starts.
+    if let Err(e) = orthoformer::nn::threads::check_thread_env(cores) {
         output::warn_ln!("error: {e}");
         return ExitCode::from(2);
     }
@@ -154,24 +155,6 @@ fn main() -> ExitCode {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::CheckFailed) => ExitCode::from(1),
         Err(err) => report(&err),
-    }
-}
-
-/// `RAYON_NUM_THREADS` as the pool will read it, refused when it asks for more than four
-/// workers per core: every worker is a thread with its own stack, all started before the
-/// command does anything, so a slip such as 100000 would stall the machine. Zero or a value
-/// that is not a number leaves rayon's default, one worker per core.
-fn check_thread_env(cores: usize) -> Result<(), String> {
-    let Ok(value) = std::env::var("RAYON_NUM_THREADS") else {
-        return Ok(());
-    };
-    let most = cores.saturating_mul(4);
-    match value.trim().parse::<u64>() {
-        Ok(n) if n > most as u64 => Err(format!(
-            "RAYON_NUM_THREADS={n} asks for more than 4 workers per core ({cores} cores here): \
-             set it to 1 to {most}, or unset it for one per core"
-        )),
-        _ => Ok(()),
     }
 }
 

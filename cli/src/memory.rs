@@ -14,6 +14,7 @@ use super::common::comma_default;
 use orthoformer::bench::memory_report::MemoryOptions;
 use orthoformer::bench::memory_run::{self, ChildRun};
 use orthoformer::bench::options::BenchShape;
+use orthoformer::io::file_set::{Claim, Output, claim_outputs};
 
 /// Flags of `orthoformer memory`.
 #[derive(Debug, clap::Args)]
@@ -80,12 +81,9 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<Outcome> {
             true,
         ),
     };
-    std::fs::create_dir_all(&work).with_context(|| {
-        format!(
-            "cannot create {}: choose another --work-dir",
-            work.display()
-        )
-    })?;
+    // Claimed (checked and locked) before any child runs, held to the end: the children's
+    // checkpoints and the baseline text are written only into a new or empty folder.
+    let _claim = claim_work_dir(&work)?;
     let bar = super::common::progress_bar(
         (2 + opts.configs.len() * opts.attention.len()) as u64,
         "memory",
@@ -119,6 +117,36 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::CheckFailed
     })
+}
+
+/// Claims the work folder: locked against a second `memory` run, and new or empty, so that
+/// the baseline text and the children's checkpoints never replace a file already there (a
+/// `baseline.txt` of the user's was overwritten, a folder of theirs was trained into).
+fn claim_work_dir(work: &Path) -> anyhow::Result<Claim> {
+    let claim = claim_outputs(&[], &[Output::folder("work_dir", work)])?;
+    if let Ok(entries) = std::fs::read_dir(work) {
+        let mut names: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if !names.is_empty() {
+            names.sort();
+            let shown = names.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+            let more = if names.len() > 3 { ", ..." } else { "" };
+            anyhow::bail!(
+                "--work-dir {} is not empty (it holds {shown}{more}): the children's checkpoints \
+                 are written only into a new or empty folder; give one",
+                work.display()
+            );
+        }
+    }
+    std::fs::create_dir_all(work).with_context(|| {
+        format!(
+            "cannot create {}: choose another --work-dir",
+            work.display()
+        )
+    })?;
+    Ok(claim)
 }
 
 /// Runs `orthoformer train` as `child` says (one evaluation batch, no warm-up, `--json`) and

@@ -14,7 +14,10 @@ use super::train_progress::{BarProgress, interrupt_flag};
 use crate::output::outln;
 use orthoformer::data::Corpus;
 use orthoformer::experiments::compare::attention_name;
-use orthoformer::model::{AttentionKind, GptConfig, Position, Temperature};
+use orthoformer::io::file_set::{Input, Output, claim_outputs};
+use orthoformer::model::{
+    AttentionKind, FrozenDraw, GptConfig, LayerSelect, Position, Temperature,
+};
 use orthoformer::train::model_choice::ModelChoice;
 use orthoformer::train::recipe::recipe;
 use orthoformer::train::session::{FreshSpec, ModelRequest, ResumeData, Session};
@@ -52,6 +55,29 @@ pub struct ModelFlags {
     /// the score path; softmax variants only), overriding the preset [default: fixed].
     #[arg(long, value_parser = library_values(&Temperature::ALL.map(Temperature::name), Temperature::parse))]
     pub temperature: Option<Temperature>,
+    /// Heads per attention, overriding the preset; must divide the width (head width =
+    /// width / heads) [default: the preset's].
+    #[arg(long)]
+    pub n_head: Option<usize>,
+    /// How frozen W_Q, W_K are drawn: qr, svd, householder, cayley (random orthogonal), or
+    /// gaussian (i.i.d. N(0, 1/width) entries, NOT orthogonal: the equal-scale control, each
+    /// head's column of expected squared norm 1 like an orthonormal one) [default: qr].
+    #[arg(long, value_parser = library_values(&FrozenDraw::ALL.map(FrozenDraw::name), FrozenDraw::parse))]
+    pub frozen_method: Option<FrozenDraw>,
+    /// The layers that use the variant's frozen W_Q, W_K: first:N, last:N, all, or layer
+    /// numbers such as 0,2,5; the other layers train theirs (softmax, or linear for the
+    /// linear variants). Variants that train Q/K are unchanged by it [default: all].
+    #[arg(long, value_parser = parse_layers)]
+    pub frozen_layers: Option<LayerSelect>,
+}
+
+/// Parses `--frozen-layers` (see [`LayerSelect::parse`]).
+fn parse_layers(s: &str) -> Result<LayerSelect, String> {
+    LayerSelect::parse(s).map_err(|e| {
+        e.to_string()
+            .trim_start_matches("invalid model configuration: ")
+            .to_string()
+    })
 }
 
 /// Optimisation and evaluation.
@@ -90,6 +116,12 @@ pub struct OptimFlags {
     /// Seed of batch sampling and dropout (compare: the first of its --seeds) [default: 0].
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Train W_Q, W_K (and their biases) for this many steps, then freeze them: no update,
+    /// no weight decay, AdamW state unchanged, left out of the clipping norm. Resumes
+    /// exactly. compare names such a variant NAME-freeze@STEPS (e.g. softmax-freeze@200);
+    /// variants with frozen Q/K are unaffected [default: Q/K train to the end].
+    #[arg(long)]
+    pub freeze_qk_after: Option<usize>,
 }
 
 /// Flags of `orthoformer train`.
@@ -163,6 +195,7 @@ impl OptimFlags {
             eval_iters: self.eval_iters.unwrap_or(base.eval_iters),
             seed: self.seed.unwrap_or(base.seed),
             adamw,
+            freeze_qk_after: self.freeze_qk_after.or(base.freeze_qk_after),
         }
     }
 
@@ -179,6 +212,7 @@ impl OptimFlags {
             || o.eval_every.is_some()
             || o.eval_iters.is_some()
             || o.seed.is_some()
+            || o.freeze_qk_after.is_some()
     }
 }
 
@@ -202,6 +236,9 @@ impl ModelFlags {
             || self.model_seed.is_some()
             || self.position.is_some()
             || self.temperature.is_some()
+            || self.n_head.is_some()
+            || self.frozen_method.is_some()
+            || self.frozen_layers.is_some()
     }
 
     /// The library's model choice these flags give, with `attention`.
@@ -214,6 +251,9 @@ impl ModelFlags {
             attention,
             position: self.position,
             temperature: self.temperature,
+            n_head: self.n_head,
+            frozen_method: self.frozen_method,
+            frozen_layers: self.frozen_layers.clone(),
         }
     }
 
@@ -242,6 +282,16 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
         stop_at: args.stop_at,
     }
     .validate()?;
+    // Claimed before any work (reading the data, training a BPE): `--out` may not be, hold or
+    // sit inside `--data`, and a second process training into it is refused at once; held
+    // until the last checkpoint is written.
+    let data: Vec<Input<'_>> = args
+        .data
+        .data
+        .iter()
+        .map(|d| Input::new("data", d))
+        .collect();
+    let _claim = claim_outputs(&data, &[Output::folder("out", &args.out)])?;
     let mut session = if args.resume {
         if args.optim.any_but_steps()
             || args.data.tokenizer.is_some()
@@ -280,6 +330,9 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
                 d_model: args.model.width,
                 position: args.model.position,
                 temperature: args.model.temperature,
+                n_head: args.model.n_head,
+                frozen_method: args.model.frozen_method,
+                frozen_layers: args.model.frozen_layers.clone(),
             },
         )?;
         session

@@ -29,6 +29,10 @@ MIN_VOCAB = 257
 MAX_VOCAB = 65536
 
 
+#: What a bad vocabulary size is told.
+VOCAB_HINT = "the 256 bytes and <|endoftext|> need 257; the ladder uses 8192"
+
+
 def check_vocab(flag: str, vocab: Any) -> int:
     """``vocab`` as an int in ``MIN_VOCAB ..= MAX_VOCAB``, or an ``InputError`` naming ``flag``."""
     return integer(
@@ -36,7 +40,7 @@ def check_vocab(flag: str, vocab: Any) -> int:
         vocab,
         lo=MIN_VOCAB,
         hi=MAX_VOCAB,
-        hint="the 256 bytes and <|endoftext|> need 257; the ladder uses 8192",
+        hint=VOCAB_HINT,
     )
 
 

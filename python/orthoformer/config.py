@@ -9,6 +9,7 @@ from os import PathLike
 from typing import Any, Optional, Union
 
 from . import _native
+from .validate import InputError
 
 PRESETS, ATTENTIONS = (list(x) for x in _native.model_names())
 
@@ -19,7 +20,10 @@ class GPTConfig:
     ``n_head`` ``H``, ``d_model`` ``C``, ``d_ff`` ``F``); see ``orthoformer params``.
     ``position`` is ``learned`` (an absolute position embedding ``wpe``) or ``rope`` (rotary
     positions on every head's queries and keys, no ``wpe``); ``temperature`` is ``fixed`` or
-    ``learned`` (one trained scalar per head multiplying the scores; softmax kernels only)."""
+    ``learned`` (one trained scalar per head multiplying the scores; softmax kernels only).
+    ``frozen_method`` is an orthogonal draw (``qr``, ``svd``, ``householder``, ``cayley``) or
+    ``gaussian`` (i.i.d. ``N(0, 1/C)``, not orthogonal: the equal-scale control). A library
+    configuration with ``frozen_layers`` (Q/K frozen in some layers only) is refused here."""
 
     vocab_size: int
     context: int
@@ -70,6 +74,13 @@ class GPTConfig:
     def from_json(cls, text: str) -> GPTConfig:
         """Parses and validates the library's JSON form (unknown fields are an error)."""
         fields = json.loads(_native.config_check(text))
+        if fields.get("frozen_layers") is not None:
+            # The PyTorch modules freeze Q/K in every layer or none: never build another model.
+            raise InputError(
+                f"frozen_layers {fields['frozen_layers']}: the PyTorch modules freeze Q/K in every "
+                "layer; train or read a model frozen in some layers with `orthoformer train`"
+            )
+        fields.pop("frozen_layers", None)
         return cls(**fields)
 
     @classmethod

@@ -16,7 +16,8 @@ that mode's alone (on CUDA the peak of allocated memory is reported as well).
     python -m orthoformer.finetune --model runs/smollm2-hf --data data/tinyshakespeare.txt \
         --steps 60 --context 256 --batch 2 --out runs/finetune.json
 
-Errors print one line and exit with status 2.
+Errors print one line and exit with status 2, a non-finite loss (training or validation)
+included: it stops the mode, as it stops ``orthoformer train``, instead of being reported.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .errors import TrainingStopped
 from .validate import ArgumentParser, InputError, claim_file, device as device_name, integer, number, one_line
 from .validate import seed as seed_check
 
@@ -114,6 +116,23 @@ def evaluate(model: Any, windows: np.ndarray, batch: int, device: Any) -> float:
     return total / n
 
 
+def _finite(what: str, value: float, step: int, mode: str) -> float:
+    """``value`` when finite, else :class:`~orthoformer.errors.TrainingStopped` naming it: a NaN
+    or infinite loss means the weights are spoiled (or were from the start), so the comparison
+    has nothing to report."""
+    if math.isfinite(value):
+        return value
+    if step == 0:
+        raise TrainingStopped(
+            f"the {what} of mode {mode} is {value} before training: the model's weights hold NaN "
+            "or infinity, or its logits overflow; check the model folder"
+        )
+    raise TrainingStopped(
+        f"the {what} of mode {mode} became {value} at step {step}, so fine-tuning stopped: "
+        "lower --lr or raise --warmup"
+    )
+
+
 def _lr(step: int, steps: int, lr: float, warmup: int) -> float:
     """Linear warm-up, then cosine to a tenth of ``lr``."""
     if step < warmup:
@@ -154,7 +173,8 @@ def finetune(
     windows in every mode), and returns the report: validation loss on ``val_windows_n`` fixed
     windows of ``val`` before and after (and, with ``eval_every`` > 0, after every
     ``eval_every`` steps: ``curve``), trainable and total parameters, mean step time over the
-    steps after the first (milliseconds, evaluations excluded), and peak memory."""
+    steps after the first (milliseconds, evaluations excluded), and peak memory. A non-finite
+    training or validation loss raises :class:`~orthoformer.errors.TrainingStopped`."""
     import torch
 
     for name, value in (
@@ -175,7 +195,7 @@ def finetune(
     model = prepare_mode_(model.to(device), mode, seed=seed)
     model.train()
     windows = val_windows(val, context, val_windows_n)
-    before = evaluate(model, windows, batch, device)
+    before = _finite("validation loss", evaluate(model, windows, batch, device), 0, mode)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
     # One generator draws the windows, so every mode trains on the same batches.
@@ -198,10 +218,11 @@ def finetune(
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
-        losses.append(float(loss.detach()))
+        losses.append(_finite("training loss", float(loss.detach()), s + 1, mode))
         if eval_every and (s + 1) % eval_every == 0 and s + 1 < steps:
-            curve.append({"step": s + 1, "val_loss": evaluate(model, windows, batch, device)})
-    after = evaluate(model, windows, batch, device)
+            val_loss = _finite("validation loss", evaluate(model, windows, batch, device), s + 1, mode)
+            curve.append({"step": s + 1, "val_loss": val_loss})
+    after = _finite("validation loss", evaluate(model, windows, batch, device), steps, mode)
     curve.append({"step": steps, "val_loss": after})
     timed = times[1:] or times
     return {
@@ -390,7 +411,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             claim.commit([args.out.name])
             claim.close()
             claim = None
-    except (ValueError, OSError, RuntimeError) as e:
+    except (ValueError, OSError, RuntimeError, TrainingStopped) as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     finally:

@@ -1,7 +1,8 @@
 """Text generation from a trained checkpoint or a pretrained Llama-style model (GGUF or
 Hugging Face folder) with the Rust library's engine, as ``orthoformer generate`` does it:
 the same prompt and stop rules for both model families, the same checks and messages, and
-the same text for the same seed."""
+the same text for the same seed. One call makes at most ``MAX_NEW_TOKENS`` tokens (the
+library's cap), and Ctrl-C stops it between two tokens (``KeyboardInterrupt``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import os
 from os import PathLike
 from typing import Any, Optional, Union
 
-from . import _native
+from . import _native, validate
 
 PathArg = Union[str, "PathLike[str]"]
+
+#: The most tokens one generation makes: the library's cap (``orthoformer generate`` has it).
+MAX_NEW_TOKENS: int = _native.MAX_NEW_TOKENS
 
 
 def generate(
@@ -37,11 +41,25 @@ def generate(
     ``"f32"``) how a pretrained model caches keys and values; ``dot`` (``"f32"``, the
     default, or ``"q8"``) what its decode multiplies Q8_0/Q4_0/Q4_1 weights with: the
     activations exactly, or rounded to 8 bits per 32 for integer dot products (llama.cpp's
-    way, faster, slightly different logits). This is the library's one
+    way, faster, slightly different logits); both apply to ``model`` only, and a checkpoint
+    refuses them. ``max_new_tokens`` is at most :data:`MAX_NEW_TOKENS`; Ctrl-C stops the
+    generation between two tokens and raises ``KeyboardInterrupt``. This is the library's one
     generate operation, as ``orthoformer generate`` runs it: both refuse the same inputs with
     the same message. Returns the report (``text``, ``prompt_tokens``, ``new_tokens``,
     ``stopped_on_eos``, speeds) as a dict; bad inputs raise ``ValueError``/``OSError``.
     """
+    if max_new_tokens is not None:
+        validate.integer(
+            "max_new_tokens",
+            max_new_tokens,
+            lo=0,
+            hi=MAX_NEW_TOKENS,
+            hint="ask for fewer tokens, or continue the text in several calls",
+        )
+    if top_k is not None:
+        validate.integer("top_k", top_k, lo=0, hint="0 keeps every token")
+    if seed is not None:
+        validate.seed("seed", seed)
     report = _native.generate_text(
         prompt,
         None if checkpoint is None else os.fspath(checkpoint),

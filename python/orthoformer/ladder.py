@@ -148,11 +148,16 @@ def _parallel(args: argparse.Namespace, stop_at: Optional[int], say: Any) -> Any
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the ladder; returns the exit status."""
     world = None
+    claim = None
     try:
         args = parser().parse_args(argv)
         stop_at = _check(args)
         say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else print
         out = str(pathlib.Path(args.out).resolve()) if pathlib.Path(args.out).exists() else args.out
+        # Claimed (checked against the plan, locked) before any work, as the CLI claims it: a
+        # second ladder into this folder, from either engine, is refused at once.
+        plan_in = [("plan", args.plan)] if args.plan is not None else []
+        claim = _native.claim_outputs(plan_in, [("out", args.out, "folder")])
         if args.plan is not None:
             _native.ladder_start(pathlib.Path(args.plan).read_text(encoding="utf-8"), out)
         done = True
@@ -197,6 +202,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         if world is not None:
             world.close()
+        if claim is not None:
+            claim.release()
 
 
 if __name__ == "__main__":

@@ -9,12 +9,16 @@ that ``python -m orthoformer.train --data-dir`` trains on and nanoGPT's loader r
 
 The text streams through in chunks of about ``--chunk-mb`` megabytes cut at line ends, so
 memory stays bounded whatever the corpus size; a progress line goes to stderr. The first
-``1 - --val-fraction`` of the bytes (files in sorted order) become ``train.bin``, the rest
-``val.bin``. Tokenizers: a tiktoken encoding by name (``gpt2``, ...; tiktoken downloads its
-files at first use, or give ``--tiktoken-file`` offline), any Hugging Face
-``tokenizer.json``, or ``--train-bpe VOCAB``: a byte-level BPE trained on ``train.bin``'s
+``1 - --val-fraction`` of the bytes (files in sorted order, to within 0.1%:
+:mod:`orthoformer.prepare_text`) become ``train.bin``, the rest ``val.bin``. Tokenizers
+(:mod:`orthoformer.prepare_tokenizer`): a tiktoken encoding by name (``gpt2``, ...;
+tiktoken downloads its files at first use, or give ``--tiktoken-file`` offline), any Hugging
+Face ``tokenizer.json``, or ``--train-bpe VOCAB``: a byte-level BPE trained on ``train.bin``'s
 text alone (never the validation bytes; :mod:`orthoformer.bpe_train`), recorded in
-``meta.json``. Errors print one line and exit with status 2.
+``meta.json``. ``--out`` is a new or empty folder or a token folder (nothing else in it), never
+an input or inside one, and its files are replaced as one set (:mod:`orthoformer.outputs`): a
+failed or killed run leaves the old folder as it was. Errors print one line and exit with
+status 2.
 """
 
 from __future__ import annotations
@@ -25,149 +29,17 @@ import os
 import pathlib
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any, Callable, Optional
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import numpy as np
 
-from . import bpe_train, tiktoken_hf
-from .tokens import FORMAT, MAX_VOCAB, META_FILE, TOKENIZER_FILE, dtype_for, write_meta
-from .validate import ArgumentParser, InputError, claim_folder, input_file, integer, number, one_line
-
-
-class Tokenizer:
-    """What prepare needs of a tokenizer: ``encode(text) -> ids``, the vocabulary, the
-    end-of-text id, the record ``meta.json`` keeps, and the ``tokenizer.json`` text."""
-
-    def __init__(
-        self,
-        encode: Callable[[str], list[int]],
-        vocab_size: int,
-        eot: Optional[int],
-        record: dict[str, Any],
-        hf_json: str,
-    ) -> None:
-        self.encode, self.vocab_size, self.eot, self.record, self.hf_json = (
-            encode,
-            vocab_size,
-            eot,
-            record,
-            hf_json,
-        )
-
-
-def tokenizer(spec: str, tiktoken_file: Optional[str] = None) -> Tokenizer:
-    """``spec``: a path to a Hugging Face ``tokenizer.json``, or a tiktoken encoding name
-    (``tiktoken_file``: its ranks, offline)."""
-    if spec.endswith(".json") or os.path.isfile(spec):
-        return _hf(spec)
-    return from_tiktoken(tiktoken_hf.load(spec, tiktoken_file))
-
-
-def from_tiktoken(enc: Any) -> Tokenizer:
-    """A tiktoken ``Encoding`` (its ordinary text: special tokens are not parsed from text)."""
-    doc = tiktoken_hf.to_hf_json(enc)
-    eot = enc._special_tokens.get("<|endoftext|>")
-    return Tokenizer(enc.encode_ordinary, enc.n_vocab, eot, {"kind": "tiktoken", "name": enc.name}, doc)
-
-
-def _hf(path: str) -> Tokenizer:
-    try:
-        text = pathlib.Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"--tokenizer {path}: not a readable Hugging Face tokenizer.json ({e})") from None
-    return _from_json(text, f"--tokenizer {path}")
-
-
-def _from_json(text: str, shown: str) -> Tokenizer:
-    """A ``tokenizer.json`` text (``shown`` names it in errors) as prepare's tokenizer."""
-    try:
-        import tokenizers
-    except ImportError:
-        raise ValueError("a tokenizer.json needs the tokenizers package: pip install tokenizers") from None
-    try:
-        tok = tokenizers.Tokenizer.from_str(text)
-    except Exception as e:  # the tokenizers package's own exception type
-        raise ValueError(f"{shown}: not a readable Hugging Face tokenizer.json ({e})") from None
-    eot = None
-    for name in ("<|endoftext|>", "</s>", "<|im_end|>"):
-        eot = tok.token_to_id(name)
-        if eot is not None:
-            break
-    return Tokenizer(
-        lambda s: tok.encode(s, add_special_tokens=False).ids,
-        tok.get_vocab_size(True),
-        eot,
-        {"kind": "hf"},
-        text,
-    )
-
-
-def input_files(inputs: Sequence[str]) -> list[pathlib.Path]:
-    """The files named, and every non-hidden file under the folders named, sorted."""
-    out: list[pathlib.Path] = []
-    for given in inputs:
-        p = pathlib.Path(given)
-        if p.is_dir():
-            out += sorted(
-                f
-                for f in p.rglob("*")
-                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
-            )
-        elif p.is_file():
-            out.append(p)
-        else:
-            raise InputError(f"--input {given}: no such file or folder")
-    if not out:
-        raise InputError(f"--input {' '.join(inputs)}: no files to tokenize")
-    return out
-
-
-def chunks(files: list[pathlib.Path], chunk_bytes: int) -> Iterator[tuple[pathlib.Path, bytes, bool]]:
-    """``(file, bytes, last chunk of the file)``: each file read in pieces of about
-    ``chunk_bytes`` cut after a line end (see :func:`_cut`)."""
-    for path in files:
-        with open(path, "rb") as f:
-            pending = b""
-            while True:
-                block = f.read(chunk_bytes)
-                data = pending + block
-                if not block:
-                    yield path, data, True
-                    break
-                cut = _cut(data)
-                if cut == 0:
-                    pending = data
-                    continue
-                pending = data[cut:]
-                yield path, data[:cut], False
-
-
-_SPACE = frozenset(b" \t\n\r\x0b\x0c")
-
-
-def _cut(data: bytes) -> int:
-    """Where to end a chunk: after the last newline with non-space bytes on both sides (0:
-    none). Regex pre-tokenizers (GPT-2's, tiktoken's) make such a newline a piece of its own
-    and never join pieces across it, so chunks cut there give the ids of the whole text."""
-    end = len(data) - 1
-    while True:
-        pos = data.rfind(b"\n", 1, end)
-        if pos < 1:
-            return 0
-        if data[pos - 1] not in _SPACE and data[pos + 1] not in _SPACE:
-            return pos + 1
-        end = pos
-
-
-def _utf8(data: bytes, path: pathlib.Path) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(
-            f"{path} is not UTF-8 text (byte {e.start} of a chunk): convert it or leave it out"
-        ) from None
-
+from . import bpe_train
+from .outputs import check_apart, is_working_file, output_folder
+from .prepare_text import input_files, pieces, utf8
+from .prepare_tokenizer import Tokenizer, from_json, from_tiktoken, is_json_path, tokenizer
+from .tokens import FORMAT, MAX_VOCAB, META_FILE, TAG, TOKENIZER_FILE, dtype_for, write_meta
+from .validate import ArgumentParser, InputError, input_file, int_flag, integer, number, number_flag, one_line
 
 #: Largest ``--chunk-mb``: a tokenizer call on more text than this only costs memory.
 MAX_CHUNK_MB = 4096.0
@@ -175,11 +47,18 @@ FILES = ("train.bin", "val.bin", TOKENIZER_FILE)
 
 
 def is_token_folder(folder: pathlib.Path) -> bool:
-    """Whether ``folder`` is a token folder (prepare may rewrite it)."""
+    """Whether ``folder`` is a token folder prepare may rewrite: its ``meta.json`` (a plain
+    file) says so and it holds nothing else but the token files (and working files). A
+    checkpoint, a model folder or any folder with other files in it is not one, whatever its
+    ``meta.json`` says."""
+    meta = folder / META_FILE
     try:
-        return json.loads((folder / META_FILE).read_text()).get("format") == FORMAT
+        if meta.is_symlink() or json.loads(meta.read_text()).get("format") != FORMAT:
+            return False
     except (OSError, ValueError, AttributeError):
         return False
+    ours = {*FILES, META_FILE}
+    return all(n in ours or is_working_file(n) for n in os.listdir(folder))
 
 
 def check(
@@ -213,21 +92,31 @@ def prepare(
     eot: bool = False,
     chunk_mb: float = 4.0,
     progress: bool = True,
+    read: Sequence[tuple[str, Any]] = (),
 ) -> dict[str, Any]:
     """Tokenizes ``inputs`` into the token folder ``out`` (see the module doc); returns its
     ``meta.json``. ``tok`` is ``None`` with ``train_bpe`` (a vocabulary size): the tokenizer is
     then trained on the training share first. Everything is checked and ``out`` claimed
-    (created, locked) first; the files are staged and renamed into place at the end,
-    ``meta.json`` last, so a failure (or a kill) leaves ``out`` as it was, or without a
-    ``meta.json`` that lies."""
+    (checked against the inputs and ``read``, the other files read as ``(flag, path)``;
+    created, locked) first; the files are staged and replaced as one set at the end, so a
+    failure (or a kill) leaves ``out`` as it was."""
     if (tok is None) == (train_bpe is None):
         raise InputError("give a tokenizer or --train-bpe, not both")
     if train_bpe is not None:
         train_bpe = bpe_train.check_vocab("--train-bpe", train_bpe)
     files = check(inputs, tok, val_fraction=val_fraction, eot=eot, chunk_mb=chunk_mb)
     total = sum(f.stat().st_size for f in files)
-    with claim_folder("--out", out, "a token folder", is_token_folder, lock=".prepare.lock") as claim:
-        staged = {name: claim.stage(name) for name in (*FILES, META_FILE)}
+    claim = output_folder(
+        "--out",
+        out,
+        what="a token folder",
+        tag=TAG,
+        names=(*FILES, META_FILE),
+        accepts=is_token_folder,
+        inputs=[*(("--input", i) for i in inputs), *read],
+    )
+    with claim as files_out:
+        staged = {name: files_out.path(name) for name in (*FILES, META_FILE)}
         if tok is None:
             tok = _trained(files, total, val_fraction, chunk_mb, train_bpe, progress)
         counts = _tokenize(files, total, tok, staged, val_fraction, eot, chunk_mb, progress)
@@ -238,21 +127,17 @@ def prepare(
             )
         staged[TOKENIZER_FILE].write_text(tok.hf_json, encoding="utf-8")
         source = ", ".join(os.fspath(pathlib.Path(i).resolve()) for i in inputs)
-        bins = {"train": staged["train.bin"], "val": staged["val.bin"]}
         meta = write_meta(
-            claim.folder,
+            files_out.folder,
             tok.vocab_size,
             tok.record,
             source=source,
             text_bytes=total,
             eot=tok.eot,
-            files=bins,
+            files={"train": staged["train.bin"], "val": staged["val.bin"]},
             meta_path=staged[META_FILE],
         )
-        # An old meta.json goes first: between the renames the folder never describes files
-        # it does not hold.
-        (claim.folder / META_FILE).unlink(missing_ok=True)
-        claim.commit([*FILES, META_FILE])
+        files_out.commit()
     return meta
 
 
@@ -260,36 +145,16 @@ def _trained(
     files: list[pathlib.Path], total: int, val_fraction: float, chunk_mb: float, vocab: Any, progress: bool
 ) -> Tokenizer:
     """The BPE of :mod:`orthoformer.bpe_train` trained on exactly the pieces that go to
-    ``train.bin`` (:func:`pieces`), loaded as any ``tokenizer.json`` is."""
+    ``train.bin`` (:func:`~orthoformer.prepare_text.pieces`), loaded as any
+    ``tokenizer.json`` is."""
     if progress:
         print(f"training a {vocab}-token BPE on the training share ...", file=sys.stderr, flush=True)
     split_pieces = pieces(files, total, val_fraction, chunk_mb)
-    texts = (_utf8(piece, path) for split, path, piece, _ in split_pieces if split == "train")
+    texts = (utf8(piece, path) for split, path, piece, _ in split_pieces if split == "train")
     doc, record = bpe_train.train(texts, vocab)
-    tok = _from_json(doc, "--train-bpe")
+    tok = from_json(doc, "--train-bpe")
     tok.record = {"kind": "hf", "trained": record}
     return tok
-
-
-def pieces(
-    files: list[pathlib.Path], total: int, val_fraction: float, chunk_mb: float
-) -> Iterator[tuple[str, pathlib.Path, bytes, bool]]:
-    """``(split, file, bytes, last piece of the file)`` in order: the text in chunks (see
-    :func:`chunks`), the chunk holding the split point cut there (where chunks may be cut), so
-    the ``"train"`` pieces are the first ``1 - val_fraction`` of the bytes (to a line end) and
-    the ``"val"`` pieces the rest. The BPE trainer and the tokenizer read the same pieces."""
-    cut = total * (1.0 - val_fraction)
-    done, split = 0, "train"
-    for path, data, last in chunks(files, max(1, int(chunk_mb * 2**20))):
-        parts = [(data, last)]
-        if split == "train" and done + len(data) > cut:
-            k = _cut(data[: max(0, int(cut - done)) + 1])
-            parts = [(data[:k], False), (data[k:], last)] if k > 0 else parts
-        for i, (piece, end) in enumerate(parts):
-            if i == 1 or (done >= cut and split == "train"):
-                split = "val"
-            yield split, path, piece, end
-            done += len(piece)
 
 
 def _tokenize(
@@ -308,7 +173,7 @@ def _tokenize(
     done, counts, start = 0, {"train": 0, "val": 0}, time.perf_counter()
     with open(staged["train.bin"], "wb") as train, open(staged["val.bin"], "wb") as val:
         for split, path, piece, end in pieces(files, total, val_fraction, chunk_mb):
-            ids = np.asarray(tok.encode(_utf8(piece, path)), dtype=np.int64)
+            ids = np.asarray(tok.encode(utf8(piece, path)), dtype=np.int64)
             if eot and end:
                 ids = np.append(ids, tok.eot)
             if ids.size and (ids.min() < 0 or ids.max() >= tok.vocab_size):
@@ -346,51 +211,47 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--train-bpe",
         metavar="VOCAB",
+        type=int_flag(bpe_train.MIN_VOCAB, bpe_train.MAX_VOCAB, bpe_train.VOCAB_HINT),
         help=f"train a byte-level BPE of VOCAB tokens ({bpe_train.MIN_VOCAB}..{bpe_train.MAX_VOCAB}) "
         "on the training share and use it (not with --tokenizer)",
     )
     p.add_argument("--tiktoken-file", help="the tiktoken encoding's ranks file (.tiktoken), for offline use")
     p.add_argument(
         "--val-fraction",
-        type=float,
+        type=number_flag(0.0, 1.0, lo_open=True, hi_open=True),
         default=0.1,
         help="share of the bytes (the last ones) for val.bin [default: 0.1]",
     )
     p.add_argument("--eot", action="store_true", help="append the end-of-text token after every file")
-    p.add_argument("--chunk-mb", type=float, default=4.0, help="text per tokenizer call [default: 4]")
+    p.add_argument(
+        "--chunk-mb",
+        type=number_flag(0.0, MAX_CHUNK_MB, lo_open=True),
+        default=4.0,
+        help="text per tokenizer call [default: 4]",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress line")
     return p
-
-
-def _int_or_text(value: str) -> Any:
-    """A flag's text as an int when it is one (so the check names a bad value as given)."""
-    try:
-        return int(value, 10)
-    except ValueError:
-        return value
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs prepare; returns the exit status."""
     try:
+        # Every flag's type and range is checked by the parser: a bad flag is refused before a
+        # tokenizer is loaded (or downloaded).
         args = parser().parse_args(argv)
-        # The cheap checks first: a bad flag is refused before a tokenizer is loaded (or
-        # downloaded).
-        number("--val-fraction", args.val_fraction, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-        number("--chunk-mb", args.chunk_mb, lo=0.0, hi=MAX_CHUNK_MB, lo_open=True)
-        vocab = None
-        if args.train_bpe is not None:
-            if args.tokenizer is not None or args.tiktoken_file is not None:
-                raise InputError(
-                    "--train-bpe trains the tokenizer: leave --tokenizer and --tiktoken-file out"
-                )
-            vocab = bpe_train.check_vocab("--train-bpe", _int_or_text(args.train_bpe))
+        vocab = args.train_bpe
+        if vocab is not None and (args.tokenizer is not None or args.tiktoken_file is not None):
+            raise InputError("--train-bpe trains the tokenizer: leave --tokenizer and --tiktoken-file out")
         input_files(args.input)
         spec = args.tokenizer or "gpt2"
+        read = [("--tokenizer", spec)] if vocab is None and is_json_path(spec) else []
         if args.tiktoken_file is not None:
             input_file("--tiktoken-file", args.tiktoken_file)
-            if spec.endswith(".json") or os.path.isfile(spec):
+            if is_json_path(spec):
                 raise InputError("--tiktoken-file applies to a tiktoken encoding name, not a tokenizer.json")
+            read.append(("--tiktoken-file", args.tiktoken_file))
+        # The output against the inputs before a tokenizer is loaded; prepare checks it again.
+        check_apart("--out", args.out, [*(("--input", i) for i in args.input), *read])
         tok = None if vocab is not None else tokenizer(spec, args.tiktoken_file)
         meta = prepare(
             args.input,
@@ -401,6 +262,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             eot=args.eot,
             chunk_mb=args.chunk_mb,
             progress=not args.quiet,
+            read=read,
         )
     except (ValueError, OSError) as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
@@ -409,6 +271,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         json.dumps({k: meta[k] for k in ("dtype", "vocab_size", "train_tokens", "val_tokens", "tokenizer")})
     )
     return 0
+
+
+__all__ = [
+    "FILES",
+    "MAX_CHUNK_MB",
+    "Tokenizer",
+    "check",
+    "from_tiktoken",
+    "is_token_folder",
+    "main",
+    "parser",
+    "pieces",
+    "prepare",
+    "tokenizer",
+]
 
 
 if __name__ == "__main__":

@@ -17,13 +17,15 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from . import _native
+from . import _native, file_set
 from .validate import InputError, env_integer, integer, mapping, text
 
 META_FILE = "meta.json"
 FORMAT = "orthoformer-tokens"
 TOKENIZER_FILE = "tokenizer.json"
 SPLITS = ("train", "val")
+#: The file-set tag prepare writes a folder's files under (``.tokens.commit``, ...).
+TAG = "tokens"
 #: Seed offset of the fixed evaluation batches (the library's trainer uses its own rule).
 EVAL_STREAM = 0x5EED_E7A1
 
@@ -63,9 +65,19 @@ def write_meta(
         if size % width:
             raise InputError(f"{path} holds {size} bytes, not a whole number of {dtype} tokens")
         counts[split] = size // width
+        top = -1
         with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 24), b""):
+            for block in iter(lambda: f.read(SCAN_BYTES), b""):
                 digest.update(block)
+                ids = np.frombuffer(block, dtype=np.dtype(dtype).newbyteorder("<"))
+                top = max(top, int(ids.max())) if ids.size else top
+        # The ids are read anyway (for the hash): a meta.json that declares fewer tokens than
+        # the files use is refused here, not written for a trainer to find later.
+        if top >= vocab_size:
+            raise InputError(
+                f"vocab_size {vocab_size} is not above the largest id in {path.name}, {top}: give the "
+                "tokenizer's whole vocabulary"
+            )
     meta = {
         "format": FORMAT,
         "version": 1,
@@ -80,7 +92,14 @@ def write_meta(
         "eot": eot,
     }
     check_meta(meta, "meta.json")
-    pathlib.Path(meta_path or folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    target = pathlib.Path(meta_path or folder / META_FILE)
+    # Staged beside and renamed: never written through a link planted at meta.json.
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(json.dumps(meta, indent=2) + "\n")
+    os.replace(tmp, target)
     return meta
 
 
@@ -94,6 +113,10 @@ class TokenFolder:
 
     def __init__(self, folder: PathArg) -> None:
         self.path = pathlib.Path(folder).resolve()
+        if file_set.pending(self.path, TAG):
+            # A prepare killed after its commit point: its renames are finished first (under
+            # the set's lock), so the files read are the new set, never a mix.
+            file_set.FileSet(self.path, TAG, []).close()
         meta_path = self.path / META_FILE
         if not meta_path.is_file():
             raise InputError(

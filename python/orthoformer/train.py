@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 from . import _native
 from .errors import TrainingStopped
+from .outputs import check_apart
 from .train_flags import OPTIM_FLAGS, OPTIONS, check_args, parser
 from .validate import env_integer, one_line
 
@@ -165,6 +166,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = parser().parse_args(argv)
         say = _stderr if args.json else (lambda line: print(line, flush=True))
         check_args(args)
+        # The checkpoint folder is never an input, inside one, or holding one.
+        check_apart(
+            "--out",
+            args.out,
+            [("--data", args.data), ("--data-dir", args.data_dir), ("--config", args.config)],
+        )
         # Options, data and model are checked by the library before PyTorch is even imported.
         size = env_integer("WORLD_SIZE", lo=1) or 1
         batch = args.batch if args.batch is not None else OPTIONS["batch"]

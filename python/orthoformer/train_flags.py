@@ -8,7 +8,18 @@ import argparse
 from typing import Any
 
 from .data import DEFAULTS
-from .validate import ArgumentParser, InputError, device, integer, number, seed
+from .validate import (
+    COUNT_MAX,
+    SEED_MAX,
+    ArgumentParser,
+    InputError,
+    device,
+    int_flag,
+    integer,
+    number,
+    number_flag,
+    seed,
+)
 
 OPTIONS = DEFAULTS["options"]
 
@@ -60,20 +71,24 @@ def parser() -> argparse.ArgumentParser:
         help="one token per character, or byte-level BPE [default: char]",
     )
     p.add_argument(
-        "--vocab-size", type=int, help=f"BPE vocabulary (at least 256) [default: {DEFAULTS['bpe_vocab']}]"
+        "--vocab-size",
+        type=_int_type("vocab_size"),
+        help=f"BPE vocabulary (at least 256) [default: {DEFAULTS['bpe_vocab']}]",
     )
     g = p.add_mutually_exclusive_group()
     g.add_argument(
         "--preset", help=f"model preset [default: {DEFAULTS['preset']} with context {DEFAULTS['context']}]"
     )
     g.add_argument("--config", help="model configuration file (TOML or JSON with the fields of a preset)")
-    p.add_argument("--context", type=int, help="context length, overriding the preset")
+    p.add_argument("--context", type=_int_type("context"), help="context length, overriding the preset")
     p.add_argument(
         "--width",
-        type=int,
+        type=_int_type("width"),
         help="model width d_model (the feed-forward width becomes 4x), overriding the preset",
     )
-    p.add_argument("--model-seed", type=int, help="seed of the model's initialisation [default: --seed]")
+    p.add_argument(
+        "--model-seed", type=SEED_TYPE, help="seed of the model's initialisation [default: --seed]"
+    )
     p.add_argument(
         "--attention",
         help="softmax, orthogonal, linear, orthogonal-linear, orthogonal-tied, identity-q, "
@@ -100,16 +115,20 @@ def parser() -> argparse.ArgumentParser:
     )
     for flag, key, ty in OPTIM_FLAGS:
         extra = " rows per micro-step, over all ranks" if key == "batch" else ""
-        p.add_argument(flag, type=ty, help=f"[default: {_default(key)}]{extra}")
+        p.add_argument(
+            flag,
+            type=_int_type(key) if ty is int else _float_type(key),
+            help=f"[default: {_default(key)}]{extra}",
+        )
     p.add_argument(
         "--lr-decay-steps",
-        type=int,
+        type=_int_type("lr_decay_steps"),
         help="steps the cosine decays the learning rate over; later steps run at --min-lr (at least "
         "--warmup) [default: --steps of the first run: --resume with more --steps keeps it]",
     )
     p.add_argument(
         "--grad-accum",
-        type=int,
+        type=_int_type("grad_accum"),
         default=1,
         help="micro-steps per optimizer step (the step's batch is --batch times this) [default: 1]",
     )
@@ -130,20 +149,20 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--pad-vocab",
-        type=int,
+        type=_int_type("pad_vocab"),
         default=64,
         help="pad the output layer's vocabulary to a multiple of this for faster kernels, logits cut "
         "back (as nanoGPT); 1: no padding [default: 64]",
     )
     p.add_argument(
         "--log-every",
-        type=int,
+        type=_int_type("log_every"),
         default=10,
         help="print loss, tokens/s, ms/step and MFU every this many steps; 0: never [default: 10]",
     )
     p.add_argument(
         "--peak-tflops",
-        type=float,
+        type=_float_type("peak_tflops"),
         help="the device's peak TFLOP/s for MFU [default: the "
         "GPU's data-sheet figure for the dtype; none on the CPU]",
     )
@@ -152,7 +171,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume", action="store_true", help="continue the checkpoint in --out (--steps may extend it)"
     )
-    p.add_argument("--stop-at", type=int, help="checkpoint and stop after this many steps")
+    p.add_argument("--stop-at", type=_int_type("stop_at"), help="checkpoint and stop after this many steps")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda [default: auto]")
     return p
@@ -182,21 +201,45 @@ def check_args(args: argparse.Namespace) -> None:
             raise InputError(f"{flag} is empty: name a path")
 
 
-#: Integer flags: (flag, attribute, least, most); None: no bound.
+#: Integer flags: (flag, attribute, least, most). Counts stop at ``COUNT_MAX`` (a u32), so
+#: none overflows the library's integer types; the seeds are u64 (their own type).
 INT_RANGES = [
-    ("--steps", "steps", 1, None),
-    ("--batch", "batch", 1, None),
-    ("--warmup", "warmup", 0, None),
-    ("--eval-every", "eval_every", 1, None),
+    ("--steps", "steps", 1, COUNT_MAX),
+    ("--batch", "batch", 1, COUNT_MAX),
+    ("--warmup", "warmup", 0, COUNT_MAX),
+    ("--eval-every", "eval_every", 1, COUNT_MAX),
     ("--eval-iters", "eval_iters", 1, 10_000),
-    ("--log-every", "log_every", 0, None),
-    ("--stop-at", "stop_at", 0, None),
-    ("--context", "context", 1, None),
-    ("--width", "width", 1, None),
+    ("--log-every", "log_every", 0, COUNT_MAX),
+    ("--stop-at", "stop_at", 0, COUNT_MAX),
+    ("--context", "context", 1, COUNT_MAX),
+    ("--width", "width", 1, COUNT_MAX),
     ("--vocab-size", "vocab_size", 1, 2**32),
-    ("--lr-decay-steps", "lr_decay_steps", 1, None),
+    ("--lr-decay-steps", "lr_decay_steps", 1, COUNT_MAX),
     ("--pad-vocab", "pad_vocab", 1, 4096),
+    ("--grad-accum", "grad_accum", 1, COUNT_MAX),
 ]
+_SEED_HINT = "seeds are integers from 0 to 2**64 - 1"
+#: The seeds' argparse type (``--seed``, ``--model-seed``).
+SEED_TYPE = int_flag(0, SEED_MAX, _SEED_HINT)
+
+
+def _int_type(key: str) -> object:
+    """The argparse type of the integer flag ``key``: its row of ``INT_RANGES`` (the seed's
+    type for ``seed``), so every integer flag is checked once, by the parser."""
+    if key == "seed":
+        return SEED_TYPE
+    _, _, lo, hi = next(row for row in INT_RANGES if row[1] == key)
+    return int_flag(lo, hi)
+
+
+def _float_type(key: str) -> object:
+    """The argparse type of the number flag ``key``: its row of ``FLOAT_RANGES``."""
+    _, _, lo, hi, lo_open, hi_open = next(row for row in FLOAT_RANGES if row[1] == key)
+    return number_flag(
+        lo, hi, lo_open=lo_open, hi_open=hi_open, what="a positive number" if key == "lr" else ""
+    )
+
+
 #: Float flags: (flag, attribute, low, high, low open, high open).
 FLOAT_RANGES = [
     ("--lr", "lr", 0.0, None, True, False),

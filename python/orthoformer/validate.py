@@ -135,10 +135,67 @@ def one_line(message: Any) -> str:
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with the package's error form: a bad or missing flag is an :class:`InputError`
     (``main`` prints one ``error:`` line and returns 2) instead of argparse's usage block on
-    stderr and ``SystemExit``, which would print two lines and skip ``main``'s handler."""
+    stderr and ``SystemExit``, which would print two lines and skip ``main``'s handler. A
+    value refused by an :func:`int_flag`/:func:`number_flag` type reads ``--flag must be
+    ...``, as the same check made later does."""
 
     def error(self, message: str) -> NoReturn:
-        raise InputError(f"{message}: see {self.prog} --help")
+        head, sep, rest = message.partition(": ")
+        if sep and head.startswith("argument -") and rest.startswith("must be"):
+            message = f"{head.removeprefix('argument ').split('/')[0]} {rest}"
+        raise InputError(f"{one_line(message)}: see {self.prog} --help")
+
+
+#: Largest count a flag takes unless it says otherwise: a ``u32`` (more steps, rows or
+#: positions than any run this package can finish), so no count overflows the library's
+#: integer types on its way in.
+COUNT_MAX = 2**32 - 1
+
+
+def int_flag(lo: Optional[int] = 0, hi: Optional[int] = COUNT_MAX, hint: str = "") -> Any:
+    """An argparse ``type`` for an integer flag in ``[lo, hi]``: every flag of the package's
+    commands is parsed and range-checked by one of these (or :func:`number_flag`), so a bad
+    value is one line naming the flag before anything runs."""
+
+    def parse(value: str) -> int:
+        try:
+            v = int(value.strip(), 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {_show(value)}{_hint(hint)}") from None
+        return _as_flag(lambda: integer("", v, lo=lo, hi=hi, hint=hint))
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def number_flag(
+    lo: Optional[float] = None,
+    hi: Optional[float] = None,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    what: str = "",
+) -> Any:
+    """An argparse ``type`` for a finite number flag in range (see :func:`number`)."""
+
+    def parse(value: str) -> float:
+        try:
+            v = float(value.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {_show(value)}") from None
+        return _as_flag(lambda: number("", v, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, what=what))
+
+    parse.__name__ = "number"
+    return parse
+
+
+def _as_flag(check: Any) -> Any:
+    """``check()``'s value, its :class:`InputError` as argparse's type error (the flag's name is
+    added by argparse)."""
+    try:
+        return check()
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e).strip()) from None
 
 
 def device(name: str, value: Any) -> str:
@@ -316,6 +373,7 @@ def _hint(hint: str) -> str:
 
 __all__ = [
     "ArgumentParser",
+    "COUNT_MAX",
     "Claim",
     "InputError",
     "SEED_MAX",
@@ -326,9 +384,11 @@ __all__ = [
     "env_integer",
     "field",
     "input_file",
+    "int_flag",
     "integer",
     "mapping",
     "number",
+    "number_flag",
     "one_line",
     "seed",
     "text",

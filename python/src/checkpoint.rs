@@ -91,10 +91,18 @@ impl LoopState {
 }
 
 /// Parses training options (every field required, unknown fields rejected) and validates them.
+/// `freeze_qk_after` is refused: the PyTorch trainer does not implement it, and must never
+/// train a run other than the one its options describe.
 pub(crate) fn parse_options(json: &str) -> PyResult<TrainOptions> {
     let o: TrainOptions =
         serde_json::from_str(json).map_err(|e| value(format!("bad training options: {e}")))?;
     o.validate().or_py()?;
+    if let Some(n) = o.freeze_qk_after {
+        return Err(value(format!(
+            "freeze_qk_after {n}: the PyTorch trainer trains Q/K to the end; train or resume \
+             this run with `orthoformer train`"
+        )));
+    }
     Ok(o)
 }
 

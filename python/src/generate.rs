@@ -1,18 +1,20 @@
 //! Text generation from a checkpoint or a pretrained model: the library's one operation,
 //! [`orthoformer::infer::generate_job::run`], called with Python's arguments (the command line
-//! calls the same, so both refuse the same inputs with the same messages).
+//! calls the same, so both refuse the same inputs with the same messages). Ctrl-C stops a
+//! generation between two tokens (`KeyboardInterrupt`, [`crate::interrupt::interruptible`]).
 
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
 use orthoformer::infer::TextModel;
-use orthoformer::infer::generate::SampleOptions;
+use orthoformer::infer::generate::{MAX_NEW_TOKENS, SampleOptions};
 use orthoformer::infer::generate_job::{self, GenerateJob};
 use orthoformer::model::llama::KvDtype;
 use orthoformer::train::checkpoint::load_text_model;
 
-use crate::error::{OrPy, compute, keyword, value};
+use crate::error::{OrPy, keyword, value};
+use crate::interrupt::interruptible;
 
 /// Continues `prompt` with the model of `checkpoint` (a training run's folder) or `model` (a
 /// `.gguf` file or Hugging Face folder), exactly one of them. Settings left `None` take the
@@ -44,24 +46,28 @@ fn generate_text(
             top_p: top_p.unwrap_or(d.options.top_p),
             seed: seed.unwrap_or(d.options.seed),
         },
-        kv_cache: match kv_cache {
-            Some(name) => KvDtype::parse(name)
-                .map_err(|e| value(orthoformer::error::name_fields(&e, keyword)))?,
-            None => d.kv_cache,
-        },
-        dot: match dot {
-            Some(name) => name
-                .parse()
-                .map_err(|e: String| value(orthoformer::error::name_fields(&e, keyword)))?,
-            None => d.dot,
-        },
+        kv_cache: kv_cache
+            .map(|name| {
+                KvDtype::parse(name)
+                    .map_err(|e| value(orthoformer::error::name_fields(&e, keyword)))
+            })
+            .transpose()?,
+        dot: dot
+            .map(|name| {
+                name.parse()
+                    .map_err(|e: String| value(orthoformer::error::name_fields(&e, keyword)))
+            })
+            .transpose()?,
     };
-    let report = compute(py, || match (checkpoint, model) {
+    let report = interruptible(py, |stop| match (checkpoint, model) {
         (None, Some(path)) => {
-            let open = || Ok(TextModel::pretrained(&path, job.kv_cache)?.with_dot(job.dot));
-            generate_job::run(&job, open, None).or_py()
+            let open = || Ok(TextModel::pretrained(&path, job.kv_cache())?.with_dot(job.dot()));
+            generate_job::run_until(&job, open, None, stop).or_py()
         }
-        (Some(dir), None) => generate_job::run(&job, || load_text_model(&dir), None).or_py(),
+        (Some(dir), None) => {
+            job.check_checkpoint().or_py()?;
+            generate_job::run_until(&job, || load_text_model(&dir), None, stop).or_py()
+        }
         _ => Err(value(
             "pass `checkpoint` (a training run's folder) or `model` (a .gguf file or a \
                  Hugging Face folder), one of them",
@@ -73,5 +79,6 @@ fn generate_text(
 /// Adds this file's functions to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(generate_text, m)?)?;
+    m.add("MAX_NEW_TOKENS", MAX_NEW_TOKENS)?;
     Ok(())
 }

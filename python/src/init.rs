@@ -71,6 +71,23 @@ fn init_generate<'py>(
     f64_out(py, &values)
 }
 
+/// One frozen head's `rows x cols` block as the library draws it (`FrozenDraw::block`):
+/// `method` an orthogonal method (`qr`, `svd`, `householder`, `cayley`) or `gaussian`
+/// (i.i.d. `N(0, 1/rows)`, not orthogonal); row-major little-endian f64 bytes.
+#[pyfunction]
+fn init_frozen_block<'py>(
+    py: Python<'py>,
+    method: &str,
+    rows: usize,
+    cols: usize,
+    seed: u64,
+) -> PyResult<Bound<'py, PyByteArray>> {
+    let draw = orthoformer::model::FrozenDraw::parse(method).map_err(value)?;
+    checked_numel(&[rows, cols], 8)?;
+    let values = py.detach(|| guard(|| draw.block(rows, cols, seed).or_py()))?;
+    f64_out(py, &values)
+}
+
 /// Every method name with its one-line description, in `orthoformer init --list` order.
 #[pyfunction]
 fn init_methods() -> Vec<(&'static str, String)> {
@@ -175,6 +192,7 @@ fn init_ortho_error(
 /// Adds this file's functions to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(init_generate, m)?)?;
+    m.add_function(wrap_pyfunction!(init_frozen_block, m)?)?;
     m.add_function(wrap_pyfunction!(init_methods, m)?)?;
     m.add_function(wrap_pyfunction!(init_method_kind, m)?)?;
     m.add_function(wrap_pyfunction!(init_mimetic, m)?)?;

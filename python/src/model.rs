@@ -56,6 +56,7 @@ fn config_resolve(
             .or_py()?,
         position: position.map(Position::parse).transpose().or_py()?,
         temperature: temperature.map(Temperature::parse).transpose().or_py()?,
+        ..Default::default()
     };
     let base = match recipe {
         Some(name) => Some(orthoformer::train::recipe::recipe(name).or_py()?.0),
@@ -93,6 +94,7 @@ fn resume_check(
         d_model: width,
         position: position.map(Position::parse).transpose().or_py()?,
         temperature: temperature.map(Temperature::parse).transpose().or_py()?,
+        ..Default::default()
     };
     request.check(&out, &saved).or_py()
 }

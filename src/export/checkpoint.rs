@@ -17,6 +17,7 @@ use std::path::Path;
 
 use crate::data::hf_tokenizer;
 use crate::export::gpt2::{gpt2_config, gpt2_safetensors};
+use crate::io::file_set::{Input, Output, claim_outputs};
 use crate::io::folder_kind::FolderKind;
 use crate::train::checkpoint::{self, STATE_FILE};
 
@@ -135,9 +136,18 @@ pub struct ExportReport {
     pub reference_logits: Option<ReferenceFile>,
 }
 
-/// Exports as `job` says: the reference logits are computed first (a bad text writes
-/// nothing), then the folder, then the logits file.
+/// Exports as `job` says: the outputs are claimed first (see `io::file_set::claim_outputs`),
+/// then the reference logits computed (a bad text writes nothing), then the folder and the
+/// logits file written.
 pub fn run(job: &ExportJob) -> crate::Result<ExportReport> {
+    // Before anything is read: neither output may be, hold or sit inside the checkpoint or
+    // the other (`logits_out` onto the checkpoint's model.safetensors destroyed it), and
+    // both are held against a second writer until written.
+    let mut outputs = vec![Output::folder("out", &job.out)];
+    if let Some((_, file)) = &job.logits {
+        outputs.push(Output::file("logits_out", file));
+    }
+    let _claim = claim_outputs(&[Input::new("checkpoint", &job.checkpoint)], &outputs)?;
     let ck = job.checkpoint.display();
     let reference = match &job.logits {
         Some((text, _)) => Some(reference_logits(&job.checkpoint, text).map_err(|e| {

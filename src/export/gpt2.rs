@@ -49,6 +49,12 @@ pub struct Gpt2Tensor {
 
 /// Why `cfg` has no exact GPT-2 form, or `None` when it has one.
 pub fn gpt2_incompatibility(cfg: &GptConfig) -> Option<String> {
+    if let Some(layers) = &cfg.frozen_layers {
+        return Some(format!(
+            "Q/K are frozen in layers {layers:?} only (frozen_layers), which the export's \
+             marker (one attention variant for every layer) cannot say"
+        ));
+    }
     if cfg.attention.is_linear() {
         return Some(format!(
             "attention {:?} is linear (kernel) attention, which GPT-2 has no form for; only \
@@ -190,7 +196,7 @@ pub fn gpt2_tensors(model: &Gpt) -> crate::Result<Vec<Gpt2Tensor>> {
         let mut w: Vec<Vec<f32>> = Vec::with_capacity(3);
         let mut b: Vec<Vec<f32>> = Vec::with_capacity(3);
         for which in [AttnWeight::Q, AttnWeight::K, AttnWeight::V] {
-            let (name, proj) = (which.name(), cfg.attention.projection(which));
+            let (name, proj) = (which.name(), cfg.layer_kind(l).projection(which));
             let (wi, bi) = match proj {
                 Projection::Identity => (identity.clone(), vec![0.0; c]),
                 Projection::TiedToQ => (w[0].clone(), b[0].clone()),

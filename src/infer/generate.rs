@@ -2,14 +2,22 @@
 //! last row of logits and decode it through the model's cache, until `max_new_tokens` or a stop
 //! id ([`generate_ids`]). [`generate_text`] wraps it for text, handing each new piece to the
 //! caller as soon as it is complete (streaming) and timing the prompt and the decode steps.
-//! The seed fixes the text.
+//! The seed fixes the text. A call makes at most [`MAX_NEW_TOKENS`] tokens, and a caller can
+//! stop it between two tokens ([`generate_text_until`]: Ctrl-C in Python).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::Result;
 use crate::infer::CausalLm;
 use crate::infer::sample::sample_next;
 use crate::init::rng::seeded;
+
+/// The most tokens one generation makes. A model whose cache stores every position (Llama)
+/// is bounded by its context anyway; a GPT slides over its last `context` tokens and could go
+/// on for ever, its token list growing by 4 bytes per token: 2^20 (1,048,576) tokens are
+/// hours of text and 4 MiB, and a slip such as 10^12 is refused instead of running for years.
+pub const MAX_NEW_TOKENS: usize = 1 << 20;
 
 /// Sampling settings: what `orthoformer generate` asks for; `Default` holds the command's
 /// only defaults.
@@ -43,8 +51,16 @@ impl Default for SampleOptions {
 
 impl SampleOptions {
     /// Checks the settings, the same rules for every model (a checkpoint or a pretrained
-    /// one): the temperature is a finite number `>= 0`.
+    /// one): at most [`MAX_NEW_TOKENS`] tokens, the temperature a finite number `>= 0`,
+    /// `top_p` in (0, 1].
     pub fn validate(&self) -> Result<()> {
+        if self.max_new_tokens > MAX_NEW_TOKENS {
+            return Err(crate::data::invalid(format!(
+                "`max_new_tokens` {} is more than one generation makes ({MAX_NEW_TOKENS}): ask \
+                 for fewer tokens, or continue the text in several calls",
+                self.max_new_tokens
+            )));
+        }
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
             return Err(crate::data::invalid(format!(
                 "`temperature` {} must be 0 (greedy) or a positive number",
@@ -127,12 +143,33 @@ pub fn generate_text<M: CausalLm>(
     opts: SampleOptions,
     stop: &[u32],
     detok: &dyn Fn(&[u32]) -> Result<String>,
+    emit: Option<&mut TextSink<'_>>,
+) -> Result<GenerateReport> {
+    let never = AtomicBool::new(false);
+    generate_text_until(model, prompt_text, prompt, opts, stop, detok, emit, &never)
+}
+
+/// [`generate_text`] that ends with an error ([`interrupted`]) at the first token after
+/// `interrupt` becomes true: a caller on another thread (Python waiting for Ctrl-C) stops a
+/// long generation without waiting for `max_new_tokens`.
+#[allow(clippy::too_many_arguments)]
+pub fn generate_text_until<M: CausalLm>(
+    model: &mut M,
+    prompt_text: &str,
+    prompt: &[u32],
+    opts: SampleOptions,
+    stop: &[u32],
+    detok: &dyn Fn(&[u32]) -> Result<String>,
     mut emit: Option<&mut TextSink<'_>>,
+    interrupt: &AtomicBool,
 ) -> Result<GenerateReport> {
     let (mut out, mut printed) = (Vec::new(), 0usize);
     let started = Instant::now();
     let (mut first, mut last): (Option<Instant>, Instant) = (None, started);
     generate_ids(model, prompt, opts, stop, &mut |next| {
+        if interrupt.load(Ordering::Relaxed) {
+            return Err(interrupted());
+        }
         last = Instant::now();
         first.get_or_insert(last);
         out.push(next);
@@ -172,6 +209,11 @@ pub fn generate_text<M: CausalLm>(
     })
 }
 
+/// The error of a generation stopped by its caller ([`generate_text_until`]).
+pub fn interrupted() -> crate::Error {
+    crate::data::invalid("generation interrupted before `max_new_tokens` or a stop token")
+}
+
 /// What one generation did, for `generate --json`: the text, and how fast the prompt was
 /// read and the new tokens were made.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -190,4 +232,49 @@ pub struct GenerateReport {
     pub prompt_tokens_per_s: f64,
     /// Generated tokens per second after the first: one decode step and one draw each.
     pub decode_tokens_per_s: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Gpt, GptConfig};
+
+    /// Issue 53: a caller stops a long generation between two tokens (Python's Ctrl-C raises
+    /// the flag from another thread; here the sink raises it after three pieces).
+    #[test]
+    fn an_interrupt_stops_generation_at_the_next_token() {
+        let cfg = GptConfig {
+            vocab_size: 8,
+            ..GptConfig::preset("tiny").unwrap()
+        };
+        let mut gpt = Gpt::new(cfg, 1).unwrap();
+        let opts = SampleOptions {
+            max_new_tokens: MAX_NEW_TOKENS,
+            ..SampleOptions::default()
+        };
+        let detok = |ids: &[u32]| Ok("x".repeat(ids.len()));
+        let interrupt = AtomicBool::new(false);
+        let mut pieces = 0;
+        let mut sink = |_: &str| {
+            pieces += 1;
+            if pieces == 3 {
+                interrupt.store(true, Ordering::Relaxed);
+            }
+            Ok(())
+        };
+        let sink: &mut TextSink<'_> = &mut sink;
+        let err = generate_text_until(
+            &mut gpt,
+            "",
+            &[0],
+            opts,
+            &[],
+            &detok,
+            Some(sink),
+            &interrupt,
+        )
+        .unwrap_err();
+        assert!(crate::error::one_line(&err).contains("generation interrupted"));
+        assert_eq!(pieces, 3, "no token after the interrupt");
+    }
 }

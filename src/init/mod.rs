@@ -3,6 +3,7 @@
 
 pub mod fan;
 pub mod fixed;
+pub mod frozen_draw;
 pub mod gain;
 mod gaussian;
 pub mod method;

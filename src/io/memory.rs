@@ -2,8 +2,9 @@
 //! needs more memory than the machine has available, is an error that says how much it
 //! needs and how much there is, instead of an allocation that aborts the process.
 //!
-//! The machine's memory is read from `/proc/meminfo` (`MemAvailable`: what can be allocated
-//! without swapping, page cache included; `MemTotal`). Where that file cannot be read (not
+//! The memory a request may count on is its [`budget`]: the machine's (`/proc/meminfo`'s
+//! `MemAvailable`: what can be allocated without swapping, page cache included), or less where
+//! a container's limit, `ulimit -v` or [`LIMIT_VAR`] says so. Where none can be read (not
 //! Linux), only the overflow and address-space limits are checked.
 //!
 //! Sizes are computed by the callers with checked arithmetic ([`bytes`], [`sum`]) from the
@@ -11,6 +12,13 @@
 //! `Option<usize>`: `None` means the count itself overflowed.
 
 use std::fmt;
+
+pub mod budget;
+
+pub use budget::{Budget, LIMIT_VAR, budget};
+
+/// What a refusal tells the user to do when its caller has nothing more specific.
+pub const SMALLER_SIZES: &str = "use smaller sizes";
 
 /// A request that cannot be allocated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,23 +32,17 @@ pub enum MemoryError {
         /// What was asked for, in words.
         what: String,
     },
-    /// The machine does not have the memory.
-    #[error(
-        "{what} would need {} of memory, but this machine has {} available ({} in all): use \
-         smaller sizes",
-        human(*needed),
-        human(*available),
-        human(*total)
-    )]
+    /// More than the budget (the machine, its container, `ulimit -v` or [`LIMIT_VAR`]) allows.
+    #[error("{what} would need {} of memory, but {budget}: {advice}", human(*needed))]
     TooLarge {
         /// What was asked for, in words.
         what: String,
         /// Bytes needed.
         needed: u64,
-        /// Bytes the machine can allocate now (`MemAvailable`).
-        available: u64,
-        /// Bytes the machine has (`MemTotal`).
-        total: u64,
+        /// What could be allocated, and the limit that says so.
+        budget: Budget,
+        /// What to do instead.
+        advice: String,
     },
     /// More than one allocation can address (`isize::MAX` bytes), on a machine whose memory
     /// cannot be read.
@@ -53,6 +55,14 @@ pub enum MemoryError {
         what: String,
         /// Bytes needed.
         needed: u64,
+    },
+    /// [`LIMIT_VAR`] is set to something that is not a size.
+    #[error(
+        "{LIMIT_VAR}={value:?} is not a size: give bytes or a size such as 512M or 4G, or unset it"
+    )]
+    BadLimit {
+        /// The variable's value.
+        value: String,
     },
 }
 
@@ -104,17 +114,29 @@ pub fn sum(parts: &[Option<usize>]) -> Option<usize> {
         .try_fold(0usize, |acc, p| p.and_then(|p| acc.checked_add(p)))
 }
 
-/// Checks that `needed` bytes (`None`: the count overflowed) can be allocated on this
-/// machine; `what` names the request in the error ("training batch 64 x 1024").
+/// Checks that `needed` bytes (`None`: the count overflowed) can be allocated now, within
+/// [`budget`]; `what` names the request in the error ("training batch 64 x 1024").
 pub fn check_fits(needed: Option<usize>, what: impl fmt::Display) -> Result<(), MemoryError> {
-    check_fits_on(needed, what, machine())
+    check_fits_or(needed, what, SMALLER_SIZES)
 }
 
-/// [`check_fits`] against given machine figures (`None`: unknown).
+/// [`check_fits`] whose refusal ends with `advice` (what to do instead).
+pub fn check_fits_or(
+    needed: Option<usize>,
+    what: impl fmt::Display,
+    advice: &str,
+) -> Result<(), MemoryError> {
+    let budget = budget().map_err(|b| MemoryError::BadLimit { value: b.0 })?;
+    check_fits_on(needed, what, budget, advice)
+}
+
+/// [`check_fits_or`] against a given budget (`None`: unknown, where only what one allocation
+/// can address is checked).
 pub fn check_fits_on(
     needed: Option<usize>,
     what: impl fmt::Display,
-    machine: Option<MachineMemory>,
+    budget: Option<Budget>,
+    advice: &str,
 ) -> Result<(), MemoryError> {
     let Some(needed) = needed else {
         return Err(MemoryError::Overflow {
@@ -122,12 +144,12 @@ pub fn check_fits_on(
         });
     };
     let needed = needed as u64;
-    match machine {
-        Some(m) if needed > m.available => Err(MemoryError::TooLarge {
+    match budget {
+        Some(b) if needed > b.available => Err(MemoryError::TooLarge {
             what: what.to_string(),
             needed,
-            available: m.available,
-            total: m.total,
+            budget: b,
+            advice: advice.to_string(),
         }),
         None if needed > isize::MAX as u64 => Err(MemoryError::Unaddressable {
             what: what.to_string(),
@@ -156,6 +178,7 @@ pub fn human(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use budget::Source;
 
     const MEMINFO: &str = "MemTotal:       24684092 kB\nMemFree:         7404048 kB\n\
                            MemAvailable:   22738240 kB\nBuffers:           35896 kB\n";
@@ -168,20 +191,52 @@ mod tests {
         assert!(parse_meminfo("MemTotal: 1 kB\n").is_none());
     }
 
+    fn machine_budget(m: MachineMemory) -> Budget {
+        Budget {
+            available: m.available,
+            total: m.total,
+            source: Source::Machine,
+        }
+    }
+
     #[test]
     fn too_large_says_how_much_is_needed_and_there() {
-        let m = parse_meminfo(MEMINFO);
-        assert!(check_fits_on(Some(1 << 30), "x", m).is_ok());
-        let e = check_fits_on(Some(100 << 30), "training batch 8 x 64", m).unwrap_err();
+        let m = parse_meminfo(MEMINFO).map(machine_budget);
+        assert!(check_fits_on(Some(1 << 30), "x", m, SMALLER_SIZES).is_ok());
+        let e =
+            check_fits_on(Some(100 << 30), "training batch 8 x 64", m, SMALLER_SIZES).unwrap_err();
         assert_eq!(
             e.to_string(),
             "training batch 8 x 64 would need 100.0 GiB of memory, but this machine has 21.7 GiB \
              available (23.5 GiB in all): use smaller sizes"
         );
-        let e = check_fits_on(bytes(&[1 << 40, 1 << 40]), "a matrix", m).unwrap_err();
+        let e = check_fits_on(bytes(&[1 << 40, 1 << 40]), "a matrix", m, "").unwrap_err();
         assert!(matches!(e, MemoryError::Overflow { .. }), "{e}");
-        assert!(check_fits_on(Some(usize::MAX), "x", None).is_err());
-        assert!(check_fits_on(Some(1 << 40), "x", None).is_ok());
+        assert!(check_fits_on(Some(usize::MAX), "x", None, "").is_err());
+        assert!(check_fits_on(Some(1 << 40), "x", None, "").is_ok());
+    }
+
+    #[test]
+    fn a_cap_names_itself_and_the_advice_ends_the_line() {
+        let cap = Some(Budget {
+            available: 1 << 20,
+            total: 1 << 20,
+            source: Source::Variable,
+        });
+        let e = check_fits_on(Some(3 << 30), "rotating m.gguf", cap, "use a smaller model")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "rotating m.gguf would need 3.0 GiB of memory, but ORTHOFORMER_MEMORY_LIMIT allows \
+             1.0 MiB: use a smaller model"
+        );
+        let e = MemoryError::BadLimit {
+            value: "lots".into(),
+        };
+        assert!(
+            e.to_string()
+                .starts_with("ORTHOFORMER_MEMORY_LIMIT=\"lots\" is not a size")
+        );
     }
 
     #[test]

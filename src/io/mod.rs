@@ -5,6 +5,7 @@
 pub(crate) mod atomic;
 pub mod figure;
 pub mod file_set;
+pub mod finite;
 pub mod folder_kind;
 pub mod gguf;
 pub(crate) mod guard;

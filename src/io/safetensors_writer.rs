@@ -9,6 +9,9 @@
 //! key) and the tensors keep the order they are given, so identical models give identical
 //! files. Readers (the `safetensors` crate, Python `safetensors.numpy.load_file`) look tensors
 //! up by name and accept any order.
+//!
+//! A tensor holding NaN or infinity is refused by name before anything is written
+//! ([`crate::io::finite::check_holds`]): such a file is a model that computes NaN.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -25,7 +28,8 @@ pub struct TensorOut<'a> {
     pub data: &'a [f32],
 }
 
-/// The JSON header (padded), without its 8-byte length prefix.
+/// The JSON header (padded), without its 8-byte length prefix; an error when a shape does not
+/// match its values or a tensor holds a value that is not finite.
 pub fn header(
     tensors: &[TensorOut<'_>],
     metadata: &BTreeMap<String, String>,
@@ -53,6 +57,8 @@ pub fn header(
                     ),
                 )
             })?;
+        crate::io::finite::check_holds(t.name, t.data, crate::io::gguf::GgmlType::F32)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let end = offset + 4 * numel;
         if h.len() > 1 {
             h.push(',');
@@ -165,5 +171,23 @@ mod tests {
         }];
         let e = to_bytes(&t, &BTreeMap::new()).unwrap_err();
         assert!(e.to_string().contains("has 1 values"), "{e}");
+    }
+
+    #[test]
+    fn a_tensor_that_is_not_finite_is_refused_by_name() {
+        for bad in [f32::NAN, f32::INFINITY] {
+            let t = [TensorOut {
+                name: "h.0.attn.weight",
+                shape: &[2],
+                data: &[1.0, bad],
+            }];
+            let mut out = Vec::new();
+            let e = write_safetensors(&mut out, &t, &BTreeMap::new()).unwrap_err();
+            assert!(
+                e.to_string().contains("tensor h.0.attn.weight holds"),
+                "{e}"
+            );
+            assert!(out.is_empty(), "nothing written");
+        }
     }
 }

@@ -124,7 +124,7 @@ pub fn flops_per_token(cfg: &GptConfig, t: usize) -> Option<Flops> {
         cfg.vocab_size as u64,
         cfg.d_head() as u64,
     );
-    let (tt, l) = (t as u64, cfg.n_layer as u64);
+    let tt = t as u64;
     let proj = mul(&[2, c, c])?; // one C x C projection
     let ffn = mul(&[4, c, f])?;
     // Softmax: S = QKᵀ and PV over the causal blocks the kernel computes (per token: the
@@ -140,29 +140,39 @@ pub fn flops_per_token(cfg: &GptConfig, t: usize) -> Option<Flops> {
     // Matrix products per layer: Q and K run one only when dense (trainable or frozen
     // orthogonal); tied keys reuse the queries, identity queries are the input, and the
     // Hadamard projections are fast transforms (`nn::srht`, about C·(log₂C + 2) additions per
-    // token each, not matrix products and not counted here).
-    let a = cfg.attention;
-    let qk_products = [a.q_projection(), a.k_projection()]
-        .into_iter()
-        .filter(|p| p.dense_product())
-        .count() as u128;
-    let qk_trained = [a.q_projection(), a.k_projection()]
-        .into_iter()
-        .filter(|p| p.trainable())
-        .count() as u128;
-    let l = u128::from(l);
-    let fwd_proj = (2 + qk_products).checked_mul(proj)?;
-    let per_layer_f = fwd_proj.checked_add(ffn)?.checked_add(att_f)?;
-    let forward = l.checked_mul(per_layer_f)?.checked_add(head)?;
-    // Backward: every product's input gradient, and weight gradients of the trained ones.
-    let skipped = l.checked_mul(2 - qk_trained)?.checked_mul(proj)?;
-    let per_layer_b = fwd_proj
-        .checked_add((2 + qk_trained).checked_mul(proj)?)?
-        .checked_add(ffn.checked_mul(2)?)?
-        .checked_add(att_b)?;
-    let backward = l
-        .checked_mul(per_layer_b)?
-        .checked_add(head.checked_mul(2)?)?;
+    // token each, not matrix products and not counted here). The layers `frozen_layers`
+    // leaves out run the trained counterpart's.
+    let (mut forward, mut backward, mut skipped) = (head, head.checked_mul(2)?, 0u128);
+    for (a, layers) in [
+        (cfg.attention, cfg.variant_layers()),
+        (
+            cfg.attention.trained_counterpart(),
+            cfg.n_layer.checked_sub(cfg.variant_layers())?,
+        ),
+    ] {
+        let qk_products = [a.q_projection(), a.k_projection()]
+            .into_iter()
+            .filter(|p| p.dense_product())
+            .count() as u128;
+        let qk_trained = [a.q_projection(), a.k_projection()]
+            .into_iter()
+            .filter(|p| p.trainable())
+            .count() as u128;
+        let l = layers as u128;
+        let fwd_proj = (2 + qk_products).checked_mul(proj)?;
+        let per_layer_f = fwd_proj.checked_add(ffn)?.checked_add(att_f)?;
+        forward = l.checked_mul(per_layer_f)?.checked_add(forward)?;
+        // Backward: every product's input gradient, and weight gradients of the trained ones.
+        skipped = l
+            .checked_mul(2 - qk_trained)?
+            .checked_mul(proj)?
+            .checked_add(skipped)?;
+        let per_layer_b = fwd_proj
+            .checked_add((2 + qk_trained).checked_mul(proj)?)?
+            .checked_add(ffn.checked_mul(2)?)?
+            .checked_add(att_b)?;
+        backward = l.checked_mul(per_layer_b)?.checked_add(backward)?;
+    }
     Some(Flops {
         forward: u64::try_from(forward).ok()?,
         backward: u64::try_from(backward).ok()?,
@@ -190,10 +200,18 @@ pub fn account(cfg: &GptConfig, batch: usize, seq: usize) -> crate::Result<Accou
             frozen: 0,
         })
         .collect();
-    // One block stands for all: the per-layer figures are those of block 0.
-    let one = GptConfig {
-        n_layer: 1,
-        ..cfg.clone()
+    // One block stands for all: the per-layer figures are those of block 0. A model frozen
+    // in some layers only has no such block: its figures are the whole model's, summed over
+    // the layers (`per_layer` false), counted from the full table.
+    let one = match cfg.frozen_layers {
+        None => GptConfig {
+            n_layer: 1,
+            ..cfg.clone()
+        },
+        Some(_) => {
+            components.iter_mut().for_each(|x| x.per_layer = false);
+            cfg.clone()
+        }
     };
     let counts = layout::param_counts(cfg).ok_or_else(model_overflow)?;
     for s in layout::trainable(&one) {
@@ -256,7 +274,8 @@ pub fn account(cfg: &GptConfig, batch: usize, seq: usize) -> crate::Result<Accou
     })
 }
 
-/// The same configuration with trainable `W_Q, W_K` (the softmax or linear twin).
+/// The same configuration with trainable `W_Q, W_K` (the softmax or linear twin), in every
+/// layer.
 pub fn unfrozen_twin(cfg: &GptConfig) -> GptConfig {
     let attention = match cfg.attention {
         AttentionKind::Orthogonal => AttentionKind::Softmax,
@@ -265,6 +284,7 @@ pub fn unfrozen_twin(cfg: &GptConfig) -> GptConfig {
     };
     GptConfig {
         attention,
+        frozen_layers: None,
         ..cfg.clone()
     }
 }
@@ -272,4 +292,47 @@ pub fn unfrozen_twin(cfg: &GptConfig) -> GptConfig {
 /// `1234567` as `1,234,567` (see [`crate::io::table::thousands`]).
 pub fn thousands(x: usize) -> String {
     crate::io::table::thousands(x as u128)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model frozen in some layers is counted exactly: its components sum to the table's
+    /// counts, and its FLOPs are the variant's per frozen layer plus softmax's per other layer.
+    #[test]
+    fn some_layers_frozen_are_counted_layer_by_layer() {
+        let base = GptConfig {
+            attention: AttentionKind::Orthogonal,
+            ..GptConfig::preset("shakespeare-char").unwrap()
+        };
+        let some = GptConfig {
+            frozen_layers: Some(vec![0, 1]),
+            ..base.clone()
+        };
+        let a = account(&some, 2, 16).unwrap();
+        let trainable: usize = a.components.iter().map(|x| x.trainable).sum();
+        let frozen: usize = a.components.iter().map(|x| x.frozen).sum();
+        assert_eq!((trainable, frozen), (a.trainable, a.frozen));
+        assert!(a.components.iter().all(|x| !x.per_layer));
+        let counts = layout::param_counts(&some).unwrap();
+        assert_eq!((a.trainable, a.frozen), (counts.trainable, counts.frozen));
+        // Two frozen layers of four: half of orthogonal's frozen weights.
+        let full = account(&base, 2, 16).unwrap();
+        assert_eq!(2 * a.frozen, full.frozen);
+        let soft = GptConfig {
+            attention: AttentionKind::Softmax,
+            ..base.clone()
+        };
+        let (fo, fs, fm) = (
+            flops_per_token(&base, 16).unwrap(),
+            flops_per_token(&soft, 16).unwrap(),
+            flops_per_token(&some, 16).unwrap(),
+        );
+        // Every per-layer figure is linear in the layers; the head is counted once in each.
+        assert_eq!(2 * fm.forward, fo.forward + fs.forward);
+        assert_eq!(2 * fm.backward, fo.backward + fs.backward);
+        assert_eq!(2 * fm.backward_skipped_frozen, fo.backward_skipped_frozen);
+        assert_eq!(fs.backward_skipped_frozen, 0);
+    }
 }

@@ -189,6 +189,16 @@ impl AttentionKind {
         self.spec().is_linear()
     }
 
+    /// The variant with the same kernel and trained `W_Q, W_K` (softmax or linear): what the
+    /// layers a configuration's `frozen_layers` leaves out run.
+    pub fn trained_counterpart(self) -> Self {
+        if self.is_linear() {
+            Self::Linear
+        } else {
+            Self::Softmax
+        }
+    }
+
     /// The name used in configs and on the command line.
     pub fn name(self) -> &'static str {
         match self {

@@ -2,6 +2,7 @@
 //! with named presets, TOML loading (unknown fields rejected) and validation.
 
 use super::ModelError;
+use crate::init::frozen_draw::FrozenDraw;
 use crate::init::orthogonal::OrthoMethod;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -150,8 +151,10 @@ pub struct GptConfig {
     pub gelu: crate::nn::gelu::Gelu,
     /// Dropout probability on the embedding output and on each residual branch; `0` disables.
     pub dropout: f32,
-    /// How frozen orthogonal `W_Q, W_K` are generated.
-    pub frozen_method: OrthoMethod,
+    /// How the frozen `W_Q, W_K` blocks are drawn: an orthogonal method (`qr`, `svd`,
+    /// `householder`, `cayley`) or `gaussian` (i.i.d. `N(0, 1/C)`, not orthogonal: the
+    /// equal-scale control).
+    pub frozen_method: FrozenDraw,
     /// Base seed of the frozen weights (each head's seed is derived from it).
     pub frozen_seed: u64,
     /// Learned absolute positions (the default, and the form of configurations written
@@ -162,6 +165,12 @@ pub struct GptConfig {
     /// when fixed).
     #[serde(default, skip_serializing_if = "Temperature::is_fixed")]
     pub temperature: Temperature,
+    /// The layers (ascending, 0-based) that use the variant's `W_Q, W_K`; the others train
+    /// theirs as its trained counterpart does (`model::frozen_layers`). `None` (not written)
+    /// is every layer, the form of configurations written before the field existed.
+    /// Variants that train Q/K (softmax, linear) are the same model whatever it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen_layers: Option<Vec<usize>>,
 }
 
 fn norm_bias_default() -> bool {
@@ -200,10 +209,11 @@ impl GptConfig {
             norm_bias: true,
             gelu: crate::nn::gelu::Gelu::Tanh,
             dropout: 0.0,
-            frozen_method: OrthoMethod::Qr,
+            frozen_method: FrozenDraw::Orthogonal(OrthoMethod::Qr),
             frozen_seed: 0,
             position: Position::Learned,
             temperature: Temperature::Fixed,
+            frozen_layers: None,
         }
     }
 
@@ -332,6 +342,7 @@ impl GptConfig {
                 self.attention.name()
             ));
         }
+        super::frozen_layers::check(self.frozen_layers.as_deref(), self.n_layer)?;
         if !(0.0..1.0).contains(&self.dropout) {
             return bad(format!("dropout {} must be in [0, 1)", self.dropout));
         }

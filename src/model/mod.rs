@@ -7,11 +7,14 @@
 pub mod accounting;
 pub(crate) mod attention_kind;
 pub(crate) mod config;
+pub mod frozen_layers;
 pub mod gpt;
 pub mod llama;
 
+pub use crate::init::frozen_draw::FrozenDraw;
 pub use attention_kind::{AttentionKind, AttentionSpec, AttnWeight, Kernel, Projection};
 pub use config::{GptConfig, NormPlacement, Position, Temperature};
+pub use frozen_layers::LayerSelect;
 pub use gpt::Gpt;
 pub use gpt::activations::Activations;
 pub use gpt::file::{load_model, save_model};

@@ -1,10 +1,65 @@
 //! The worker threads every kernel runs on: the global rayon pool. Kernels split work by
 //! shape only (never by the thread count), so results are the same bits for any size of pool.
+//! The pool's size from `RAYON_NUM_THREADS` is capped at [`MAX_WORKERS_PER_CORE`] per core
+//! ([`check_thread_env`]): the command line refuses a larger value, the Python package builds
+//! its pool at the cap.
 
 /// Stack of each pool worker: the main thread's usual 8 MiB, since whole commands run on a
 /// worker ([`run_in_pool`]) and Rust's 2 MiB default for spawned threads is less than a main
 /// thread gets.
 const WORKER_STACK: usize = 8 << 20;
+
+/// The most workers per core `RAYON_NUM_THREADS` may ask for. Every worker is a thread with
+/// its own stack (8 MiB), all started with the pool, so a slip such as 100000
+/// would stall the machine before any work begins.
+pub const MAX_WORKERS_PER_CORE: usize = 4;
+
+/// `RAYON_NUM_THREADS` asking for more than [`MAX_WORKERS_PER_CORE`] workers per core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyThreads {
+    /// The value asked for.
+    pub requested: u64,
+    /// The cores of this machine.
+    pub cores: usize,
+    /// The most workers allowed: [`MAX_WORKERS_PER_CORE`] per core.
+    pub most: usize,
+}
+
+impl std::fmt::Display for TooManyThreads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RAYON_NUM_THREADS={} asks for more than {MAX_WORKERS_PER_CORE} workers per core \
+             ({} cores here): set it to 1 to {}, or unset it for one per core",
+            self.requested, self.cores, self.most
+        )
+    }
+}
+
+impl std::error::Error for TooManyThreads {}
+
+/// The cores of this machine (1 when unknown).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Checks `RAYON_NUM_THREADS` as the pool will read it against the cap of
+/// [`MAX_WORKERS_PER_CORE`] per core (of `cores`). Unset, zero or a value that is not a number
+/// leaves rayon's default, one worker per core, and passes.
+pub fn check_thread_env(cores: usize) -> Result<(), TooManyThreads> {
+    let Ok(value) = std::env::var("RAYON_NUM_THREADS") else {
+        return Ok(());
+    };
+    let most = cores.max(1).saturating_mul(MAX_WORKERS_PER_CORE);
+    match value.trim().parse::<u64>() {
+        Ok(n) if n > most as u64 => Err(TooManyThreads {
+            requested: n,
+            cores,
+            most,
+        }),
+        _ => Ok(()),
+    }
+}
 
 /// Sizes the global pool to `n` workers. Only the first call in a process takes effect (the
 /// pool cannot be resized once it runs); returns whether this call set it.

@@ -4,6 +4,7 @@
 //! computes exactly what the written file does.
 
 use super::QuantError;
+use super::fits::{check_finite_model, check_fits, check_quantized, matrix_name};
 use super::gptq::{GptqOptions, gptq};
 use super::grid::Format;
 use super::matrix::QuantMatrix;
@@ -70,9 +71,41 @@ impl Plan {
     }
 }
 
+/// Refuses `w` when a weight is not finite or a matrix holds weights its `plan` grid cannot
+/// store (a block's f16 scale would overflow), naming the tensor; reads, changes nothing.
+pub fn check_plan(w: &LlamaWeights, plan: &Plan) -> crate::Result<()> {
+    check_finite_model(w)?;
+    let c = &w.cfg;
+    let (d, f) = (c.d_model, c.d_ff);
+    for (l, layer) in w.layers.iter().enumerate() {
+        let mats = [
+            &layer.wq,
+            &layer.wk,
+            &layer.wv,
+            &layer.wo,
+            &layer.w_gate,
+            &layer.w_up,
+            &layer.w_down,
+        ];
+        for (i, m) in mats.into_iter().enumerate() {
+            let n = [d, d, d, c.n_head * c.head_dim(), d, d, f][i];
+            check_fits(plan.format_for(n)?, &matrix_name(l, i), m, n)?;
+        }
+    }
+    if let Some(e) = plan.embed_format {
+        check_fits(e, "model.embed_tokens.weight", &w.embed, d)?;
+        if let Some(h) = &w.lm_head {
+            check_fits(e, "lm_head.weight", h, d)?;
+        }
+    }
+    Ok(())
+}
+
 /// Quantises `w` by `plan` (GPTQ needs `hessians` from [`super::calibrate::calibrate`] on
 /// the same weights; RTN's clipping search weights its error by their diagonals when given),
-/// replacing its weights by the grid values. Every shape is checked before anything changes.
+/// replacing its weights by the grid values. Every shape, every weight's finiteness and
+/// every block's scale ([`super::fits`]) are checked before anything changes; a scale GPTQ
+/// pushes beyond f16 is refused as it appears (`w` is then partly quantised: discard it).
 pub fn quantize_model(
     w: &mut LlamaWeights,
     plan: &Plan,
@@ -91,6 +124,7 @@ pub fn quantize_model(
     if matches!(plan.method, Method::Gptq(_)) && hessians.is_none() {
         return Err(QuantError::Invalid("GPTQ needs calibration data".into()).into());
     }
+    check_plan(w, plan)?;
     let mut layers = Vec::with_capacity(w.layers.len());
     let mut gptq_loss = 0.0;
     for (l, layer) in w.layers.iter_mut().enumerate() {
@@ -125,6 +159,7 @@ pub fn quantize_model(
                     r.matrix
                 }
             };
+            check_quantized(&q, &matrix_name(l, i), m)?;
             *m = q.values();
             out.push(q);
         }
@@ -136,10 +171,12 @@ pub fn quantize_model(
     let mut head_q = None;
     if let Some(e) = plan.embed_format {
         let q = rtn(&w.embed, v, d, e, Clip::None, None);
+        check_quantized(&q, "model.embed_tokens.weight", &w.embed)?;
         w.embed = q.values();
         embed_q = Some(q);
         if !tied && let Some(h) = w.lm_head.as_mut() {
             let q = rtn(h, v, d, e, Clip::None, None);
+            check_quantized(&q, "lm_head.weight", h)?;
             *h = q.values();
             head_q = Some(q);
         }

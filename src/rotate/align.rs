@@ -109,7 +109,7 @@ pub fn run(job: &AlignJob) -> crate::Result<AlignReport> {
                 .iter()
                 .zip(&q)
                 .map(|(x, y)| (x - y).abs())
-                .fold(0.0, f64::max),
+                .fold(0.0, crate::io::finite::nan_max),
         );
     }
     Ok(AlignReport {

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::infer::eval::score::log_sum_exp;
 use crate::infer::eval::{EvalOptions, evaluate_logits};
+use crate::io::finite::{max_abs_diff, nan_max};
 use crate::model::llama::Llama;
 use crate::rotate::RotateError;
 
@@ -90,13 +91,8 @@ pub fn compare_models(
                 .chunks_exact(v)
                 .zip(rows.chunks_exact(v))
             {
-                for (x, y) in ra.iter().zip(rb) {
-                    // Not `f64::max`, which skips NaN: a NaN difference must stay NaN.
-                    let d = (x - y).abs() as f64;
-                    if d > max_d || d.is_nan() {
-                        max_d = d;
-                    }
-                }
+                // Not `f64::max`, which skips NaN: a NaN difference must stay NaN.
+                max_d = nan_max(max_d, max_abs_diff(ra, rb));
                 let (la, lb) = (log_softmax(ra), log_softmax(rb));
                 kl += la
                     .iter()

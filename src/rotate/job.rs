@@ -15,12 +15,11 @@ use serde::Serialize;
 use super::RotateError;
 use super::check::{Comparison, compare_models};
 use super::options::RotateOptions;
-use super::out_path::{OutKind, check_out};
+use super::out_path::claim_outs;
 use super::outputs::{Source, check_f16_range, check_staged, is_gguf, stage};
 use super::rotation::RotationKind;
 use super::set::{RotateChoice, RotationSet, apply_offline};
 use crate::infer::text::{check_cache_fits, read_tokens};
-use crate::io::folder_kind::{self, FolderKind};
 use crate::io::gguf::GgmlType;
 use crate::io::memory::{bytes, check_fits};
 use crate::model::llama::{Llama, load_model};
@@ -119,7 +118,14 @@ pub fn validate(job: &RotateJob) -> crate::Result<()> {
 pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Result<RotateReport> {
     validate(job)?;
     let o = &job.options;
-    check_outs(job)?;
+    // Held until the outputs are in place: no other process writes them meanwhile.
+    let _claim = claim_outs(
+        &job.model,
+        &job.data.as_deref().into_iter().collect::<Vec<_>>(),
+        &job.out,
+    )?;
+    // Before any weight is expanded to f32: a model too large for the memory is refused here.
+    super::memory_need::check_rotate(&job.model, &job.out)?;
     let t0 = Instant::now();
     let loaded = load_model(&job.model)?;
     let t_load = t0.elapsed().as_secs_f64();
@@ -213,25 +219,4 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
         check,
         check_passed,
     })
-}
-
-/// Checks every `out` before any work: its path ([`check_out`]), a folder's kind (another
-/// command's folder, a training checkpoint or a download, is never overwritten), and that no
-/// two outputs are the same path.
-fn check_outs(job: &RotateJob) -> crate::Result<()> {
-    for (i, out) in job.out.iter().enumerate() {
-        if is_gguf(out) {
-            check_out(out, &job.model, OutKind::File)?;
-        } else {
-            check_out(out, &job.model, OutKind::Folder)?;
-            folder_kind::check(out, FolderKind::HfLlama)?;
-        }
-        if job.out[..i].contains(out) {
-            return Err(invalid(format!(
-                "`out` {} is given twice; give each output once",
-                out.display()
-            )));
-        }
-    }
-    Ok(())
 }

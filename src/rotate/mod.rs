@@ -7,6 +7,7 @@ pub(crate) mod check;
 pub(crate) mod fold;
 pub mod heads;
 pub(crate) mod job;
+pub mod memory_need;
 pub mod options;
 pub mod out_path;
 pub(crate) mod outputs;

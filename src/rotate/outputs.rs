@@ -9,33 +9,32 @@ use super::check::{Comparison, compare_models};
 use super::staging::Staged;
 use crate::data::Tokenizer;
 use crate::export::llama::{save_gguf, save_hf_folder};
+use crate::io::finite::check_holds;
 use crate::io::gguf::{GgmlType, Value};
 use crate::model::llama::special_tokens::SpecialTokens;
 use crate::model::llama::{Llama, LlamaWeights, load_model};
-
-/// The largest finite f16.
-const F16_MAX: f32 = 65504.0;
 
 /// A path ending in `.gguf` is a GGUF output; anything else a Hugging Face folder.
 pub(crate) fn is_gguf(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "gguf")
 }
 
-/// Refuses weights an F16 file cannot hold: a finite value beyond ±65504 would be written as
-/// infinity (and run as NaN), a silently different model. Norm weights are written F32 and
-/// not checked.
+/// Refuses weights an F16 file cannot hold: a finite value that f16 rounds to infinity
+/// (beyond 65504) would be written as infinity and run as NaN, a silently different model.
+/// Norm weights and biases are written F32 and only checked for finiteness.
 pub(crate) fn check_f16_range(w: &LlamaWeights) -> crate::Result<()> {
+    check_holds_as(w, GgmlType::F16)
+}
+
+/// Refuses weights that matrices stored as `ty` (vectors as F32) cannot hold, naming the
+/// tensor ([`check_holds`]: NaN, infinity, beyond f16's range): nothing is written.
+fn check_holds_as(w: &LlamaWeights, ty: GgmlType) -> crate::Result<()> {
     for (name, shape, data) in w.hf_tensors() {
-        if shape.len() < 2 {
-            continue;
-        }
-        if let Some(x) = data.iter().find(|x| x.is_finite() && x.abs() > F16_MAX) {
-            return Err(RotateError::Invalid(format!(
-                "`gguf_type` f16: tensor {name} holds {x}, beyond f16's largest value 65504 (it \
-                 would be written as infinity); write f32"
-            ))
-            .into());
-        }
+        let stored = if shape.len() < 2 { GgmlType::F32 } else { ty };
+        check_holds(&name, data, stored).map_err(|e| match stored {
+            GgmlType::F16 => RotateError::Invalid(format!("`gguf_type` f16: {e}")),
+            _ => RotateError::Invalid(e),
+        })?;
     }
     Ok(())
 }
@@ -52,12 +51,16 @@ pub(crate) struct Source<'a> {
     pub gguf_metadata: &'a [(String, Value)],
 }
 
-/// Writes every output staged; nothing is in place yet.
+/// Writes every output staged, once the weights are known to fit every output's types
+/// (a model holding NaN is never written); nothing is in place yet.
 pub(crate) fn stage(
     outs: &[std::path::PathBuf],
     s: &Source,
     ty: GgmlType,
 ) -> crate::Result<Vec<Staged>> {
+    for out in outs {
+        check_holds_as(s.weights, if is_gguf(out) { ty } else { GgmlType::F32 })?;
+    }
     let mut staged = Vec::with_capacity(outs.len());
     for out in outs {
         let st = Staged::new(out)?;
@@ -90,10 +93,9 @@ pub(crate) fn check_staged(
         let c = compare_models(original, &mut b, ids, context, &mut |n| {
             progress(i * per + n, total)
         })?;
-        if worst
-            .as_ref()
-            .is_none_or(|w| c.max_abs_logit_diff > w.max_abs_logit_diff)
-        {
+        if worst.as_ref().is_none_or(|w| {
+            c.max_abs_logit_diff.is_nan() || c.max_abs_logit_diff > w.max_abs_logit_diff
+        }) {
             worst = Some(c);
         }
     }

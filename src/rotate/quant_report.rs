@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::quant_study::{QuantConfig, RotationSet, StudySettings, WeightRounding};
+use crate::io::finite::nan_max;
 use crate::io::table::{Align, Block, Report, Table};
 use crate::model::llama::quant::{ActStats, SiteStats};
 
@@ -48,11 +49,12 @@ impl QuantRow {
             rotations: c.rotations,
             method: c.method,
             ppl: (0..texts).map(|i| col(i).sum::<f64>() / n).collect(),
+            // Not `f64::min`/`f64::max`, which skip NaN: a NaN seed keeps its row's range NaN.
             ppl_min: (0..texts)
-                .map(|i| col(i).fold(f64::INFINITY, f64::min))
+                .map(|i| -col(i).fold(f64::NEG_INFINITY, |m, x| nan_max(m, -x)))
                 .collect(),
             ppl_max: (0..texts)
-                .map(|i| col(i).fold(f64::NEG_INFINITY, f64::max))
+                .map(|i| col(i).fold(f64::NEG_INFINITY, nan_max))
                 .collect(),
             by_seed,
         }
@@ -268,5 +270,24 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("W4A8 GPTQ + R1+R2+R3+R4") && text.contains("asymmetric clip 0.9"));
+    }
+
+    #[test]
+    fn a_nan_seed_keeps_the_range_nan() {
+        let c = QuantConfig::new(
+            (4, 16, 16),
+            RotationSet::full(RotateChoice::Hadamard),
+            WeightRounding::Rtn,
+        );
+        for seeds in [
+            vec![(0, vec![f64::NAN]), (1, vec![7.0])],
+            vec![(0, vec![7.0]), (1, vec![f64::NAN])],
+        ] {
+            let row = QuantRow::new(&c, seeds);
+            assert!(
+                row.ppl_min[0].is_nan() && row.ppl_max[0].is_nan(),
+                "{row:?}"
+            );
+        }
     }
 }

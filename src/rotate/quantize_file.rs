@@ -5,13 +5,13 @@
 //! refused, never silently accepted. The file is written staged ([`Staged`]) and moved over
 //! `out` only once that check passed, so a failure leaves the previous `out` as it was.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::Serialize;
 
 use super::RotateError;
-use super::out_path::{OutKind, check_out};
+use super::out_path::claim_outs;
 use super::quant_options::QuantizeOptions;
 use super::quant_study::WeightRounding;
 use super::quantize_job::QuantizeJob;
@@ -130,7 +130,9 @@ pub fn validate(o: &QuantizeOptions, out: &Path, format: Format) -> crate::Resul
 /// against the model in memory, and only then moves it into place. `out` is checked before
 /// the model is loaded.
 pub fn write(job: &QuantizeJob, out: &Path, format: Format) -> crate::Result<QuantizeFileReport> {
-    check_out(out, &job.model, OutKind::File)?;
+    // Checked and locked before the model is loaded, held until the file is in place.
+    let data: Vec<&Path> = job.data.iter().map(PathBuf::as_path).collect();
+    let _claim = claim_outs(&job.model, &data, &[out.to_path_buf()])?;
     let o = &job.options;
     let loaded = load_model(&job.model)?;
     let meta = loaded.gguf_metadata.as_deref().ok_or_else(|| {
@@ -231,15 +233,14 @@ fn compare_logits(a: &mut Llama, b: &mut Llama, ids: &[u32]) -> crate::Result<(f
         .chunks(v)
         .zip(lb.chunks(v))
         .all(|(x, y)| arg(x) == arg(y));
-    let mut diff = 0.0f64;
-    for (x, y) in la.iter().zip(&lb) {
-        // Not `f64::max`, which skips NaN: a NaN difference must stay NaN.
-        let d = f64::from((x - y).abs());
-        if d > diff || !d.is_finite() {
-            diff = if d.is_finite() { d } else { f64::NAN };
-        }
-    }
-    let scale = la.iter().map(|x| f64::from(x.abs())).fold(1.0, f64::max);
+    // Not `f64::max`, which skips NaN: a NaN difference must stay NaN, and an infinite one
+    // (whose tolerance could be infinite too) becomes NaN: either fails the check.
+    let diff = Some(crate::io::finite::max_abs_diff(&la, &lb))
+        .filter(|d| d.is_finite())
+        .unwrap_or(f64::NAN);
+    let scale = la.iter().fold(1.0, |m, x| {
+        crate::io::finite::nan_max(m, f64::from(x.abs()))
+    });
     Ok((diff, same, scale))
 }
 

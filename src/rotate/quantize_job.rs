@@ -84,6 +84,8 @@ pub fn run(
     on_tokens: &mut dyn FnMut(usize, usize),
 ) -> crate::Result<QuantizeOutcome> {
     job.validate()?;
+    // Before any weight is expanded to f32: a model too large for the memory is refused here.
+    super::memory_need::check_quantize(job)?;
     match (&job.out, job.gguf_type) {
         (Some(out), Some(format)) => Ok(QuantizeOutcome::Written(Box::new(quantize_file::write(
             job, out, format,

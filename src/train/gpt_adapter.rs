@@ -37,6 +37,21 @@ impl Trainable for Gpt {
             .collect()
     }
 
+    fn qk_parts(&self) -> Vec<std::ops::Range<usize>> {
+        // `h.{l}.attn.{q,k}.{weight,bias}`: the names `model::gpt::layout` gives them.
+        self.params()
+            .tensors
+            .iter()
+            .filter(|t| {
+                let mut parts = t.name.split('.');
+                parts.next() == Some("h")
+                    && parts.nth(1) == Some("attn")
+                    && matches!(parts.next(), Some("q" | "k"))
+            })
+            .map(|t| t.range())
+            .collect()
+    }
+
     fn params_and_grads(&mut self) -> (&mut [f32], &mut [f32]) {
         let store = self.params_mut();
         (&mut store.data, &mut store.grad)

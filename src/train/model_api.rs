@@ -26,4 +26,9 @@ pub trait Trainable {
     fn param_parts(&self) -> Vec<(usize, usize, bool)>;
     /// The trainable parameters and their gradients, same layout.
     fn params_and_grads(&mut self) -> (&mut [f32], &mut [f32]);
+    /// The element ranges of the trained query and key projections (weights and biases),
+    /// which `freeze_qk_after` stops training; none for a model without them.
+    fn qk_parts(&self) -> Vec<std::ops::Range<usize>> {
+        Vec::new()
+    }
 }

@@ -1,14 +1,14 @@
 //! Which model a training run builds, from what its front end was given: a recipe's model or
 //! the default ([`DEFAULT_PRESET`] with context [`DEFAULT_CONTEXT`]), replaced by a
-//! configuration file or a named preset, then single fields set (context, width, attention,
-//! positions, score temperature). The command line (`train`, `compare`) and Python
+//! configuration file or a named preset, then single fields set (context, width, heads,
+//! attention, positions, score temperature, the frozen draw and the frozen layers). The command line (`train`, `compare`) and Python
 //! (`python -m orthoformer.train`) build their models through [`ModelChoice::resolve`].
 
 use std::path::PathBuf;
 
 use super::options::{DEFAULT_CONTEXT, DEFAULT_PRESET};
 use crate::Result;
-use crate::model::{AttentionKind, GptConfig, Position, Temperature};
+use crate::model::{AttentionKind, FrozenDraw, GptConfig, LayerSelect, Position, Temperature};
 
 /// The model options a run was given; every field is optional.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -27,6 +27,12 @@ pub struct ModelChoice {
     pub position: Option<Position>,
     /// Fixed or learned score temperature.
     pub temperature: Option<Temperature>,
+    /// Heads per attention (must divide the width).
+    pub n_head: Option<usize>,
+    /// How the frozen `W_Q, W_K` are drawn (an orthogonal method, or `gaussian`).
+    pub frozen_method: Option<FrozenDraw>,
+    /// Which layers use the variant's frozen `W_Q, W_K` (the others train theirs).
+    pub frozen_layers: Option<LayerSelect>,
 }
 
 impl ModelChoice {
@@ -64,8 +70,24 @@ impl ModelChoice {
             })?;
             (cfg.d_model, cfg.d_ff) = (w, ff);
         }
+        if let Some(h) = self.n_head {
+            if h == 0 || !cfg.d_model.is_multiple_of(h) {
+                return Err(super::invalid(format!(
+                    "`n_head` {h} does not divide the width {}: choose a head count that \
+                     divides it (the head width is width / n_head)",
+                    cfg.d_model
+                )));
+            }
+            cfg.n_head = h;
+        }
         if let Some(a) = self.attention {
             cfg.attention = a;
+        }
+        if let Some(m) = self.frozen_method {
+            cfg.frozen_method = m;
+        }
+        if let Some(sel) = &self.frozen_layers {
+            cfg.frozen_layers = sel.resolve(cfg.n_layer)?;
         }
         if let Some(p) = self.position {
             cfg.position = p;
@@ -74,5 +96,45 @@ impl ModelChoice {
             cfg.temperature = t;
         }
         Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::init::orthogonal::OrthoMethod;
+
+    #[test]
+    fn heads_draw_and_layers_are_set_and_a_head_count_that_does_not_divide_is_refused() {
+        let choice = ModelChoice {
+            n_head: Some(8),
+            attention: Some(AttentionKind::Orthogonal),
+            frozen_method: Some(FrozenDraw::Gaussian),
+            frozen_layers: Some(LayerSelect::Last(1)),
+            ..ModelChoice::default()
+        };
+        let cfg = choice.resolve(None).unwrap();
+        assert_eq!((cfg.n_head, cfg.d_head()), (8, 16));
+        assert_eq!(cfg.frozen_method, FrozenDraw::Gaussian);
+        assert_eq!(cfg.frozen_layers, Some(vec![3]));
+        cfg.validate().unwrap();
+        for h in [0, 3, 256] {
+            let e = ModelChoice {
+                n_head: Some(h),
+                ..ModelChoice::default()
+            }
+            .resolve(None)
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains(&format!("`n_head` {h} does not divide the width 128"))
+                    && !e.contains('\n'),
+                "{e}"
+            );
+        }
+        // Nothing asked: the default's draw and every layer.
+        let d = ModelChoice::default().resolve(None).unwrap();
+        assert_eq!(d.frozen_method, FrozenDraw::Orthogonal(OrthoMethod::Qr));
+        assert_eq!(d.frozen_layers, None);
     }
 }

@@ -41,6 +41,13 @@ pub struct TrainOptions {
     pub seed: u64,
     /// AdamW hyper-parameters.
     pub adamw: AdamWConfig,
+    /// Train `W_Q, W_K` (and their biases) for the steps before this one, then freeze them:
+    /// from step `freeze_qk_after` on they get no update, no weight decay and no AdamW state
+    /// change, and their gradients count toward no clipping norm (`train::qk_freeze`).
+    /// `None` (not written): Q/K train to the end, the form of checkpoints written before the
+    /// field existed. Variants whose Q/K are frozen anyway are unaffected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeze_qk_after: Option<usize>,
 }
 
 /// The model `orthoformer train` and `compare` build when no preset or config is named:
@@ -89,6 +96,7 @@ impl Default for TrainOptions {
             eval_iters: 8,
             seed: 0,
             adamw: AdamWConfig::default(),
+            freeze_qk_after: None,
         }
     }
 }

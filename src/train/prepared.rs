@@ -131,7 +131,7 @@ pub(crate) fn reopen_text(
     if data_record(&corpus).sha256 != st.data.sha256 {
         return Err(super::invalid(format!(
             "the training text {} is not the one checkpoint {} was trained on (SHA-256 \
-             differs): pass the original file as `data`",
+             differs): restore the original file at that path",
             corpus.source,
             out.display()
         )));

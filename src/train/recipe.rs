@@ -65,10 +65,11 @@ fn nanogpt_cpu() -> (GptConfig, TrainOptions) {
         norm_bias: false,
         gelu: Gelu::Erf,
         dropout: 0.0,
-        frozen_method: OrthoMethod::Qr,
+        frozen_method: OrthoMethod::Qr.into(),
         frozen_seed: 0,
         position: Default::default(),
         temperature: Default::default(),
+        frozen_layers: None,
     };
     let options = TrainOptions {
         steps: 2000,
@@ -87,6 +88,7 @@ fn nanogpt_cpu() -> (GptConfig, TrainOptions) {
             eps: 1e-8,
             weight_decay: 0.1,
         },
+        freeze_qk_after: None,
     };
     (model, options)
 }

@@ -5,13 +5,13 @@
 use std::path::Path;
 
 use super::session::Session;
-use crate::model::{GptConfig, Position, Temperature};
+use crate::model::{FrozenDraw, GptConfig, LayerSelect, Position, Temperature};
 use crate::{Error, Result};
 
 /// Fields of the model a resumed run was asked for one by one (a lone attention kind,
-/// context, width, position encoding or temperature): each one given must equal the
-/// checkpoint's.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// context, width, position encoding, temperature, head count, frozen draw or frozen
+/// layers): each one given must equal the checkpoint's.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelRequest {
     /// The attention kind asked for.
     pub attention: Option<crate::model::AttentionKind>,
@@ -23,6 +23,12 @@ pub struct ModelRequest {
     pub position: Option<Position>,
     /// The score temperature asked for.
     pub temperature: Option<Temperature>,
+    /// The head count asked for.
+    pub n_head: Option<usize>,
+    /// The frozen draw asked for.
+    pub frozen_method: Option<FrozenDraw>,
+    /// The frozen layers asked for (resolved against the checkpoint's depth).
+    pub frozen_layers: Option<LayerSelect>,
 }
 
 impl ModelRequest {
@@ -44,6 +50,15 @@ impl ModelRequest {
         }
         if let Some(t) = self.temperature {
             want.temperature = t;
+        }
+        if let Some(h) = self.n_head {
+            want.n_head = h;
+        }
+        if let Some(m) = self.frozen_method {
+            want.frozen_method = m;
+        }
+        if let Some(sel) = &self.frozen_layers {
+            want.frozen_layers = sel.resolve(saved.n_layer)?;
         }
         check_same_config(out, saved, &want)
     }
@@ -106,12 +121,17 @@ pub fn check_same_config(out: &Path, saved: &GptConfig, want: &GptConfig) -> Res
 }
 
 /// Every field of `cfg` as JSON, the ones its file form leaves out at their defaults
-/// (position, temperature) written in: a default must compare unequal to what differs from it.
+/// (position, temperature, frozen layers) written in: a default must compare unequal to what
+/// differs from it.
 fn fields(out: &Path, cfg: &GptConfig) -> Result<serde_json::Value> {
     let mut v = serde_json::to_value(cfg).map_err(|e| Error::io(out, std::io::Error::other(e)))?;
     if let Some(m) = v.as_object_mut() {
         m.insert("position".into(), cfg.position.name().into());
         m.insert("temperature".into(), cfg.temperature.name().into());
+        let layers: Vec<usize> = (0..cfg.n_layer)
+            .filter(|&l| cfg.layer_uses_variant(l))
+            .collect();
+        m.insert("frozen_layers".into(), layers.into());
     }
     Ok(v)
 }
@@ -162,9 +182,27 @@ mod tests {
         assert!(same.check(out, &saved).is_ok());
         let wider = ModelRequest {
             d_model: Some(saved.d_model * 2),
-            ..same
+            ..same.clone()
         };
         let e = wider.check(out, &saved).unwrap_err().to_string();
         assert!(e.contains("d_model is") && !e.contains("context"), "{e}");
+        // Frozen layers are compared as the layers they name: `all` is the saved default.
+        let all = ModelRequest {
+            frozen_layers: Some(LayerSelect::All),
+            n_head: Some(saved.n_head),
+            ..same.clone()
+        };
+        assert!(all.check(out, &saved).is_ok());
+        let first = ModelRequest {
+            frozen_layers: Some(LayerSelect::First(1)),
+            frozen_method: Some(FrozenDraw::Gaussian),
+            ..same
+        };
+        let e = first.check(out, &saved).unwrap_err().to_string();
+        assert!(
+            e.contains("frozen_layers is [0,1] in the checkpoint but [0] was asked")
+                && e.contains("frozen_method is \"qr\" in the checkpoint but \"gaussian\""),
+            "{e}"
+        );
     }
 }

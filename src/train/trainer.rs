@@ -143,6 +143,13 @@ pub fn train_on<M: Trainable>(
     let b = opts.batch;
     let n = model.params_and_grads().0.len();
     let groups = groups_from(&model.param_parts(), n)?;
+    // From step `freeze_qk_after` on, W_Q and W_K leave the update (`TrainOptions`).
+    let qk = model.qk_parts();
+    let groups_after_freeze: Vec<_> = groups
+        .iter()
+        .filter(|g| !qk.contains(&g.range))
+        .cloned()
+        .collect();
     if state.adam.m.len() != n {
         return Err(super::invalid(format!(
             "optimizer state has {} values but the model {n} parameters",
@@ -168,6 +175,13 @@ pub fn train_on<M: Trainable>(
         model.zero_grad();
         let loss = model.forward_backward(&batch.inputs, &batch.targets, b, t, s as u64)?;
         let (params, grads) = model.params_and_grads();
+        // Frozen Q/K's gradients are dropped before clipping, so the norm and the update are
+        // those of a model whose Q/K were never trainable from here on; a function of the
+        // step alone, so a resumed run freezes at the same step.
+        let qk_frozen = opts.freeze_qk_after.is_some_and(|f| s >= f);
+        if qk_frozen {
+            qk.iter().for_each(|r| grads[r.clone()].fill(0.0));
+        }
         let norm = clip_grad_norm(grads, opts.grad_clip);
         if !loss.is_finite() || !norm.is_finite() {
             let (what, value) = if loss.is_finite() {
@@ -183,7 +197,12 @@ pub fn train_on<M: Trainable>(
             }
             .into());
         }
-        state.adam.step(params, grads, &groups, lr);
+        let active = if qk_frozen {
+            &groups_after_freeze
+        } else {
+            &groups
+        };
+        state.adam.step(params, grads, active, lr);
         window_secs += started.elapsed().as_secs_f64();
         timed_steps += 1;
         state.window_loss += loss as f64;
@@ -267,7 +286,117 @@ fn record<M: Trainable>(
 
 #[cfg(test)]
 mod tests {
-    use super::Limits;
+    use super::*;
+    use crate::model::{AttentionKind, Gpt, GptConfig};
+
+    /// `steps` steps of `cfg` on a fixed token stream, from a fresh state or `state`.
+    fn run(
+        model: &mut Gpt,
+        opts: &TrainOptions,
+        state: Option<RunState>,
+        stop: Option<usize>,
+    ) -> RunState {
+        let tokens: Vec<u32> = (0..400u32).map(|i| (i * 7 + i / 3) % 11).collect();
+        let split = Split {
+            train: tokens[..300].to_vec(),
+            val: tokens[300..].to_vec(),
+        };
+        let n = model.params().len();
+        let state = state.unwrap_or_else(|| RunState::fresh(opts, n));
+        let t = model.config().context;
+        train(
+            model,
+            &split,
+            opts,
+            t,
+            state,
+            &mut super::super::Silent,
+            None,
+            stop,
+        )
+        .unwrap()
+    }
+
+    fn opts(steps: usize, freeze: Option<usize>) -> TrainOptions {
+        TrainOptions {
+            steps,
+            batch: 2,
+            warmup: 1,
+            eval_every: 2,
+            eval_iters: 1,
+            freeze_qk_after: freeze,
+            ..TrainOptions::default()
+        }
+    }
+
+    fn tensor(m: &Gpt, name: &str) -> Vec<f32> {
+        m.params().get(name).unwrap().to_vec()
+    }
+
+    /// Layers `frozen_layers` names keep frozen Q/K (no trained tensor); the others train
+    /// theirs, which a step changes.
+    #[test]
+    fn only_the_chosen_layers_are_frozen() {
+        let cfg = GptConfig {
+            attention: AttentionKind::Orthogonal,
+            frozen_layers: Some(vec![1]),
+            ..GptConfig::preset("tiny").unwrap()
+        };
+        let mut m = Gpt::new(cfg.clone(), 1).unwrap();
+        assert!(m.params().get("h.1.attn.q.weight").is_none());
+        assert_eq!(m.frozen().tensors.len(), 2);
+        let frozen_before: Vec<f32> = m.frozen().tensors[0].data.clone();
+        let (q0, k0, v1) = (
+            tensor(&m, "h.0.attn.q.weight"),
+            tensor(&m, "h.0.attn.k.weight"),
+            tensor(&m, "h.1.attn.v.weight"),
+        );
+        run(&mut m, &opts(1, None), None, None);
+        assert_ne!(q0, tensor(&m, "h.0.attn.q.weight"));
+        assert_ne!(k0, tensor(&m, "h.0.attn.k.weight"));
+        assert_ne!(v1, tensor(&m, "h.1.attn.v.weight"));
+        assert_eq!(m.frozen().tensors[0].name, "h.1.attn.q.weight");
+        assert_eq!(frozen_before, m.frozen().tensors[0].data);
+        assert_eq!(
+            m.params().len(),
+            crate::model::gpt::layout::trainable_count(&cfg)
+        );
+    }
+
+    /// Q/K train before `freeze_qk_after` and stay put after it, AdamW moments included,
+    /// while the rest trains on; a run stopped past the freeze and resumed ends bit for bit
+    /// where the uninterrupted run does.
+    #[test]
+    fn q_and_k_freeze_after_the_step_and_a_resume_past_it_is_exact() {
+        let cfg = GptConfig::preset("tiny").unwrap();
+        let q = "h.0.attn.q.weight";
+        let range = |m: &Gpt| m.params().info(q).unwrap().range();
+        let mut a = Gpt::new(cfg.clone(), 3).unwrap();
+        let q_init = tensor(&a, q);
+        let s2 = run(&mut a, &opts(2, Some(2)), None, None);
+        let q_at_freeze = tensor(&a, q);
+        assert_ne!(q_init, q_at_freeze);
+        let (m2, v2) = (s2.adam.m[range(&a)].to_vec(), s2.adam.v[range(&a)].to_vec());
+        let fc = tensor(&a, "h.0.mlp.fc.weight");
+        let s5 = run(&mut a, &opts(5, Some(2)), Some(s2), None);
+        assert_eq!(q_at_freeze, tensor(&a, q));
+        assert_eq!(
+            (m2, v2),
+            (s5.adam.m[range(&a)].to_vec(), s5.adam.v[range(&a)].to_vec())
+        );
+        assert_ne!(fc, tensor(&a, "h.0.mlp.fc.weight"));
+        // Uninterrupted, and stopped at step 3 (past the freeze) then resumed.
+        let mut whole = Gpt::new(cfg.clone(), 3).unwrap();
+        let sw = run(&mut whole, &opts(5, Some(2)), None, None);
+        let mut parts = Gpt::new(cfg, 3).unwrap();
+        let s3 = run(&mut parts, &opts(5, Some(2)), None, Some(3));
+        assert_eq!(s3.step, 3);
+        let sp = run(&mut parts, &opts(5, Some(2)), Some(s3), None);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&whole.params().data), bits(&parts.params().data));
+        assert_eq!(bits(&sw.adam.m), bits(&sp.adam.m));
+        assert_eq!(bits(&whole.params().data), bits(&a.params().data));
+    }
 
     #[test]
     fn a_chunk_of_no_steps_is_refused() {

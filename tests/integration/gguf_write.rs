@@ -9,7 +9,8 @@ use orthoformer::export::llama::save_gguf;
 use orthoformer::io::gguf::{GgmlType, GgufFile, Value};
 use orthoformer::model::llama::load_model;
 
-/// The tiny model's metadata plus keys a real file has and this crate does not rewrite.
+/// The tiny model's metadata plus keys a real file has and this crate does not rewrite (an
+/// unknown `llama.*` key is refused by the loader: it may change the model).
 fn source_meta() -> Vec<(String, Value)> {
     let mut m = tiny_llama::meta(8, 1);
     let s = |x: &str| Value::Str(x.into());
@@ -23,7 +24,7 @@ fn source_meta() -> Vec<(String, Value)> {
     m.push(("tokenizer.ggml.eos_token_id".into(), Value::U32(5)));
     m.push(("llama.attention.key_length".into(), Value::U32(4)));
     m.push((
-        "llama.custom.list".into(),
+        "custom.list".into(),
         Value::Array(4, vec![Value::U32(1), Value::U32(2)]),
     ));
     m

@@ -326,7 +326,7 @@ fn sampling_options_are_checked_the_same_way_for_both_models() {
             "--max-new-tokens",
             MAX,
         ]),
-        "exceed the model's context",
+        "--max-new-tokens 18446744073709551615 is more than one generation makes",
     );
 }
 

@@ -253,7 +253,7 @@ fn variants_without_a_gpt2_form_are_one_line_errors() {
     // Exporting into the checkpoint itself would replace its model: refused.
     let o = run(&dir, &["export", "--checkpoint", "ck", "--out", "ck"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("holds a training checkpoint"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is the --checkpoint ck itself"));
     // A missing checkpoint.
     let o = run(&dir, &["export", "--checkpoint", "nope", "--out", "hf"]);
     assert_eq!(o.status.code(), Some(2));

@@ -242,7 +242,7 @@ fn unwritable_output_folder_is_a_clear_error() {
     let dir = temp_dir("unwritable");
     std::fs::write(dir.join("afile"), b"x").unwrap();
     let o = train(&dir, "afile/run", &["--steps", "5"]);
-    assert_fails(&o, "cannot write the output folder", &dir.join("afile/run"));
+    assert_fails(&o, "is not a folder", &dir.join("afile/run"));
 }
 
 #[test]

@@ -217,4 +217,17 @@ fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
         &run(&dir, &["ladder", "--out", "part", "--resume"]),
         "changed since it started",
     );
+
+    // A token file that is a FIFO (or a link to a device) is refused, not read forever.
+    #[cfg(unix)]
+    {
+        make_folder(&dir.join("fifo"), &TINY_SHAKESPEARE[..30_000]);
+        std::fs::remove_file(dir.join("fifo/val.bin")).unwrap();
+        let c = std::ffi::CString::new(dir.join("fifo/val.bin").to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let o = bad("fifo.json", &|v| {
+            v["data"] = "fifo".into();
+        });
+        assert_refused(&o, "val.bin");
+    }
 }

@@ -37,12 +37,19 @@ def head_seed(seed: int, tensor: int, head: int) -> int:
     return int(_native.frozen_head_seed(s, t, validate.integer("head", head, lo=0, hi=validate.SEED_MAX)))
 
 
+#: How frozen ``W_Q, W_K`` may be drawn: the library's orthogonal generators, or ``gaussian``
+#: (i.i.d. ``N(0, 1/in_features)`` entries, NOT orthogonal: the equal-scale control).
+FROZEN_METHODS = (*_init.ORTHO_METHODS, "gaussian")
+
+
 def check_method(method: str) -> str:
-    """``method`` when it is one of the library's orthogonal generators (``qr``, ``svd``,
-    ``householder``, ``cayley``), else an :class:`~orthoformer.validate.InputError`."""
-    if not isinstance(method, str) or method not in _init.ORTHO_METHODS:
+    """``method`` when it is one of the library's frozen draws (:data:`FROZEN_METHODS`:
+    ``qr``, ``svd``, ``householder``, ``cayley`` or ``gaussian``), else an
+    :class:`~orthoformer.validate.InputError`."""
+    if not isinstance(method, str) or method not in FROZEN_METHODS:
         raise validate.InputError(
-            f"unknown orthogonal method {method!r}: use one of {', '.join(_init.ORTHO_METHODS)}"
+            f"unknown frozen method {method!r}: use one of {', '.join(FROZEN_METHODS)} "
+            "(gaussian is not orthogonal: the equal-scale control)"
         )
     return method
 
@@ -60,8 +67,9 @@ def frozen_orthogonal_weight(
 ) -> torch.Tensor:
     """The frozen projection ``W`` (``n_head·d_head x in_features``, ``out x in``): rows
     ``h·D .. (h+1)·D`` are head ``h``'s ``in_features x D`` random orthogonal matrix
-    (orthonormal columns, by ``method``: ``qr``, ``svd``, ``householder`` or ``cayley``)
-    transposed, drawn from ``head_seed(seed, tensor, h)``. ``d_head`` defaults to
+    (orthonormal columns, by ``method``: ``qr``, ``svd``, ``householder`` or ``cayley``; or,
+    for ``gaussian``, i.i.d. ``N(0, 1/in_features)`` entries, not orthogonal) transposed, drawn
+    from ``head_seed(seed, tensor, h)`` by the library's ``FrozenDraw::block``. ``d_head`` defaults to
     ``in_features / n_head``. Computed in float64, rounded once (to float32, as the library
     stores it, then to ``dtype``)."""
     in_features = validate.integer("in_features", in_features, lo=1)
@@ -72,7 +80,7 @@ def frozen_orthogonal_weight(
                 f"in_features {in_features} is not divisible by n_head {n_head}: pass d_head"
             )
         d_head = in_features // n_head
-    hint = "orthonormal columns need d_head <= in_features"
+    hint = "a head's block needs d_head <= in_features"
     d_head = validate.integer("d_head", d_head, lo=1, hi=in_features, hint=hint)
     method = check_method(method)
     # Checked before any drawing, so a bad seed fails here, not inside the native module.
@@ -80,7 +88,8 @@ def frozen_orthogonal_weight(
     tensor = validate.integer("tensor", tensor, lo=0, hi=validate.SEED_MAX)
     w = np.empty((n_head * d_head, in_features), dtype=np.float32)
     for h in range(n_head):
-        m = _init.generate(method, (in_features, d_head), head_seed(seed, tensor, h), np.float64, gain=1.0)
+        raw = _native.init_frozen_block(method, in_features, d_head, head_seed(seed, tensor, h))
+        m = np.frombuffer(bytes(raw), dtype="<f8").reshape(in_features, d_head)
         w[h * d_head : (h + 1) * d_head] = m.T.astype(np.float32)
     return torch.from_numpy(w).to(device=device, dtype=dtype or torch.float32)
 

@@ -3,6 +3,7 @@ prompt's last ``context`` tokens are run once (prefill), then each new token is 
 through a key/value cache for the softmax-kernel variants; linear-attention variants, and any
 sequence grown past the context, run the last ``context`` tokens again per token. Greedy
 decoding (``temperature=0``) gives ``orthoformer generate``'s tokens on the same checkpoint.
+One call makes at most the library's ``MAX_NEW_TOKENS`` tokens, as ``orthoformer generate``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any, Optional
 
 import torch
 
+from .. import _native
+from ..validate import integer
 from .attention import KVCache
 
 
@@ -66,7 +69,15 @@ def generate(
     *,
     generator: Optional[torch.Generator] = None,
 ) -> torch.Tensor:
-    """``idx`` ``(B, T)`` followed by ``max_new_tokens`` sampled tokens (see :func:`sample`)."""
+    """``idx`` ``(B, T)`` followed by ``max_new_tokens`` sampled tokens (see :func:`sample`),
+    at most the library's ``MAX_NEW_TOKENS`` (the sequence grows by ``B`` ids per token)."""
+    integer(
+        "max_new_tokens",
+        max_new_tokens,
+        lo=0,
+        hi=_native.MAX_NEW_TOKENS,
+        hint="ask for fewer tokens, or continue the text in several calls",
+    )
     if idx.dim() != 2 or idx.shape[1] == 0:
         raise ValueError(f"idx must be a non-empty (B, T) tensor of token ids, got shape {tuple(idx.shape)}")
     ctx = model.config.context

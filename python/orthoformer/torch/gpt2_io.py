@@ -23,8 +23,10 @@ import numpy as np
 import torch
 
 from .. import validate
+from ..validate import InputError
 from ..config import GPTConfig
 from ..model import FrozenTensor
+from ..outputs import output_folder
 from .functional import Device
 from .hf import read_marker
 
@@ -37,8 +39,12 @@ def _read(folder: pathlib.Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """``config.json`` and every tensor (``transformer.`` prefix removed) of a folder."""
     cfg_path = folder / "config.json"
     if not cfg_path.is_file():
-        raise ValueError(f"{folder} has no config.json: pass a Hugging Face model folder")
-    hf = json.loads(cfg_path.read_text())
+        raise InputError(f"{folder} has no config.json: pass a Hugging Face model folder")
+    try:
+        parsed = json.loads(cfg_path.read_text())
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise InputError(f"{cfg_path} is not JSON ({validate.one_line(e)})") from None
+    hf = dict(validate.mapping(f"{cfg_path}", parsed))
     st, bin_ = folder / "model.safetensors", folder / "pytorch_model.bin"
     if st.is_file():
         from safetensors.numpy import load_file
@@ -49,40 +55,48 @@ def _read(folder: pathlib.Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             k: v.float().numpy() for k, v in torch.load(bin_, map_location="cpu", weights_only=True).items()
         }
     else:
-        raise ValueError(f"{folder} has neither model.safetensors nor pytorch_model.bin")
+        raise InputError(f"{folder} has neither model.safetensors nor pytorch_model.bin")
     return hf, {k.removeprefix("transformer."): np.asarray(v, dtype=np.float32) for k, v in raw.items()}
+
+
+def _int(hf: dict[str, Any], key: str, default: Any = None) -> int:
+    """``config.key`` as a positive integer (``default`` when absent and given)."""
+    value = hf.get(key, default) if default is not None else validate.field(hf, key, "config.json")
+    return validate.integer(f"config.{key}", value, lo=1, hint="fix config.json")
 
 
 def gpt2_config(hf: dict[str, Any], attention: str, seed: int, method: str) -> GPTConfig:
     """The library's configuration of a GPT-2 ``config.json``; ``ValueError`` for a GPT-2
     this model cannot compute exactly."""
     if hf.get("model_type") != "gpt2":
-        raise ValueError(f"from_hf reads GPT-2 models, not model_type {hf.get('model_type')!r}")
+        raise InputError(f"from_hf reads GPT-2 models, not model_type {hf.get('model_type')!r}")
     act = hf.get("activation_function", "gelu_new")
-    eps = hf.get("layer_norm_epsilon", 1e-5)
-    if act not in GELU:
-        raise ValueError(f"GPT-2 activation {act!r} is not one of {', '.join(GELU)}")
+    eps = validate.number("config.layer_norm_epsilon", hf.get("layer_norm_epsilon", 1e-5), lo=0.0)
+    if not isinstance(act, str) or act not in GELU:
+        raise InputError(f"GPT-2 activation {act!r} is not one of {', '.join(GELU)}")
     if (
         abs(eps - 1e-5) > 1e-12
         or not hf.get("scale_attn_weights", True)
         or hf.get("scale_attn_by_inverse_layer_idx")
     ):
-        raise ValueError("only GPT-2s with LayerNorm ε 1e-5 and 1/√D attention scores load exactly")
-    c = hf["n_embd"]
+        raise InputError("only GPT-2s with LayerNorm ε 1e-5 and 1/√D attention scores load exactly")
+    c = _int(hf, "n_embd")
     return GPTConfig(
-        vocab_size=hf["vocab_size"],
-        context=hf["n_positions"],
-        n_layer=hf["n_layer"],
-        n_head=hf["n_head"],
+        vocab_size=_int(hf, "vocab_size"),
+        context=_int(hf, "n_positions"),
+        n_layer=_int(hf, "n_layer"),
+        n_head=_int(hf, "n_head"),
         d_model=c,
-        d_ff=hf.get("n_inner") or 4 * c,
+        d_ff=_int(hf, "n_inner", 4 * c) if hf.get("n_inner") is not None else 4 * c,
         attention=attention,
         norm="pre",
         attn_bias=True,
         ffn_bias=True,
         norm_bias=True,
         gelu=GELU[act],
-        dropout=float(hf.get("resid_pdrop", 0.0)),
+        dropout=validate.number(
+            "config.resid_pdrop", hf.get("resid_pdrop", 0.0), lo=0.0, hi=1.0, hi_open=True
+        ),
         frozen_method=method,
         frozen_seed=seed,
     ).validate()
@@ -92,6 +106,7 @@ def library_tensors(
     w: dict[str, np.ndarray], cfg: GPTConfig
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """GPT-2 tensors as the library's ``(trainable by name, Q/K weights by name)``."""
+    _check_names(w, cfg.n_layer)
     c = cfg.d_model
     out: dict[str, np.ndarray] = {"wte": w["wte.weight"], "wpe": w["wpe.weight"]}
     qk: dict[str, np.ndarray] = {}
@@ -117,6 +132,45 @@ def library_tensors(
         out[h + "mlp.proj.bias"] = g("mlp.c_proj.bias")
     out["ln_f.weight"], out["ln_f.bias"] = w["ln_f.weight"], w["ln_f.bias"]
     return out, qk
+
+
+#: Every layer's GPT-2 tensors, without the ``h.{l}.`` prefix.
+LAYER_TENSORS = tuple(
+    f"{m}.{p}"
+    for m in ("ln_1", "ln_2", "attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+    for p in ("weight", "bias")
+)
+#: Buffers ``transformers`` stored in older GPT-2 files (the causal mask), not weights.
+MASK_BUFFERS = ("attn.bias", "attn.masked_bias")
+
+
+def _check_names(w: dict[str, np.ndarray], n_layer: int) -> None:
+    """The file's tensors are exactly the config's: none missing, no layer beyond
+    ``config.n_layer`` (llama.cpp refuses such files too; dropping them would be a silently
+    different model), nothing unknown, an ``lm_head`` only as the tied copy of ``wte``."""
+    want = {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"}
+    want |= {f"h.{i}.{t}" for i in range(n_layer) for t in LAYER_TENSORS}
+    missing = sorted(want - set(w))
+    if missing:
+        raise InputError(
+            f"the weights lack tensor {missing[0]!r} (of {len(missing)} missing) that config.n_layer "
+            f"{n_layer} needs: fix config.n_layer or use another folder"
+        )
+    for name in sorted(set(w) - want):
+        head, _, rest = name.partition(".")
+        layer, _, tail = rest.partition(".")
+        if head == "h" and layer.isdigit() and (int(layer) >= n_layer):
+            raise InputError(
+                f"the weights hold layer {layer} ({name!r}) but config.n_layer is {n_layer}: the extra "
+                "layers would be dropped; fix config.n_layer"
+            )
+        if head == "h" and tail in MASK_BUFFERS:
+            continue
+        if name == "lm_head.weight" and np.array_equal(w[name], w["wte.weight"]):
+            continue
+        raise InputError(
+            f"tensor {name!r} is not one a GPT-2 this model computes holds: remove it or use another folder"
+        )
 
 
 def from_hf(
@@ -244,14 +298,27 @@ def to_hf(model: Any, folder: PathArg) -> None:
         }
         # Checked before anything is written: a marker no reader accepts is never saved.
         read_marker(hf[MARKER])
-    path = pathlib.Path(os.fspath(folder))
-    path.mkdir(parents=True, exist_ok=True)
-    save_file(
-        {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()},
-        str(path / "model.safetensors"),
-        {"format": "pt"},
+    tensors = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
+    with export_folder(folder, "hf-gpt2", "a Hugging Face GPT-2 model (GPT.to_hf)") as files:
+        save_file(tensors, str(files.path("model.safetensors")), {"format": "pt"})
+        files.path("config.json").write_text(json.dumps(hf, indent=2) + "\n")
+        files.commit()
+
+
+def export_folder(folder: PathArg, kind: str, what: str) -> Any:
+    """The Hugging Face folder ``to_hf`` writes, claimed as ``orthoformer export`` claims its
+    ``--out`` (:func:`~orthoformer.outputs.output_folder`): new, empty, or an earlier export of
+    the same kind (its ``.orthoformer`` marker); a training checkpoint or any other non-empty
+    folder is refused, never written into. ``config.json`` and ``model.safetensors`` are
+    replaced as one set."""
+    return output_folder(
+        "to_hf folder",
+        folder,
+        what=what,
+        tag="hf-export",
+        names=("config.json", "model.safetensors"),
+        kind=kind,
     )
-    (path / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
 
 
-__all__ = ["from_hf", "gpt2_config", "library_tensors", "to_hf"]
+__all__ = ["export_folder", "from_hf", "gpt2_config", "library_tensors", "to_hf"]

@@ -42,6 +42,7 @@ from ..validate import InputError
 from .frozen import FrozenOrthogonalLinear, draw_seed
 from .functional import check_method, frozen_orthogonal_weight
 from .hadamard import FrozenHadamardLinear
+from .hf_checks import check_gpt2, check_llama
 
 #: The key of the marker in a model's ``config.json``.
 MARKER = "orthoformer"
@@ -58,6 +59,12 @@ def read_marker(marker: Any, variants: tuple[str, ...] = MARKED_VARIANTS) -> tup
     naming the field otherwise."""
     where = f"config.{MARKER}"
     m = validate.mapping(where, marker)
+    unknown = sorted(set(m) - {"attention", "frozen_method", "frozen_seed"})
+    if unknown:
+        raise InputError(
+            f"{where} has an unknown field {unknown[0]!r}: a marker holds attention, frozen_method "
+            "and frozen_seed only; remove it"
+        )
     attention = validate.choice(f"{where}.attention", validate.field(m, "attention", where), variants)
     method = validate.field(m, "frozen_method", where)
     try:
@@ -192,83 +199,6 @@ def _same_or_stored(current: torch.Tensor, generated: torch.Tensor, keep: bool) 
     return current.detach().clone() if keep else generated
 
 
-def _heads(cfg: Any, name: str, default: Optional[int] = None) -> int:
-    """``config.name`` as a head count (at least 1), or ``default`` when unset."""
-    value = getattr(cfg, name, None)
-    if value is None and default is not None:
-        return default
-    return validate.integer(f"config.{name}", value, lo=1, hint="a head count, as the weights were made with")
-
-
-def _check_gpt2(model: nn.Module) -> list[nn.Module]:
-    """GPT-2's attention modules, after checking ``n_head`` against every ``c_attn``."""
-    cfg = model.config
-    h = _heads(cfg, "n_head")
-    blocks = list(getattr(model, "transformer", model).h)
-    for layer, block in enumerate(blocks):
-        attn = block.attn
-        if isinstance(attn.c_attn, FrozenQKVConv1D):
-            raise InputError(f"layer {layer}'s Q/K are frozen already: freeze_qk_ a model once")
-        c = int(attn.c_attn.weight.shape[0])
-        if tuple(attn.c_attn.weight.shape) != (c, 3 * c) or c % h or attn.num_heads != h:
-            raise InputError(
-                f"config.n_head {h} does not fit layer {layer}'s c_attn of shape "
-                f"{tuple(attn.c_attn.weight.shape)} ({attn.num_heads} heads): fix config.n_head"
-            )
-    return [block.attn for block in blocks]
-
-
-def _check_llama(model: nn.Module, variant: str) -> tuple[list[nn.Module], int, int, int]:
-    """The Llama family's attention modules and ``(heads, key heads, head width)``, after
-    checking the config's head counts against every ``q_proj``/``k_proj``."""
-    cfg = model.config
-    h = _heads(cfg, "num_attention_heads")
-    kv = _heads(cfg, "num_key_value_heads", h)
-    if kv > h or h % kv:
-        raise InputError(
-            f"config.num_key_value_heads {kv} must divide config.num_attention_heads {h}: "
-            "fix config.num_key_value_heads"
-        )
-    given_d = getattr(cfg, "head_dim", None) is not None
-    hidden = validate.integer("config.hidden_size", getattr(cfg, "hidden_size", None), lo=1)
-    if given_d:
-        d = validate.integer("config.head_dim", cfg.head_dim, lo=1, hi=hidden)
-        width = f"config.head_dim {d}"
-    else:
-        d = hidden // h
-        width = f"head width {d} (hidden_size / num_attention_heads)"
-    if variant == "orthogonal-tied" and kv != h:
-        raise InputError(
-            f"orthogonal-tied needs as many key heads as query heads, not {kv} of {h}: "
-            "use orthogonal (config.num_key_value_heads)"
-        )
-    if variant == "orthogonal-hadamard" and h * d != hidden:
-        raise InputError(
-            f"orthogonal-hadamard needs square projections, not {h * d} x {hidden}: use orthogonal"
-        )
-    layers = list(getattr(model, "model", model).layers)
-    for layer, block in enumerate(layers):
-        attn = block.self_attn
-        if isinstance(attn.q_proj, FrozenOrthogonalLinear):
-            raise InputError(f"layer {layer}'s Q/K are frozen already: freeze_qk_ a model once")
-        for proj, heads, name in (
-            (attn.q_proj, h, "num_attention_heads"),
-            (attn.k_proj, kv, "num_key_value_heads"),
-        ):
-            got = tuple(proj.weight.shape)
-            if got != (heads * d, hidden):
-                fix = f"config.{name}" + (" or config.head_dim" if given_d else "")
-                raise InputError(
-                    f"config.{name} {heads} x {width} gives {heads * d} x {hidden} projections, but "
-                    f"layer {layer}'s are {got[0]} x {got[1]}: fix {fix}"
-                )
-    if variant == "orthogonal-hadamard" and kv * d != hidden:
-        raise InputError(
-            f"orthogonal-hadamard needs square projections, not {kv * d} x {hidden} keys: use orthogonal"
-        )
-    return [block.self_attn for block in layers], h, kv, d
-
-
 def freeze_qk_(
     model: nn.Module,
     variant: Optional[str] = None,
@@ -296,7 +226,7 @@ def freeze_qk_(
     seed = draw_seed(seed)
     kind = getattr(cfg, "model_type", "")
     if kind == "gpt2":
-        attns = _check_gpt2(model)
+        attns = check_gpt2(model)
         for layer, attn in enumerate(attns):
             c, h = attn.embed_dim, attn.num_heads
             w = attn.c_attn.weight
@@ -309,7 +239,7 @@ def freeze_qk_(
                 wk = _same_or_stored(w[:, c : 2 * c].T, gen, restore)
             attn.c_attn = FrozenQKVConv1D(attn.c_attn, wq, wk, keep_bias=restore)
     elif hasattr(getattr(model, "model", model), "layers"):
-        attns, h, kv, d = _check_llama(model, variant)
+        attns, h, kv, d = check_llama(model, variant)
         for layer, attn in enumerate(attns):
             c = attn.q_proj.in_features
             wq = _same_or_stored(

@@ -29,15 +29,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..validate import InputError, mapping
+from ..config import ATTENTIONS
+from ..validate import InputError
 from .attention import OrthogonalAttention
 from .frozen import FrozenOrthogonalLinear
 from .functional import Device
+from .hf import read_marker
 from .llama_config import LlamaConfig
 
 PathArg = Union[str, "PathLike[str]"]
 #: The key of the frozen-attention marker in ``config.json`` (as :mod:`.hf` writes it).
 MARKER = "orthoformer"
+#: The variants a Llama folder's marker names (:meth:`Llama.to_hf` marks every one but softmax).
+MARKED_ATTENTIONS = tuple(a for a in ATTENTIONS if a != "softmax")
 #: Standard deviation of the initial weights (``transformers``' ``initializer_range``).
 INIT_STD = 0.02
 #: Our attention's module names and ``transformers``' (parameter names differ only there).
@@ -196,9 +200,8 @@ class Llama(nn.Module):
         asked = attention is not None or frozen_seed is not None or frozen_method is not None
         marker = None if asked else hf.get(MARKER)
         if marker is not None:
-            marker = mapping(f"config.json: {MARKER}", marker)
-            attention = marker.get("attention")
-            frozen_seed, frozen_method = marker.get("frozen_seed"), marker.get("frozen_method")
+            # Every field of the marker named and checked, as GPT.from_hf checks it.
+            attention, frozen_method, frozen_seed = read_marker(marker, MARKED_ATTENTIONS)
         cfg = LlamaConfig.from_hf_dict(
             hf,
             attention=attention or "softmax",

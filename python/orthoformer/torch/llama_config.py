@@ -3,10 +3,12 @@
 a Hugging Face ``config.json``.
 
 Every field of a ``config.json`` that changes the function is honoured or refused by name:
-RoPE scaling (``rope_scaling``, or ``transformers`` 5's ``rope_parameters`` with a type other
-than ``default``), biases (``attention_bias``, ``mlp_bias``), an activation other than SiLU,
-a ``head_dim`` other than ``hidden_size / num_attention_heads``, a sliding window and
-soft-capping are refused, as the library's engine refuses them (``model::llama::supported``).
+RoPE's base is read from ``rope_theta`` or ``transformers`` 5's ``rope_parameters``; RoPE
+scaling (``rope_scaling`` or ``rope_parameters``, read alike: a type other than ``default``
+or any scaling field), two bases that disagree, biases (``attention_bias``, ``mlp_bias``), an
+activation other than SiLU, a ``head_dim`` other than ``hidden_size / num_attention_heads``,
+a sliding window and soft-capping are refused, as the library's engine refuses them
+(``model::llama::supported``).
 Fields that only describe (token ids, dtypes, versions) are ignored.
 """
 
@@ -30,8 +32,8 @@ REFUSED = (
     "use_qk_norm",
     "qk_layernorm",
 )
-#: Keys of ``rope_parameters`` that default RoPE reads.
-ROPE_KEYS = ("rope_type", "rope_theta")
+#: Keys of ``rope_parameters`` (and ``rope_scaling``) that default RoPE reads.
+ROPE_KEYS = ("rope_type", "type", "rope_theta")
 
 
 @dataclasses.dataclass
@@ -132,6 +134,8 @@ class LlamaConfig:
         if act != "silu":
             raise InputError(f"config.json: hidden_act {act!r} is not implemented (only silu)")
         for flag in ("attention_bias", "mlp_bias"):
+            if set_(flag) not in (None, False, True):
+                raise InputError(f"config.json: {flag} must be true or false, got {set_(flag)!r}")
             if set_(flag):
                 raise InputError(f"config.json: {flag} true is not implemented (only bias-free Llamas)")
         for key in REFUSED:
@@ -141,7 +145,7 @@ class LlamaConfig:
         h = integer("num_attention_heads", set_("num_attention_heads"), lo=1)
         c = integer("hidden_size", set_("hidden_size"), lo=1)
         hd = set_("head_dim")
-        if hd is not None and hd * h != c:
+        if hd is not None and integer("config.json: head_dim", hd, lo=1) * h != c:
             raise InputError(
                 f"config.json: head_dim {hd} is not hidden_size / num_attention_heads ({c} / {h}), "
                 "which is not implemented"
@@ -190,36 +194,36 @@ class LlamaConfig:
 
 
 def _rope_theta(hf: Mapping[str, Any]) -> float:
-    """RoPE's base from ``rope_parameters`` (``transformers`` 5) or ``rope_theta``; any RoPE but
-    the default refused by name."""
-    scaling = hf.get("rope_scaling")
-    if scaling is not None:
-        kind = mapping("config.json: rope_scaling", scaling).get("rope_type", scaling.get("type", "unknown"))
-        if kind != "default":
-            raise InputError(
-                f"config.json: rope_scaling of type {kind!r} is not implemented (only default RoPE)"
-            )
-    theta = hf.get("rope_theta")
-    params = hf.get("rope_parameters")
-    if params is not None:
-        params = mapping("config.json: rope_parameters", params)
-        kind = params.get("rope_type", "default")
-        if kind != "default":
-            raise InputError(
-                f"config.json: rope_parameters of type {kind!r} is not implemented (only default RoPE)"
-            )
-        extra = sorted(set(params) - set(ROPE_KEYS))
+    """RoPE's base from ``rope_theta`` (``transformers`` 4), ``rope_parameters``
+    (``transformers`` 5) or ``rope_scaling`` (the older name of the same object), read alike
+    as the engine reads them (``model::llama::supported``): a type other than ``default`` or
+    any scaling field is refused by name, two bases that disagree are refused, none means
+    10000."""
+    found = []
+    if hf.get("rope_theta") is not None:
+        found.append(("rope_theta", number("config.json: rope_theta", hf["rope_theta"])))
+    for key in ("rope_parameters", "rope_scaling"):
+        if hf.get(key) is None:
+            continue
+        params = mapping(f"config.json: {key}", hf[key])
+        for kind_key in ("rope_type", "type"):
+            kind = params.get(kind_key)
+            if kind is not None and kind != "default":
+                raise InputError(
+                    f"config.json: {key}.{kind_key} {kind!r} is not implemented (only default RoPE)"
+                )
+        extra = sorted(k for k, v in params.items() if k not in ROPE_KEYS and v is not None)
         if extra:
+            raise InputError(f"config.json: {key}.{extra[0]} is not implemented (only default RoPE)")
+        if params.get("rope_theta") is not None:
+            name = f"{key}.rope_theta"
+            found.append((name, number(f"config.json: {name}", params["rope_theta"])))
+    for name, theta in found[1:]:
+        if theta != found[0][1]:
             raise InputError(
-                f"config.json: rope_parameters {', '.join(extra)} not implemented (only default RoPE)"
+                f"config.json: {found[0][0]} {found[0][1]} and {name} {theta} disagree: keep one"
             )
-        inner = params.get("rope_theta")
-        if theta is not None and inner is not None and float(theta) != float(inner):
-            raise InputError(
-                f"config.json: rope_theta {theta} and rope_parameters.rope_theta {inner} disagree"
-            )
-        theta = inner if inner is not None else theta
-    return 10_000.0 if theta is None else theta
+    return found[0][1] if found else 10_000.0
 
 
 __all__ = ["LlamaConfig", "REFUSED"]

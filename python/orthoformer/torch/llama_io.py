@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ..validate import InputError, mapping
+from .gpt2_io import export_folder
 from .llama import MARKER, Llama, dense_qk, hf_name, pin_frozen
 
 INDEX = "model.safetensors.index.json"
@@ -57,6 +58,20 @@ def load_into(model: Llama, tensors: dict[str, torch.Tensor], *, restore: bool) 
         for w in ("q", "k")
     }
     tied = model.lm_head is None
+    n_layer = len(model.layers)
+    for name in sorted(tensors):
+        parts = name.split(".")
+        if (
+            parts[:2] == ["model", "layers"]
+            and parts[2:3]
+            and parts[2].isdigit()
+            and int(parts[2]) >= n_layer
+        ):
+            # llama.cpp refuses such files too: dropping the layers would be another model.
+            raise InputError(
+                f"the weights hold layer {parts[2]} ({name!r}) but config.num_hidden_layers is "
+                f"{n_layer}: the extra layers would be dropped; fix config.num_hidden_layers"
+            )
     for name in tensors:
         known = name in params or name in qk or name.endswith(IGNORED_SUFFIXES)
         if not known and not (tied and name == "lm_head.weight"):
@@ -86,9 +101,10 @@ def write_folder(model: Llama, folder: pathlib.Path) -> None:
             out[f"model.layers.{i}.self_attn.{which}_proj.weight"] = dense_qk(layer.self_attn, which)
     # Own, contiguous CPU copies: safetensors refuses shared storage (tied keys, views).
     tensors = {n: t.detach().to("cpu").contiguous().clone() for n, t in out.items()}
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(folder / "model.safetensors"), {"format": "pt"})
-    (folder / "config.json").write_text(model.config_json())
+    with export_folder(folder, "hf-llama", "a Hugging Face Llama model (Llama.to_hf)") as files:
+        save_file(tensors, str(files.path("model.safetensors")), {"format": "pt"})
+        files.path("config.json").write_text(model.config_json())
+        files.commit()
 
 
 __all__ = ["INDEX", "MARKER", "load_into", "read_folder", "write_folder"]

@@ -157,7 +157,18 @@ impl ConvergePlan {
             steps: self.rule.max_steps,
             ..self.grid.clone()
         }
-        .validate()
+        .validate()?;
+        // After the grid's own check, which caps its runs (so their count cannot overflow).
+        let max = super::sweep::MAX_RUNS;
+        if self.seeds.len().saturating_mul(self.grid.runs().max(1)) > max {
+            return Err(crate::train::invalid(format!(
+                "`--seeds` lists {} seeds of {} runs each: more than {max} runs in all; give \
+                 fewer seeds or values",
+                self.seeds.len(),
+                self.grid.runs()
+            )));
+        }
+        Ok(())
     }
 
     /// Every run of the grid: seeds outermost, so a grid cut short has whole seeds of every

@@ -109,10 +109,11 @@ impl MqarPlan {
             norm_bias: true,
             gelu: crate::nn::gelu::Gelu::Tanh,
             dropout: 0.0,
-            frozen_method: OrthoMethod::Qr,
+            frozen_method: OrthoMethod::Qr.into(),
             frozen_seed: self.seed,
             position: self.position,
             temperature: self.temperature,
+            frozen_layers: None,
         }
     }
 
@@ -186,6 +187,7 @@ impl MqarPlan {
                 weight_decay: self.weight_decay,
                 ..AdamWConfig::default()
             },
+            freeze_qk_after: None,
         }
     }
 

@@ -17,6 +17,10 @@ fn invalid(msg: String) -> crate::Error {
     crate::train::invalid(msg)
 }
 
+/// The most runs one MQAR grid trains (settings × widths × variants × rates, and × seeds
+/// for `--until-plateau`).
+pub const MAX_RUNS: usize = 10_000;
+
 impl MqarPlan {
     /// Checks the plan (before anything runs): every list non-empty, widths whole multiples
     /// of the head width (or narrower than one head), positive sizes and learning rates, and
@@ -26,6 +30,25 @@ impl MqarPlan {
             return Err(invalid(
                 "`settings`, `widths` and `lrs` each need at least one value".into(),
             ));
+        }
+        // Each list multiplies the runs: their product is capped before a run list is made.
+        let runs = [
+            self.settings.len(),
+            self.widths.len(),
+            self.variants.len(),
+            self.lrs.len(),
+        ]
+        .into_iter()
+        .try_fold(1usize, usize::checked_mul);
+        if runs.is_none_or(|r| r > MAX_RUNS) {
+            return Err(invalid(format!(
+                "{} settings × {} widths × {} variants × {} rates make more than {MAX_RUNS} \
+                 runs: give fewer values",
+                self.settings.len(),
+                self.widths.len(),
+                self.variants.len(),
+                self.lrs.len()
+            )));
         }
         if self.head_dim == 0 || self.steps == 0 || self.batch == 0 || self.eval_examples == 0 {
             return Err(invalid(

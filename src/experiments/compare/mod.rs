@@ -305,6 +305,41 @@ pub fn attention_name(kind: AttentionKind) -> String {
     kind.name().to_string()
 }
 
+/// The name a comparison's tables and summary give a variant: the attention kind, with what
+/// sets the run apart from the kind's default appended, so no two different models share a
+/// name: `+DRAW` for a frozen draw other than `qr` (`orthogonal+gaussian`), `[layers 0,1]`
+/// when only some layers use the frozen Q/K, and `-freeze@N` when trained Q/K are frozen
+/// after step `N` (`softmax-freeze@200`). Each part appears only where it changes the model.
+pub fn variant_label(
+    kind: AttentionKind,
+    model: &crate::model::GptConfig,
+    options: &crate::train::TrainOptions,
+) -> String {
+    use crate::model::{AttnWeight, FrozenDraw, Projection};
+    let projections = AttnWeight::QK.map(|w| kind.projection(w));
+    let mut label = kind.name().to_string();
+    if model.frozen_method != FrozenDraw::Orthogonal(crate::init::orthogonal::OrthoMethod::Qr)
+        && projections.contains(&Projection::FrozenDense)
+    {
+        label = format!("{label}+{}", model.frozen_method.name());
+    }
+    if let Some(layers) = &model.frozen_layers
+        && kind.frozen_qk()
+    {
+        let list: Vec<String> = layers.iter().map(|l| l.to_string()).collect();
+        label = format!("{label}[layers {}]", list.join(","));
+    }
+    // Layers `frozen_layers` leaves out train their Q/K too, and freeze with the rest.
+    let trains_qk = projections.iter().any(|p| p.trainable())
+        || (model.frozen_layers.is_some() && kind.frozen_qk());
+    if let Some(n) = options.freeze_qk_after
+        && trains_qk
+    {
+        label = format!("{label}-freeze@{n}");
+    }
+    label
+}
+
 /// (trainable, frozen) parameter counts of `model`.
 pub fn param_counts(model: &Gpt) -> (usize, usize) {
     (model.params().data.len(), model.frozen().len())
@@ -317,4 +352,54 @@ pub fn training_memory(model: &Gpt, b: usize) -> Result<usize> {
     Ok(crate::model::accounting::account(cfg, b, cfg.context)?
         .memory
         .total)
+}
+
+#[cfg(test)]
+mod label_tests {
+    use super::*;
+    use crate::model::{FrozenDraw, GptConfig};
+    use crate::train::TrainOptions;
+
+    #[test]
+    fn labels_name_what_sets_a_variant_apart_and_nothing_else() {
+        let model = GptConfig::preset("tiny").unwrap();
+        let opts = TrainOptions::default();
+        let label = |k, m: &GptConfig, o: &TrainOptions| variant_label(k, m, o);
+        assert_eq!(label(AttentionKind::Softmax, &model, &opts), "softmax");
+        let gauss = GptConfig {
+            frozen_method: FrozenDraw::Gaussian,
+            ..model.clone()
+        };
+        assert_eq!(
+            label(AttentionKind::Orthogonal, &gauss, &opts),
+            "orthogonal+gaussian"
+        );
+        // Softmax draws nothing: the draw does not change it.
+        assert_eq!(label(AttentionKind::Softmax, &gauss, &opts), "softmax");
+        let freeze = TrainOptions {
+            freeze_qk_after: Some(200),
+            ..opts.clone()
+        };
+        assert_eq!(
+            label(AttentionKind::Softmax, &model, &freeze),
+            "softmax-freeze@200"
+        );
+        assert_eq!(
+            label(AttentionKind::Orthogonal, &model, &freeze),
+            "orthogonal"
+        );
+        let first = GptConfig {
+            frozen_layers: Some(vec![0]),
+            ..model
+        };
+        assert_eq!(
+            label(AttentionKind::Orthogonal, &first, &opts),
+            "orthogonal[layers 0]"
+        );
+        assert_eq!(
+            label(AttentionKind::Orthogonal, &first, &freeze),
+            "orthogonal[layers 0]-freeze@200"
+        );
+        assert_eq!(label(AttentionKind::Softmax, &first, &opts), "softmax");
+    }
 }

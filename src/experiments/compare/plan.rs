@@ -12,6 +12,8 @@ use crate::train::invalid;
 use crate::train::options::TrainOptions;
 use crate::train::session::Prepared;
 
+use super::options::{MAX_LRS, MAX_RUNS, MAX_SEEDS, check_count, first_repeat};
+
 /// The plan's file in the comparison's folder.
 pub const PLAN_FILE: &str = "plan.json";
 
@@ -66,8 +68,8 @@ pub struct RunId {
 }
 
 impl ComparePlan {
-    /// A plan, checked: at least one variant and one seed, no repeats, valid options and a
-    /// valid model for every variant.
+    /// A plan, checked: at least one variant, from 1 to [`MAX_SEEDS`] seeds, no repeats (found
+    /// by sorting), valid options and a valid model for every variant.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         attentions: Vec<AttentionKind>,
@@ -87,13 +89,9 @@ impl ComparePlan {
                 return Err(invalid(format!("`attention` lists {} twice", a.name())));
             }
         }
-        if seeds.is_empty() {
-            return Err(invalid("`seeds` must be at least 1"));
-        }
-        for (i, s) in seeds.iter().enumerate() {
-            if seeds[..i].contains(s) {
-                return Err(invalid(format!("seed {s} is listed twice")));
-            }
+        check_count("seeds", seeds.len(), MAX_SEEDS)?;
+        if let Some(s) = first_repeat(&seeds, u64::cmp) {
+            return Err(invalid(format!("seed {s} is listed twice")));
         }
         options.validate()?;
         let plan = ComparePlan {
@@ -120,18 +118,37 @@ impl ComparePlan {
     /// The plan with the learning rates `lrs` swept: each finite, positive and listed once
     /// (an empty list is no sweep).
     pub fn with_lrs(mut self, lrs: Vec<f64>) -> Result<Self> {
-        for (i, &lr) in lrs.iter().enumerate() {
-            if !(lr.is_finite() && lr > 0.0) {
-                return Err(invalid(format!(
-                    "--lr-sweep: {lr} is not a positive learning rate"
-                )));
-            }
-            if lrs[..i].contains(&lr) {
-                return Err(invalid(format!("--lr-sweep lists {lr} twice")));
-            }
+        if lrs.len() > MAX_LRS {
+            return Err(invalid(format!(
+                "--lr-sweep lists {} rates, more than {MAX_LRS}: give at most {MAX_LRS}",
+                lrs.len()
+            )));
+        }
+        if let Some(lr) = lrs.iter().find(|lr| !(lr.is_finite() && **lr > 0.0)) {
+            return Err(invalid(format!(
+                "--lr-sweep: {lr} is not a positive learning rate"
+            )));
+        }
+        if let Some(lr) = first_repeat(&lrs, f64::total_cmp) {
+            return Err(invalid(format!("--lr-sweep lists {lr} twice")));
+        }
+        let runs = self.runs_count().saturating_mul(lrs.len().max(1));
+        if runs > MAX_RUNS {
+            return Err(invalid(format!(
+                "--lr-sweep: {} rates × {} seeds × {} variants make {runs} runs, more than \
+                 {MAX_RUNS}: sweep fewer rates or seeds",
+                lrs.len(),
+                self.seeds.len(),
+                self.attentions.len()
+            )));
         }
         self.lrs = lrs;
         Ok(self)
+    }
+
+    /// Runs without a sweep: variants × seeds.
+    fn runs_count(&self) -> usize {
+        self.attentions.len().saturating_mul(self.seeds.len())
     }
 
     /// Every run, seed-major (a comparison stopped half-way holds whole pairs), then by
@@ -330,5 +347,54 @@ pub fn run_key_of(id: RunId) -> String {
     match id.lr {
         None => run_key(id.seed, id.attention),
         Some(lr) => format!("seed-{}/{}/{}", id.seed, lr_dir(lr), id.attention.name()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Corpus;
+
+    fn plan(seeds: Vec<u64>) -> Result<ComparePlan> {
+        ComparePlan::new(
+            vec![AttentionKind::Softmax, AttentionKind::Orthogonal],
+            seeds,
+            GptConfig::preset("tiny").unwrap(),
+            TrainOptions::default(),
+            TokenizerKind::Char,
+            512,
+            crate::train::session::data_record(&Corpus::tiny_shakespeare()),
+            None,
+        )
+    }
+
+    /// Too many seeds (an edited `plan.json`) are refused before the repeat check (a sort).
+    #[test]
+    fn seed_lists_are_capped_and_repeats_found_by_sorting() {
+        let e = plan((0..=MAX_SEEDS as u64).collect())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`seeds` 1001 is more than 1000"), "{e}");
+        let all: Vec<u64> = (0..MAX_SEEDS as u64).rev().collect();
+        assert_eq!(plan(all.clone()).unwrap().seeds, all);
+        let mut twice = all;
+        twice[999] = 500;
+        let e = plan(twice).unwrap_err();
+        assert!(e.to_string().contains("seed 500 is listed twice"), "{e}");
+        assert!(plan(vec![]).is_err());
+    }
+
+    #[test]
+    fn sweeps_are_capped_by_rates_and_by_runs() {
+        let lrs = |n: usize| (1..=n).map(|i| i as f64 * 1e-4).collect::<Vec<f64>>();
+        let two = plan(vec![0, 1]).unwrap();
+        assert!(two.clone().with_lrs(lrs(MAX_LRS)).is_ok());
+        let e = two.clone().with_lrs(lrs(MAX_LRS + 1)).unwrap_err();
+        assert!(e.to_string().contains("more than 64"), "{e}");
+        let e = two.with_lrs(vec![1e-3, 2e-3, 1e-3]).unwrap_err();
+        assert!(e.to_string().contains("lists 0.001 twice"), "{e}");
+        let many = plan((0..MAX_SEEDS as u64).collect()).unwrap();
+        let e = many.with_lrs(lrs(6)).unwrap_err().to_string();
+        assert!(e.contains("make 12000 runs, more than 10000"), "{e}");
     }
 }

@@ -16,8 +16,8 @@ use super::plan::{RunId, run_key_of};
 use super::sweep::{self, LrCell};
 use super::{ComparePlan, run_dir_of};
 use crate::Result;
+use crate::model::accounting;
 use crate::model::gpt::layout;
-use crate::model::{AttentionKind, accounting};
 use crate::stats::{PairedInterval, first_crossing, mean, paired_interval, sample_sd};
 use crate::train::checkpoint;
 use crate::train::options::TrainOptions;
@@ -199,7 +199,7 @@ pub fn summarise(
         let ms = mean(&seeds.iter().map(|s| s.ms_per_step).collect::<Vec<_>>());
         let tokens = (opts.batch * cfg.context) as f64;
         variants.push(VariantSummary {
-            attention: kind.name().to_string(),
+            attention: super::variant_label(kind, &cfg, &opts),
             lr,
             params_total: layout::trainable_count(&cfg) + layout::frozen_count(&cfg),
             params_trainable: layout::trainable_count(&cfg),
@@ -225,6 +225,7 @@ pub fn summarise(
         .iter()
         .position(|&a| a == base_kind)
         .unwrap_or(0);
+    let base_label = variants[b].attention.clone();
     let (_, _, base_curve) = mean_curve(&variants[b]);
     let target = base_curve.last().copied().unwrap_or(f64::NAN);
     let base_finals: Vec<f64> = variants[b].seeds.iter().map(|s| s.final_val_loss).collect();
@@ -244,7 +245,7 @@ pub fn summarise(
             pct.push((s.final_val_loss - base) / base * 100.0);
         }
         let percent = paired_interval(&pct);
-        let verdict = verdict(&v.attention, base_kind, plan.options.steps, &percent);
+        let verdict = verdict(&v.attention, &base_label, plan.options.steps, &percent);
         verdicts.push(verdict.clone());
         v.vs_baseline = Some(Difference {
             nats: paired_interval(&nats),
@@ -271,7 +272,7 @@ pub fn summarise(
             ..plan.options.clone()
         },
         seeds: plan.seeds.clone(),
-        baseline: base_kind.name().to_string(),
+        baseline: base_label,
         target_val_loss: target,
         verdicts,
         variants,
@@ -334,8 +335,7 @@ pub fn mean_curve(v: &VariantSummary) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
 
 /// One sentence on `name` against `base` at `steps` steps, from the 95% interval of the
 /// per-seed percentage differences of the final validation loss.
-pub fn verdict(name: &str, base: AttentionKind, steps: usize, pct: &PairedInterval) -> String {
-    let base = base.name();
+pub fn verdict(name: &str, base: &str, steps: usize, pct: &PairedInterval) -> String {
     let seeds = if pct.n == 1 {
         "1 seed".to_string()
     } else {
@@ -381,7 +381,7 @@ mod tests {
 
     #[test]
     fn verdict_has_three_cases_and_one_seed() {
-        let s = AttentionKind::Softmax;
+        let s = "softmax";
         assert_eq!(
             verdict("orthogonal", s, 600, &iv(3, 1.234, 0.5, 1.9)),
             "orthogonal is worse than softmax by 1.23% [0.50%, 1.90%] at 600 steps (validation \

@@ -92,7 +92,8 @@ fn sha256_files(files: &[PathBuf]) -> Result<String> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     for path in files {
-        let mut f = std::fs::File::open(path).map_err(|e| crate::Error::io(path, e))?;
+        // A FIFO or a link to a device would block or never end: regular files only.
+        let mut f = crate::io::safe_file::open_regular(path)?;
         loop {
             let n = f.read(&mut buf).map_err(|e| crate::Error::io(path, e))?;
             if n == 0 {

@@ -44,6 +44,22 @@ pub const PLAN_FILE: &str = "ladder.json";
 /// (with the rates added so far when `out` held the ladder already).
 pub fn start(plan_json: &str, out: &Path) -> Result<LadderPlan> {
     let given = data::absolute_paths(LadderPlan::from_json(plan_json)?)?;
+    // The ladder's folder may not be, hold or sit inside its data or its transfer text (both
+    // engines start here; the CLI also claims --out against --plan).
+    let mut inputs = vec![crate::io::file_set::Input::new(
+        "plan data",
+        Path::new(&given.data),
+    )];
+    if given.transfer != plan::TINY_SHAKESPEARE {
+        inputs.push(crate::io::file_set::Input::new(
+            "plan transfer",
+            Path::new(&given.transfer),
+        ));
+    }
+    crate::io::file_set::check_outputs(
+        &inputs,
+        &[crate::io::file_set::Output::folder("out", out)],
+    )?;
     let (recorded, transfer) = data::record(&given)?;
     if let Some(r) = &given.recorded
         && r != &recorded

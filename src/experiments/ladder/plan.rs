@@ -24,6 +24,9 @@ pub const VERSION: u32 = 1;
 pub const TINY_SHAKESPEARE: &str = "tinyshakespeare";
 /// The most rates `extend` may add beyond each edge of the grid.
 pub const MAX_EXTEND: usize = 8;
+/// The most seeds, rungs or rates a plan may list (each multiplies the runs: a plan at these
+/// limits is already far beyond any machine; the cap keeps a typo from allocating).
+pub const MAX_LIST: usize = 1000;
 /// The most curve points a run may record.
 pub const MAX_CURVE_POINTS: usize = 1000;
 
@@ -316,6 +319,12 @@ mod tests {
         assert!(e.contains("needs \"data\""), "{e}");
         let e = LadderPlan::from_json("[1]").unwrap_err().to_string();
         assert!(e.contains("JSON object"), "{e}");
+        // A million seeds is refused by its count before the duplicate check runs.
+        let seeds: Vec<String> = (0..1_000_000).map(|s| s.to_string()).collect();
+        let e = with(&format!(r#""seeds": [{}]"#, seeds.join(",")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"seeds\" lists 1000000 entries"), "{e}");
     }
 
     #[test]

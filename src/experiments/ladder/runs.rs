@@ -271,6 +271,7 @@ impl RunSpec {
                 eps: EPS,
                 weight_decay: self.weight_decay,
             },
+            freeze_qk_after: None,
         }
     }
 }

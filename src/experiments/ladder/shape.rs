@@ -117,10 +117,11 @@ pub fn gpt_config(
         norm_bias: false,
         gelu: crate::nn::gelu::Gelu::Erf,
         dropout: 0.0,
-        frozen_method: OrthoMethod::Qr,
+        frozen_method: OrthoMethod::Qr.into(),
         frozen_seed: seed,
         position: plan.position,
         temperature: Temperature::Fixed,
+        frozen_layers: None,
     }
 }
 

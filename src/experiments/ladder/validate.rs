@@ -2,7 +2,9 @@
 //! then together (rates increasing, softmax listed, the rungs valid models for every variant
 //! and smallest first by non-embedding parameters).
 
-use super::plan::{FORMAT, LadderPlan, MAX_CURVE_POINTS, MAX_EXTEND, TINY_SHAKESPEARE, VERSION};
+use super::plan::{
+    FORMAT, LadderPlan, MAX_CURVE_POINTS, MAX_EXTEND, MAX_LIST, TINY_SHAKESPEARE, VERSION,
+};
 use super::shape::{Architecture, cost, gpt_config};
 use crate::Result;
 use crate::model::AttentionKind;
@@ -39,6 +41,18 @@ impl LadderPlan {
                 "position",
                 "must be \"rope\" with architecture \"llama\"".into(),
             );
+        }
+        for (field, n) in [
+            ("seeds", self.seeds.len()),
+            ("rungs", self.rungs.len()),
+            ("lrs", self.lrs.len()),
+        ] {
+            if n > MAX_LIST {
+                return bad(
+                    field,
+                    format!("lists {n} entries: at most {MAX_LIST} (each one multiplies the runs)"),
+                );
+            }
         }
         check_unique("variants", &self.variants, |v| v.name().to_string())?;
         if !self.variants.contains(&AttentionKind::Softmax) {

@@ -33,15 +33,25 @@
 //! Readers that recover a folder another process may be writing (evaluating a checkpoint while
 //! training continues) share the folder's [`SetLock`] with the writer, so a live write is
 //! never mistaken for a crashed one.
+//!
+//! Before any of this, a command claims what it writes ([`claim_outputs`]): its outputs never replace,
+//! sit inside or hold its inputs or each other, and each is locked ([`OutputLock`]) so a second
+//! process writing the same output is refused at once.
 
+mod io_check;
 mod lock;
 pub(crate) mod manifest;
+mod out_lock;
 mod staged;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_io;
 
+pub use io_check::{Claim, Input, OutKind, Output, check_outputs, claim_outputs};
 pub use lock::{LOCK_WAIT, SetLock};
 pub use manifest::{hash_file, manifest_text, parse_manifest, sha256_hex};
+pub use out_lock::{OutputLock, lock_path};
 pub use staged::{FileSet, WRITE_BUFFER};
 
 use std::fs;

@@ -4,6 +4,11 @@
 //! As llama.cpp's own converters (`convert_hf_to_gguf.py`: `n_dims <= 1` stays F32), a
 //! one-dimensional tensor (norm weights, biases) is always stored F32, whatever type the
 //! matrices get: llama.cpp's kernels read norms as F32, and an F16 norm corrupts its output.
+//!
+//! Nothing that is not finite is written: every tensor is checked against the type it is
+//! stored as before the file is begun ([`crate::io::finite`]: a NaN, an infinity, an f32
+//! beyond f16's 65504, a block whose f16 scale overflowed), and the file is refused naming
+//! the tensor.
 
 use std::io::Write;
 use std::path::Path;
@@ -14,6 +19,7 @@ use super::dtype::GgmlType;
 use super::keys;
 use super::value::Value;
 use crate::Error;
+use crate::io::finite::{check_blocks, check_holds};
 
 /// A tensor to write: name, dims (innermost first, GGUF order), data in row-major order.
 pub struct TensorOut<'a> {
@@ -84,6 +90,15 @@ pub struct RawTensor<'a> {
     pub bytes: &'a [u8],
 }
 
+/// The refusal of a file at `path`: `what` is wrong, nothing is written.
+fn malformed(path: &Path, what: String) -> Error {
+    crate::io::FormatError::Malformed {
+        path: path.display().to_string(),
+        what,
+    }
+    .into()
+}
+
 /// (weights per block, bytes per block) of the ggml types [`write_gguf_raw`] writes.
 fn raw_block(type_id: u32) -> Option<(u64, u64)> {
     Some(match type_id {
@@ -152,7 +167,8 @@ fn write_with(
 }
 
 /// Writes a GGUF v3 file of tensors already in their stored types (see [`RawTensor`]); each
-/// tensor's bytes must be exactly its dims' worth of whole blocks, else nothing is written.
+/// tensor's bytes must be exactly its dims' worth of whole blocks and decode to finite
+/// values, else nothing is written.
 pub fn write_gguf_raw(
     path: &Path,
     metadata: &[(String, Value)],
@@ -177,6 +193,8 @@ pub fn write_gguf_raw(
             }
             .into());
         }
+        let ty = GgmlType::from_id(t.type_id).map_err(|e| malformed(path, e))?;
+        check_blocks(&t.name, t.bytes, ty).map_err(|e| malformed(path, e))?;
         entries.push((
             t.name.as_str(),
             t.dims.as_slice(),
@@ -191,7 +209,9 @@ pub fn write_gguf_raw(
 
 /// Writes a GGUF v3 file: every `metadata` entry in order (a `general.alignment` that is not a
 /// power of two from 8 to 65536 is dropped and the default 32 used) and `tensors`, matrices
-/// stored as `ty` (F32 or F16) and one-dimensional tensors as F32 ([`stored_type`]).
+/// stored as `ty` (F32 or F16) and one-dimensional tensors as F32 ([`stored_type`]). A
+/// tensor its stored type cannot hold (NaN, infinity, beyond f16's range) is refused by name
+/// and nothing is written.
 pub fn write_gguf(
     path: &Path,
     metadata: &[(String, Value)],
@@ -209,10 +229,11 @@ pub fn write_gguf(
         .iter()
         .map(|t| {
             let t_ty = stored_type(ty, &t.dims);
+            check_holds(&t.name, t.data, t_ty).map_err(|e| malformed(path, e))?;
             let size = t_ty.byte_size(t.data.len() as u64).unwrap_or(0);
-            (t.name.as_str(), t.dims.as_slice(), t_ty.id(), size)
+            Ok((t.name.as_str(), t.dims.as_slice(), t_ty.id(), size))
         })
-        .collect();
+        .collect::<crate::Result<_>>()?;
     write_with(path, metadata, &entries, |i, chunk| {
         let t = &tensors[i];
         match stored_type(ty, &t.dims) {
@@ -224,4 +245,64 @@ pub fn write_gguf(
             _ => chunk.extend_from_slice(bytemuck::cast_slice(t.data)),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("of-gguf-write-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn what_the_stored_type_cannot_hold_is_refused_and_nothing_written() {
+        let dir = scratch("holds");
+        let p = dir.join("m.gguf");
+        let t = |name: &str, data: &'static [f32]| TensorOut {
+            name: name.into(),
+            dims: vec![2, 1],
+            data,
+        };
+        for (data, ty, want) in [
+            (&[1.0, f32::NAN][..], GgmlType::F32, "holds NaN"),
+            (&[f32::INFINITY, 1.0][..], GgmlType::F16, "holds inf"),
+            (&[65520.0, 1.0][..], GgmlType::F16, "65504"),
+        ] {
+            let e = write_gguf(&p, &[], &[t("blk.0.attn_q.weight", data)], ty).unwrap_err();
+            let e = e.to_string();
+            assert!(e.contains("blk.0.attn_q.weight") && e.contains(want), "{e}");
+            assert!(!p.exists(), "{e}");
+        }
+        // 65519 rounds to f16's 65504: held. A one-dimensional tensor is stored F32.
+        write_gguf(&p, &[], &[t("a", &[65519.0, 1.0])], GgmlType::F16).unwrap();
+        let norm = TensorOut {
+            name: "n".into(),
+            dims: vec![2],
+            data: &[1e9, 1.0],
+        };
+        write_gguf(&p, &[], &[norm], GgmlType::F16).unwrap();
+        // A Q8_0 block whose f16 scale is infinity.
+        std::fs::remove_file(&p).unwrap();
+        let mut raw = half::f16::INFINITY.to_le_bytes().to_vec();
+        raw.extend([3u8; 32]);
+        let e = write_gguf_raw(
+            &p,
+            &[],
+            &[RawTensor {
+                name: "output.weight".into(),
+                dims: vec![32, 1],
+                type_id: 8,
+                bytes: &raw,
+            }],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("output.weight") && e.contains("Q8_0"), "{e}");
+        assert!(!p.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -223,7 +223,7 @@ impl Weights<'_> {
         let (dy, rest) = dy.split(sc, n);
         let drop = cfg.dropout > 0.0;
         let dy = masked(&mut rest.branch[..n], dy, &a.mask_attn, drop);
-        let spec = cfg.attention.spec();
+        let spec = cfg.layer_spec(x.l);
         let lin = spec.is_linear();
         let nd = if lin { n } else { 0 };
         let (dq, dk, dv) = (&mut rest.dq[..n], &mut rest.dk[..n], &mut rest.dv[..n]);

@@ -235,8 +235,8 @@ fn load_frozen(
             return Err(bad(
                 path,
                 format!(
-                    "frozen tensor {} is not the matrix its generator ({:?}, seed {}) makes; \
-                     the checkpoint was edited or made by a different orthogonal generator",
+                    "frozen tensor {} is not the matrix its generator ({}, seed {}) makes; \
+                     the checkpoint was edited or made by a different generator",
                     s.name, g.method, g.seed
                 ),
             ));

@@ -140,7 +140,7 @@ impl Weights<'_> {
     fn project(&self, l: usize, w: AttnWeight, out: &mut [f32], x: &[f32], bt: usize) {
         let c = self.cfg.d_model;
         let bias = self.attn_bias(l, w);
-        match (self.cfg.attention.projection(w), self.fast(l, w)) {
+        match (self.cfg.layer_kind(l).projection(w), self.fast(l, w)) {
             (Projection::Identity, _) => out.copy_from_slice(x),
             (Projection::Hadamard, Some(fast)) => {
                 fast.forward(out, x);
@@ -182,7 +182,7 @@ impl Weights<'_> {
         let a_in: &[f32] = if pre { &a.ln1[..n] } else { x_in };
         // Q, K, V projections: softmax attention reads the heads straight from the `(B, T, C)`
         // rows; linear attention wants them split into `(B, H, T, D)`.
-        let spec = cfg.attention.spec();
+        let spec = cfg.layer_spec(l);
         let lin = spec.is_linear();
         if lin {
             let qkv = [AttnWeight::Q, AttnWeight::K, AttnWeight::V];

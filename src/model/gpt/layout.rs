@@ -95,7 +95,7 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
             "attention V",
             "attention O",
         ]) {
-            let (name, proj) = (w.name(), cfg.attention.projection(w));
+            let (name, proj) = (w.name(), cfg.layer_kind(l).projection(w));
             if proj.trainable() {
                 let init = if w == AttnWeight::O {
                     InitRule::Normal(resid_std)
@@ -174,12 +174,12 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
 }
 
 /// The frozen tensors the model stores, as `(layer, W_Q or W_K)` in store order: dense
-/// orthogonal and Hadamard projections (tied keys and identity queries have no tensor).
+/// orthogonal and Hadamard projections of the layers that use the variant (tied keys and
+/// identity queries have no tensor).
 pub fn frozen_slots(cfg: &GptConfig) -> Vec<(usize, AttnWeight)> {
-    let a = cfg.attention;
     (0..cfg.n_layer)
         .flat_map(|l| AttnWeight::QK.map(move |w| (l, w)))
-        .filter(|&(_, w)| a.projection(w).stored_frozen())
+        .filter(|&(l, w)| cfg.layer_kind(l).projection(w).stored_frozen())
         .collect()
 }
 
@@ -204,34 +204,52 @@ pub struct ParamCounts {
 }
 
 /// The parameter counts of `cfg` in closed form, with overflow checked (`None` when a count
-/// does not fit 64 bits): the tensors outside the blocks plus `L` times one block's, so a
-/// configuration with millions of layers is counted without building its table.
+/// does not fit 64 bits): the tensors outside the blocks plus, for each of the two kinds of
+/// block (the variant's, and its trained counterpart's where `frozen_layers` leaves a layer
+/// out), the number of such blocks times one block's, so a configuration with millions of
+/// layers is counted without building its table.
 pub fn param_counts(cfg: &GptConfig) -> Option<ParamCounts> {
+    let variant_layers = cfg.variant_layers();
+    let other_layers = cfg.n_layer.checked_sub(variant_layers)?;
+    let mut counts = ParamCounts {
+        trainable: 0,
+        frozen: 0,
+        tensors: 0,
+    };
+    for (attention, layers) in [
+        (cfg.attention, variant_layers),
+        (cfg.attention.trained_counterpart(), other_layers),
+    ] {
+        let one = GptConfig {
+            n_layer: 1,
+            attention,
+            frozen_layers: None,
+            ..cfg.clone()
+        };
+        let (mut block, mut block_tensors) = (0usize, 0usize);
+        for s in trainable(&one).iter().filter(|s| s.name.starts_with("h.")) {
+            block = block.checked_add(crate::io::memory::bytes(&s.shape)?)?;
+            block_tensors += 1;
+        }
+        let c = cfg.d_model;
+        let frozen_per_block = crate::io::memory::bytes(&[frozen_slots(&one).len(), c, c])?;
+        let add = |total: usize, per: usize| total.checked_add(per.checked_mul(layers)?);
+        counts.trainable = add(counts.trainable, block)?;
+        counts.frozen = add(counts.frozen, frozen_per_block)?;
+        counts.tensors = add(counts.tensors, block_tensors)?;
+    }
     let one = GptConfig {
         n_layer: 1,
+        frozen_layers: None,
         ..cfg.clone()
     };
-    let (mut outside, mut block) = (0usize, 0usize);
-    let (mut outside_tensors, mut block_tensors) = (0usize, 0usize);
-    for s in trainable(&one) {
-        let n = crate::io::memory::bytes(&s.shape)?;
-        if s.name.starts_with("h.") {
-            block = block.checked_add(n)?;
-            block_tensors += 1;
-        } else {
-            outside = outside.checked_add(n)?;
-            outside_tensors += 1;
-        }
+    for s in trainable(&one).iter().filter(|s| !s.name.starts_with("h.")) {
+        counts.trainable = counts
+            .trainable
+            .checked_add(crate::io::memory::bytes(&s.shape)?)?;
+        counts.tensors += 1;
     }
-    let c = cfg.d_model;
-    let frozen_per_block = crate::io::memory::bytes(&[frozen_slots(&one).len(), c, c])?;
-    Some(ParamCounts {
-        trainable: block.checked_mul(cfg.n_layer)?.checked_add(outside)?,
-        frozen: frozen_per_block.checked_mul(cfg.n_layer)?,
-        tensors: block_tensors
-            .checked_mul(cfg.n_layer)?
-            .checked_add(outside_tensors)?,
-    })
+    Some(counts)
 }
 
 /// Total trainable parameter count ([`param_counts`]; saturates at `usize::MAX` for a
@@ -269,6 +287,51 @@ mod tests {
                     .map(|(_, s)| s.iter().product::<usize>())
                     .sum();
                 assert_eq!(c.frozen, frozen_total, "{preset} {kind:?}");
+            }
+        }
+    }
+
+    /// With some layers frozen the closed form still equals the table, and each layer left
+    /// out trains the `C x C` weights the variant froze there.
+    #[test]
+    fn counts_with_some_layers_frozen_equal_the_table() {
+        for kind in AttentionKind::ALL {
+            let all = GptConfig {
+                attention: kind,
+                ..GptConfig::preset("tiny").expect("preset")
+            };
+            let some = GptConfig {
+                frozen_layers: Some(vec![1]),
+                ..all.clone()
+            };
+            let c = param_counts(&some).expect("counts");
+            let table = trainable(&some);
+            assert_eq!(
+                c.trainable,
+                table.iter().map(TensorSpec::numel).sum::<usize>()
+            );
+            assert_eq!(c.tensors, table.len());
+            let frozen_total: usize = frozen(&some)
+                .iter()
+                .map(|(_, s)| s.iter().product::<usize>())
+                .sum();
+            assert_eq!(c.frozen, frozen_total, "{kind:?}");
+            let (full, twin) = (
+                param_counts(&all).expect("counts"),
+                param_counts(&GptConfig {
+                    attention: kind.trained_counterpart(),
+                    ..all.clone()
+                })
+                .expect("counts"),
+            );
+            // Layer 0 is the trained twin's, layer 1 the variant's: half of each model.
+            assert_eq!(2 * c.trainable, full.trainable + twin.trainable, "{kind:?}");
+            assert_eq!(2 * c.frozen, full.frozen, "{kind:?}");
+            if kind == AttentionKind::Orthogonal {
+                // tiny: C = 8; frozen Q/K keep trained biases, so layer 0 adds W_Q, W_K.
+                assert_eq!(c.trainable, full.trainable + 2 * 8 * 8);
+                assert!(table.iter().any(|t| t.name == "h.0.attn.q.weight"));
+                assert!(!table.iter().any(|t| t.name == "h.1.attn.q.weight"));
             }
         }
     }

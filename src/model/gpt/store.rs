@@ -1,7 +1,7 @@
 //! `ParamStore` (every trainable tensor in one flat buffer, gradients in a twin) and
 //! `FrozenStore` (frozen orthogonal `W_Q, W_K` with the generator that made them).
 
-use crate::init::orthogonal::{OrthoMethod, orthogonal_f64};
+use crate::init::frozen_draw::FrozenDraw;
 use crate::model::ModelError;
 use crate::model::attention_kind::AttnWeight;
 use crate::model::config::{GptConfig, Projection};
@@ -97,8 +97,8 @@ impl ParamStore {
 /// How the frozen weights were made: enough to regenerate them bit for bit.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FrozenGenerator {
-    /// Orthogonal method.
-    pub method: OrthoMethod,
+    /// How each head's block is drawn (an orthogonal method, or `gaussian`).
+    pub method: FrozenDraw,
     /// Base seed; head `h` of tensor `i` (Q of layer `l` is `2l`, K is `2l+1`) uses
     /// [`head_seed`]`(seed, i, h)`.
     pub seed: u64,
@@ -119,7 +119,7 @@ pub struct FrozenTensor {
     /// Name (`h.{l}.attn.q.weight`).
     pub name: String,
     /// Shape `C x C`, PyTorch layout `out x in`: rows `h·D..(h+1)·D` are head `h`'s
-    /// `W_Qʰ` (`C x D`, orthonormal columns) transposed.
+    /// `W_Qʰ` (`C x D`, orthonormal columns unless drawn `gaussian`) transposed.
     pub shape: Vec<usize>,
     /// Values.
     pub data: Vec<f32>,
@@ -189,13 +189,9 @@ impl FrozenStore {
             } else {
                 let mut data = vec![0.0f32; c * c];
                 for head in 0..h {
-                    let m = orthogonal_f64(
-                        c,
-                        d,
-                        generator.method,
-                        1.0,
-                        head_seed(generator.seed, i, head),
-                    )?;
+                    let m = generator
+                        .method
+                        .block(c, d, head_seed(generator.seed, i, head))?;
                     for r in 0..c {
                         for j in 0..d {
                             data[(head * d + j) * c + r] = m[r * d + j] as f32;
@@ -234,5 +230,59 @@ impl FrozenStore {
             h.update(bytemuck::cast_slice::<f32, u8>(&t.data));
         }
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AttentionKind, Gpt};
+
+    /// A Gaussian-drawn model holds each head's `FrozenDraw::Gaussian` block from the head's
+    /// seed (as the orthogonal draw seeds it), and it and a model frozen in some layers
+    /// survive a save and a load with their fields and values, bit for bit.
+    #[test]
+    fn gaussian_heads_use_the_head_seeds_and_models_round_trip_through_files() {
+        let cfg = GptConfig {
+            attention: AttentionKind::Orthogonal,
+            frozen_method: FrozenDraw::Gaussian,
+            frozen_seed: 9,
+            ..GptConfig::preset("tiny").unwrap()
+        };
+        let (c, d) = (cfg.d_model, cfg.d_head());
+        let m = Gpt::new(cfg.clone(), 1).unwrap();
+        let k1 = &m.frozen().tensors[3]; // layer 1's keys: tensor 2·1 + 1
+        assert_eq!(k1.name, "h.1.attn.k.weight");
+        for head in 0..cfg.n_head {
+            let block = FrozenDraw::Gaussian
+                .block(c, d, head_seed(9, 3, head))
+                .unwrap();
+            for r in 0..c {
+                for j in 0..d {
+                    assert_eq!(
+                        k1.data[(head * d + j) * c + r].to_bits(),
+                        (block[r * d + j] as f32).to_bits()
+                    );
+                }
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("of-frozen-form-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for cfg in [
+            cfg.clone(),
+            GptConfig {
+                frozen_layers: Some(vec![0]),
+                ..cfg
+            },
+        ] {
+            let m = Gpt::new(cfg.clone(), 2).unwrap();
+            let path = dir.join("m.safetensors");
+            crate::model::save_model(&path, &m).unwrap();
+            let back = crate::model::load_model(&path).unwrap();
+            assert_eq!(back.config(), &cfg);
+            assert_eq!(back.frozen().hash(), m.frozen().hash());
+            assert_eq!(back.params().data, m.params().data);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

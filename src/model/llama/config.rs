@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::fields::Fields;
+use super::supported;
 use crate::io::gguf::{GgufFile, keys};
 use crate::model::ModelError;
 
@@ -106,7 +108,8 @@ impl LlamaConfig {
         Ok(())
     }
 
-    /// Reads the configuration from a GGUF file's `llama.*` (or `qwen2.*`) metadata.
+    /// Reads the configuration from a GGUF file's `llama.*` (or `qwen2.*`) metadata, every
+    /// key of which is read by type or refused by name (`fields::Fields`).
     pub fn from_gguf(g: &GgufFile) -> crate::Result<Self> {
         let arch = g.get_str(keys::ARCHITECTURE)?;
         let family = match arch {
@@ -120,66 +123,58 @@ impl LlamaConfig {
                 .into());
             }
         };
-        let k = |s: &str| format!("{arch}.{s}");
-        let u = |s: &str| -> crate::Result<usize> { Ok(g.get_u64(&k(s))? as usize) };
-        let f = |s: &str, default: f64| g.get(&k(s)).and_then(|v| v.as_f64()).unwrap_or(default);
-        let vocab_size = match g.get(&k(keys::VOCAB_SIZE)).and_then(|v| v.as_u64()) {
-            Some(v) => v as usize,
+        let f = Fields::gguf(&g.metadata, arch, &g.path.display().to_string());
+        let vocab_size = match f.int(keys::VOCAB_SIZE)? {
+            Some(v) => size(v),
             None => g
                 .get(keys::TOKENIZER_TOKENS)
                 .and_then(|v| v.as_array())
-                .map(|a| a.len())
-                .unwrap_or(0),
+                .map_or(0, |a| a.len()),
         };
-        let n_head = u(keys::HEAD_COUNT)?;
+        let n_head = size(f.req_int(keys::HEAD_COUNT)?);
         let cfg = LlamaConfig {
             vocab_size,
-            d_model: u(keys::EMBEDDING_LENGTH)?,
-            n_layer: u(keys::BLOCK_COUNT)?,
+            d_model: size(f.req_int(keys::EMBEDDING_LENGTH)?),
+            n_layer: size(f.req_int(keys::BLOCK_COUNT)?),
             n_head,
-            n_kv_head: g
-                .get(&k(keys::HEAD_COUNT_KV))
-                .and_then(|v| v.as_u64())
-                .map_or(n_head, |v| v as usize),
-            d_ff: u(keys::FEED_FORWARD_LENGTH)?,
-            rope_theta: f(keys::ROPE_FREQ_BASE, 10000.0),
-            rms_eps: f(keys::RMS_EPS, 1e-5),
-            max_context: g
-                .get(&k(keys::CONTEXT_LENGTH))
-                .and_then(|v| v.as_u64())
-                .map_or(2048, |v| v as usize),
+            n_kv_head: f.int(keys::HEAD_COUNT_KV)?.map_or(n_head, size),
+            d_ff: size(f.req_int(keys::FEED_FORWARD_LENGTH)?),
+            rope_theta: f.float(keys::ROPE_FREQ_BASE)?.unwrap_or(10000.0),
+            rms_eps: f.float(keys::RMS_EPS)?.unwrap_or(1e-5),
+            max_context: f.int(keys::CONTEXT_LENGTH)?.map_or(2048, size),
             family,
         };
         cfg.validate()?;
-        super::supported::check_gguf(g, &cfg)?;
+        super::supported::check_gguf(g, &f, &cfg)?;
         Ok(cfg)
     }
 
     /// Reads a Hugging Face `config.json` (`LlamaForCausalLM`, `MistralForCausalLM`,
-    /// `Qwen2ForCausalLM`). Returns the configuration and whether the word embeddings are tied.
+    /// `Qwen2ForCausalLM`), every field of which is read by type, honoured, or refused by name
+    /// (`fields::Fields`, `supported.rs`). Returns the configuration and whether the word
+    /// embeddings are tied.
     pub fn from_hf_json(text: &str) -> Result<(Self, bool), ModelError> {
         let raw: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| ModelError::Config(format!("config.json: {e}")))?;
-        let h: HfConfig = serde_json::from_value(raw.clone())
-            .map_err(|e| ModelError::Config(format!("config.json: {e}")))?;
+        let f = Fields::json(&raw, "config.json")?;
+        let family = supported::hf_family(&f)?;
+        let n_head = size(f.req_int("num_attention_heads")?);
         let cfg = LlamaConfig {
-            vocab_size: h.vocab_size,
-            d_model: h.hidden_size,
-            n_layer: h.num_hidden_layers,
-            n_head: h.num_attention_heads,
-            n_kv_head: h.num_key_value_heads.unwrap_or(h.num_attention_heads),
-            d_ff: h.intermediate_size,
-            rope_theta: super::supported::hf_rope_theta(&raw, "config.json")?,
-            rms_eps: h.rms_norm_eps.unwrap_or(1e-6),
-            max_context: h.max_position_embeddings.unwrap_or(2048),
-            family: match raw.get("model_type").and_then(|v| v.as_str()) {
-                Some("qwen2") => Family::Qwen2,
-                _ => Family::Llama,
-            },
+            vocab_size: size(f.req_int("vocab_size")?),
+            d_model: size(f.req_int("hidden_size")?),
+            n_layer: size(f.req_int("num_hidden_layers")?),
+            n_head,
+            n_kv_head: f.int("num_key_value_heads")?.map_or(n_head, size),
+            d_ff: size(f.req_int("intermediate_size")?),
+            rope_theta: supported::hf_rope_theta(&f)?,
+            rms_eps: f.float("rms_norm_eps")?.unwrap_or(1e-6),
+            max_context: f.int("max_position_embeddings")?.map_or(2048, size),
+            family,
         };
+        let tied = f.boolean("tie_word_embeddings")?.unwrap_or(false);
         cfg.validate()?;
-        super::supported::check_hf_config(&raw, &cfg, "config.json")?;
-        Ok((cfg, h.tie_word_embeddings.unwrap_or(false)))
+        supported::check_hf_config(&f, &cfg)?;
+        Ok((cfg, tied))
     }
 
     /// A Hugging Face `config.json` for this model.
@@ -211,16 +206,7 @@ impl LlamaConfig {
     }
 }
 
-/// The fields of a Hugging Face Llama `config.json` that matter here.
-#[derive(Debug, Deserialize)]
-struct HfConfig {
-    vocab_size: usize,
-    hidden_size: usize,
-    num_hidden_layers: usize,
-    num_attention_heads: usize,
-    num_key_value_heads: Option<usize>,
-    intermediate_size: usize,
-    rms_norm_eps: Option<f64>,
-    max_position_embeddings: Option<usize>,
-    tie_word_embeddings: Option<bool>,
+/// A count read from a file as a `usize`; one beyond it saturates, for `validate` to refuse.
+fn size(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
 }

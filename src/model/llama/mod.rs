@@ -4,6 +4,7 @@
 
 pub(crate) mod cache;
 pub mod config;
+pub(crate) mod fields;
 pub(crate) mod forward;
 pub(crate) mod hessian;
 pub mod kv_quant;
@@ -14,6 +15,7 @@ pub mod online;
 pub mod quant;
 pub(crate) mod special_tokens;
 pub(crate) mod supported;
+pub(crate) mod tensor_names;
 pub mod tokenizer;
 pub(crate) mod tokenizer_spm;
 pub mod weights;

@@ -62,7 +62,7 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
             .and_then(|i| tokens.get(i as usize))
             .map(String::as_str);
         let add_prefix = super::tokenizer_spm::add_space_prefix(g);
-        let doc = super::tokenizer_spm::spm_document(&tokens, &scores, &types, add_prefix, unk);
+        let doc = super::tokenizer_spm::spm_document(&tokens, &scores, &types, add_prefix, unk)?;
         return tokenizer_from_json(&doc.to_string(), &g.path.display().to_string());
     }
     let merges = list(keys::TOKENIZER_MERGES)?;

@@ -4,21 +4,49 @@
 //! highest-scoring pair first), byte fallback to `<0xXX>` tokens for anything the vocabulary
 //! lacks, spaces written `▁` with one prepended (`tokenizer.ggml.add_space_prefix`, default on).
 
+mod splits;
+
 use std::collections::HashMap;
 
 use serde_json::json;
+use splits::Splits;
 
 use crate::io::gguf::GgufFile;
+use crate::io::memory::{self, Budget};
+
+/// Bytes one merge takes in memory beyond its text while the tokenizer is built: its entry
+/// in the sort (32), its two JSON strings and array (about 150), and the `tokenizers` crate's
+/// pair of strings and its merge map entry (about 100).
+const MERGE_OVERHEAD: u64 = 288;
+
+/// Copies of a merge's text alive at once: the JSON value, the document's text, and the
+/// strings the `tokenizers` crate parses it into (one spare for its allocator).
+const TEXT_COPIES: u64 = 4;
 
 /// The `tokenizer.json` document of the SentencePiece vocabulary `tokens` (with `scores` and
-/// token `types`: 2 unknown, 3 control, 4 user-defined, 6 byte).
+/// token `types`: 2 unknown, 3 control, 4 user-defined, 6 byte). Its merges are counted
+/// first and their memory checked against the budget ([`memory::budget`]) before any is
+/// built.
 pub fn spm_document(
     tokens: &[String],
     scores: &[f32],
     types: &[u64],
     add_space_prefix: bool,
     unk: Option<&str>,
-) -> serde_json::Value {
+) -> crate::Result<serde_json::Value> {
+    let budget = memory::budget().map_err(|b| memory::MemoryError::BadLimit { value: b.0 })?;
+    spm_document_within(tokens, scores, types, add_space_prefix, unk, budget)
+}
+
+/// [`spm_document`] against a given budget (`None`: unknown).
+pub fn spm_document_within(
+    tokens: &[String],
+    scores: &[f32],
+    types: &[u64],
+    add_space_prefix: bool,
+    unk: Option<&str>,
+    budget: Option<Budget>,
+) -> crate::Result<serde_json::Value> {
     let ids: HashMap<&str, usize> = tokens
         .iter()
         .enumerate()
@@ -26,23 +54,24 @@ pub fn spm_document(
         .collect();
     let score = |i: usize| scores.get(i).copied().unwrap_or(0.0);
     let ty = |i: usize| types.get(i).copied().unwrap_or(1);
+    let splits = Splits::new(tokens, types);
+    let need = splits.need();
+    memory::check_fits_on(
+        need.bytes(),
+        format_args!(
+            "the SentencePiece vocabulary's merges ({} merges of {} tokens, {} of text)",
+            need.merges,
+            tokens.len(),
+            memory::human(need.text_bytes)
+        ),
+        budget,
+        "the file's vocabulary is not a real model's (its tokens nest too deeply); use another \
+         file, or a machine with more memory",
+    )?;
     // Every split of a normal piece into two vocabulary pieces is a merge, ranked by the
     // piece's score (then its id, then the halves' ids, so the order is total).
     let mut merges: Vec<(f32, usize, usize, usize)> = Vec::new();
-    for (i, t) in tokens.iter().enumerate() {
-        if ty(i) != 1 {
-            continue;
-        }
-        for (at, _) in t.char_indices().skip(1) {
-            let (a, b) = t.split_at(at);
-            if let (Some(&ia), Some(&ib)) = (ids.get(a), ids.get(b))
-                && ty(ia) == 1
-                && ty(ib) == 1
-            {
-                merges.push((score(i), i, ia, ib));
-            }
-        }
-    }
+    splits.each(&ids, |i, ia, ib| merges.push((score(i), i, ia, ib)));
     merges.sort_by(|x, y| {
         y.0.total_cmp(&x.0)
             .then((x.1, x.2, x.3).cmp(&(y.1, y.2, y.3)))
@@ -76,7 +105,7 @@ pub fn spm_document(
     if add_space_prefix {
         decoders.push(json!({"type": "Strip", "content": " ", "start": 1, "stop": 0}));
     }
-    json!({
+    Ok(json!({
         "version": "1.0",
         "truncation": null,
         "padding": null,
@@ -88,7 +117,7 @@ pub fn spm_document(
         "model": {"type": "BPE", "dropout": null, "unk_token": unk, "continuing_subword_prefix": null,
                   "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true,
                   "ignore_merges": false, "vocab": vocab, "merges": merges}
-    })
+    }))
 }
 
 /// `tokenizer.ggml.add_space_prefix` (default on, as llama.cpp).
@@ -97,4 +126,53 @@ pub fn add_space_prefix(g: &GgufFile) -> bool {
         g.get("tokenizer.ggml.add_space_prefix"),
         Some(crate::io::gguf::Value::Bool(false))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::memory::budget::Source;
+
+    fn cap(bytes: u64) -> Option<Budget> {
+        Some(Budget {
+            available: bytes,
+            total: bytes,
+            source: Source::Variable,
+        })
+    }
+
+    /// The issue's case, smaller: nested pieces whose merges need gigabytes are refused by
+    /// their count, before one merge is built, with what they need and what there is.
+    #[test]
+    fn merges_beyond_the_budget_are_refused_before_building() {
+        let toks: Vec<String> = (1..=2000).map(|k| "a".repeat(k)).collect();
+        let e = spm_document_within(&toks, &[], &[], true, None, cap(4 << 30)).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("1999000 merges of 2000 tokens")
+                && text.contains("ORTHOFORMER_MEMORY_LIMIT allows 4.0 GiB")
+                && !text.contains('\n'),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_real_sized_vocabulary_builds_within_a_small_budget() {
+        let toks: Vec<String> = ["▁", "a", "b", "ab", "▁ab", "<unk>"]
+            .map(String::from)
+            .to_vec();
+        let types = [1, 1, 1, 1, 1, 2];
+        let doc = spm_document_within(
+            &toks,
+            &[0.0, -1.0, -2.0, -0.5, -0.1],
+            &types,
+            true,
+            None,
+            cap(1 << 20),
+        )
+        .unwrap();
+        let merges = doc["model"]["merges"].as_array().unwrap();
+        // `▁ab` = `▁` + `ab` (score -0.1) before `ab` = `a` + `b` (-0.5).
+        assert_eq!(merges, &vec![json!(["▁", "ab"]), json!(["a", "b"])]);
+    }
 }

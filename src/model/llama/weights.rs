@@ -4,6 +4,7 @@
 //! saved as either.
 
 use super::config::{Family, LlamaConfig};
+use super::tensor_names::{Scheme, check_all_read};
 use crate::io::gguf::{GgufFile, keys};
 use crate::model::ModelError;
 
@@ -229,8 +230,19 @@ impl LlamaWeights {
                 })
             })
             .collect::<crate::Result<Vec<_>>>()?;
+        // Every tensor must be one read below: a kind the engine lacks, or a layer beyond
+        // num_hidden_layers, would otherwise be dropped without a word.
+        // Sorted: safetensors lists names in hash order, and the message names the first.
         for (st, (p, _)) in sts.iter().zip(files) {
-            super::supported::check_hf_tensors(st.names(), p, cfg.family.qkv_bias())?;
+            let mut names = st.names();
+            names.sort_unstable();
+            check_all_read(
+                names,
+                &cfg,
+                Scheme::Hf,
+                p,
+                "config.json's num_hidden_layers",
+            )?;
         }
         let find = |name: &str| sts.iter().find_map(|st| st.tensor(name).ok());
         let has = |name: &str| find(name).is_some();

@@ -9,11 +9,12 @@ use std::path::Path;
 
 use super::{Loaded, load_with_model};
 use crate::Result;
-use crate::data::{Corpus, Split, token_files};
+use crate::data::{Corpus, token_files};
 use crate::infer::eval::{EvalOptions, EvalReport};
 use crate::infer::eval_job::{EvalJob, timed};
 use crate::infer::eval_report::CheckpointEval;
 use crate::model::Gpt;
+use crate::train::prepared::reopen_text;
 
 fn invalid(msg: String) -> crate::Error {
     crate::train::invalid(msg)
@@ -90,18 +91,31 @@ pub(super) fn prepare(dir: &Path, job: &EvalJob) -> Result<Prepared> {
             (tokens, path.display().to_string(), upt)
         }
         None if token_files::is_token_folder(Path::new(&st.data.source)) => {
-            // Trained on prepared token files: their validation file; its text (for bits per
-            // unit) is what the checkpoint's tokenizer decodes it to.
-            let dir = Path::new(&st.data.source);
-            let val = token_files::read_split(dir, "val").map_err(|e| {
+            // Trained on prepared token files: their validation file, checked to be the
+            // checkpoint's as resume checks it (SHA-256); its text (for bits per unit) is what
+            // the checkpoint's tokenizer decodes it to.
+            // Only the ids are needed (an ids-only folder, trained by the Python trainer,
+            // has no tokenizer.json), so the folder is read here, not as resume reopens it.
+            let folder = Path::new(&st.data.source);
+            let data = token_files::read_folder(folder).map_err(|e| {
                 invalid(format!(
-                    "reading the validation tokens of {}: {}",
+                    "reading the token folder {} that checkpoint {} was trained on: {}",
+                    folder.display(),
                     dir.display(),
                     one_line(&e)
                 ))
             })?;
+            if data.meta.sha256 != st.data.sha256 {
+                return Err(invalid(format!(
+                    "the token folder {} is not the one checkpoint {} was trained on (SHA-256 \
+                     of its token files differs): restore the original folder",
+                    folder.display(),
+                    dir.display()
+                )));
+            }
+            let val = data.val;
             let upt = tok.units_per_token(&tok.decode(&val)?, val.len());
-            (val, format!("val.bin of {}", dir.display()), upt)
+            (val, format!("val.bin of {}", folder.display()), upt)
         }
         None => {
             let corpus = if st.data.source == crate::data::corpus::TINY_SHAKESPEARE_NAME {
@@ -115,15 +129,12 @@ pub(super) fn prepare(dir: &Path, job: &EvalJob) -> Result<Prepared> {
                     ))
                 })?
             };
-            let tokens = tok.encode(&corpus.text)?;
-            let split = Split::new(&tokens, model.config().context)?;
+            let source = corpus.source.clone();
+            // The recorded text, checked to be the checkpoint's as resume checks it (SHA-256).
+            let split = reopen_text(dir, corpus, st, tok)?.split;
             // Units of the validation part itself (BPE bytes per token vary along a text).
             let upt = tok.units_per_token(&tok.decode(&split.val)?, split.val.len());
-            (
-                split.val,
-                format!("validation split of {}", corpus.source),
-                upt,
-            )
+            (split.val, format!("validation split of {source}"), upt)
         }
     };
     Ok(Prepared {

@@ -1,0 +1,146 @@
+//! Issue 53, "unbounded or ignored limits" and "wrong results accepted" on `generate` and
+//! `eval --checkpoint`: a token budget beyond the library's cap is refused (it ran for years),
+//! `--kv-cache` and `--dot` are refused by name with a checkpoint (they were ignored), and
+//! `eval --checkpoint` rechecks the SHA-256 of the recorded training text or token folder as
+//! resume does (it scored whatever the path held). Each refusal is one line with exit 2.
+
+use std::path::Path;
+use std::process::Output;
+
+use crate::common::{Scratch, run, stderr};
+use orthoformer::data::corpus::TINY_SHAKESPEARE;
+use orthoformer::data::hf_tokenizer::tokenizer_json;
+use orthoformer::data::{Tokenizer, TokenizerKind};
+use orthoformer::train::checkpoint::sha256_hex;
+
+/// Exit 2 and one line `error: ...` containing every needle.
+#[track_caller]
+fn refused(o: &Output, needles: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error: ") && err.lines().count() == 1,
+        "{err:?}"
+    );
+    for n in needles {
+        assert!(err.contains(n), "expected {n:?} in {err}");
+    }
+}
+
+/// A tiny run on `data` (a text file or a token folder) into `dir/run`.
+fn train(dir: &Path, data: &str) {
+    let o = run(
+        dir,
+        &[
+            "train",
+            "--data",
+            data,
+            "--preset",
+            "tiny",
+            "--context",
+            "16",
+            "--batch",
+            "4",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--eval-every",
+            "2",
+            "--eval-iters",
+            "1",
+            "--out",
+            "run",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// Writes a token folder (`python -m orthoformer.prepare`'s layout) of `text` into `dir`.
+fn token_folder(dir: &Path, text: &str) {
+    let tok = Tokenizer::train(TokenizerKind::Bpe, text, 300).unwrap();
+    let ids = tok.encode(text).unwrap();
+    let cut = ids.len() * 9 / 10;
+    let bytes =
+        |ids: &[u32]| -> Vec<u8> { ids.iter().flat_map(|&i| (i as u16).to_le_bytes()).collect() };
+    let (a, b) = (bytes(&ids[..cut]), bytes(&ids[cut..]));
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("tokenizer.json"), tokenizer_json(&tok).unwrap()).unwrap();
+    std::fs::write(dir.join("train.bin"), &a).unwrap();
+    std::fs::write(dir.join("val.bin"), &b).unwrap();
+    let meta = serde_json::json!({
+        "format": "orthoformer-tokens", "version": 1, "dtype": "uint16",
+        "vocab_size": tok.vocab_size(), "tokenizer": {"kind": "hf"},
+        "train_tokens": cut, "val_tokens": ids.len() - cut,
+        "sha256": sha256_hex(&[a, b].concat()),
+        "source": "test", "text_bytes": text.len(), "eot": null,
+    });
+    std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+}
+
+#[test]
+fn generate_caps_its_budget_and_refuses_what_a_checkpoint_ignores() {
+    let dir = Scratch::new("limits", "generate");
+    std::fs::write(dir.join("text.txt"), &TINY_SHAKESPEARE[..8_000]).unwrap();
+    train(&dir, "text.txt");
+    let generate = |extra: &[&str]| {
+        let mut args = vec!["generate", "--checkpoint", "run", "--prompt", "A"];
+        args.extend_from_slice(extra);
+        run(&dir, &args)
+    };
+    refused(
+        &generate(&["--max-new-tokens", "1000000000000"]),
+        &["--max-new-tokens 1000000000000 is more than", "(1048576)"],
+    );
+    refused(
+        &generate(&["--kv-cache", "f16"]),
+        &["--kv-cache applies to a pretrained --model only"],
+    );
+    refused(
+        &generate(&["--dot", "q8"]),
+        &["--dot applies to a pretrained --model only"],
+    );
+    refused(
+        &generate(&["--kv-cache", "q8", "--dot", "f32"]),
+        &["--kv-cache and --dot apply"],
+    );
+    // Without them a checkpoint generates.
+    let o = generate(&["--max-new-tokens", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn eval_rechecks_the_recorded_text() {
+    let dir = Scratch::new("limits", "eval-text");
+    let text = &TINY_SHAKESPEARE[..8_000];
+    std::fs::write(dir.join("text.txt"), text).unwrap();
+    train(&dir, "text.txt");
+    let eval = || run(&dir, &["eval", "--checkpoint", "run", "--json"]);
+    let o = eval();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The same path, another text (one letter changed): not what the model was trained on.
+    std::fs::write(dir.join("text.txt"), text.replacen('A', "B", 1)).unwrap();
+    refused(
+        &eval(),
+        &["text.txt", "is not the one checkpoint", "SHA-256 differs"],
+    );
+    // `--kv-cache` is refused with a checkpoint even at its default.
+    refused(
+        &run(&dir, &["eval", "--checkpoint", "run", "--kv-cache", "f32"]),
+        &["--kv-cache apply to --model only"],
+    );
+}
+
+#[test]
+fn eval_rechecks_the_recorded_token_folder() {
+    let dir = Scratch::new("limits", "eval-folder");
+    let text = &TINY_SHAKESPEARE[..30_000];
+    token_folder(&dir.join("tokens"), text);
+    train(&dir, "tokens");
+    let eval = || run(&dir, &["eval", "--checkpoint", "run", "--json"]);
+    let o = eval();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Prepared again from another text, its meta.json true to its files: not the run's data.
+    token_folder(&dir.join("tokens"), &TINY_SHAKESPEARE[30_000..60_000]);
+    refused(&eval(), &["tokens", "is not the one checkpoint", "SHA-256"]);
+}
