@@ -2,6 +2,7 @@
 //! as a table, JSON, and a plot (PNG and SVG: a column per activation, forward std on top,
 //! backward std below, log scale by depth, a line per init).
 
+use orthoformer::io::file_set::{Output, claim_outputs};
 use std::path::PathBuf;
 
 use super::Outcome;
@@ -53,6 +54,8 @@ impl InitProbeArgs {
 /// Runs `orthoformer init-probe`.
 pub fn run(args: &InitProbeArgs) -> anyhow::Result<Outcome> {
     let o = args.options();
+    // Claimed (checked, locked) before the probe runs.
+    let _claim = claim_outputs(&[], &[Output::folder("out_dir", &args.out_dir)])?;
     let total = (default_inits().len() * Activation::ALL.len()) as u64;
     let bar = progress_bar(total, "init-probe", args.json);
     let report = signal_probe::run::run(&o, &args.out_dir, &mut |label, done| {

@@ -5,6 +5,7 @@
 //! paired seeds, with a file per finished run (`--resume` continues a cut grid); that mode's
 //! flags, progress and table are in `mqar_converge.rs`.
 
+use orthoformer::io::file_set::{Output, claim_outputs};
 use std::path::PathBuf;
 
 use super::Outcome;
@@ -137,6 +138,8 @@ pub fn plan(args: &MqarArgs) -> anyhow::Result<MqarPlan> {
 /// Runs `orthoformer mqar`.
 pub fn run(args: &MqarArgs) -> anyhow::Result<Outcome> {
     let plan = plan(args)?;
+    // Claimed (checked, locked) before any run trains: a second mqar into it is refused.
+    let _claim = claim_outputs(&[], &[Output::folder("out", &args.out)])?;
     if args.converge.until_plateau {
         return super::mqar_converge::run(args, plan);
     }

@@ -153,7 +153,7 @@ def test_bad_arguments_are_value_errors() -> None:
         OrthogonalAttention(16, 2, variant="quadratic")
     with pytest.raises(ValueError, match="not divisible"):
         OrthogonalAttention(16, 3)
-    with pytest.raises(ValueError, match="unknown orthogonal method"):
+    with pytest.raises(ValueError, match="unknown frozen method"):
         OrthogonalAttention(16, 2, method="gram-schmidt")
 
 

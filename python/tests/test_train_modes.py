@@ -186,7 +186,7 @@ def test_tensorboard_logs_or_says_what_is_missing(tmp_path, tiny) -> None:
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--grad-accum", 0], "--grad-accum 0"),
+        (["--grad-accum", 0], "--grad-accum must be from 1"),
         (["--dtype", "fp8"], "--dtype fp8"),
         (["--compile", "maybe"], "--compile maybe"),
         (["--fsdp"], "--fsdp shards over processes"),

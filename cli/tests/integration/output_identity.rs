@@ -388,3 +388,34 @@ fn a_second_rotate_into_one_folder_is_refused_and_nothing_staged_is_left() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// `init --out`, `mqar --out` and `init-probe --out-dir` claim their outputs like every other
+/// writer: a folder where a file goes, or a file where a folder goes, is refused before any
+/// work, and what is there stays as it was.
+#[test]
+fn the_small_writers_claim_their_outputs_too() {
+    let dir = Scratch::new("out-identity", "small-writers");
+    std::fs::create_dir_all(dir.join("folder")).unwrap();
+    std::fs::write(dir.join("folder/keep.txt"), "precious").unwrap();
+    std::fs::write(dir.join("file"), "precious").unwrap();
+    refused(
+        &run(
+            &dir,
+            &["init", "--rows", "4", "--cols", "4", "--out", "folder"],
+        ),
+        "is a folder, but a file is written there",
+    );
+    refused(
+        &run(&dir, &["mqar", "--steps", "1", "--out", "file"]),
+        "is a file, but a folder is written there",
+    );
+    refused(
+        &run(&dir, &["init-probe", "--out-dir", "file"]),
+        "is a file, but a folder is written there",
+    );
+    assert_eq!(std::fs::read(dir.join("file")).unwrap(), b"precious");
+    assert_eq!(
+        std::fs::read(dir.join("folder/keep.txt")).unwrap(),
+        b"precious"
+    );
+}
