@@ -1,7 +1,7 @@
 //! `orthoformer init`: generate random orthogonal initial weights, check them, and write them
 //! to `.npy` or `.safetensors`.
 
-use orthoformer::io::file_set::{Output, claim_outputs};
+use orthoformer::io::file_set::{Output, check_outputs};
 use std::path::PathBuf;
 
 use anyhow::bail;
@@ -163,9 +163,11 @@ pub fn run(args: &InitArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Success);
     }
     let o = args.options()?;
-    let _claim = (args.out.as_deref())
-        .map(|p| claim_outputs(&[], &[Output::file("out", p)]))
-        .transpose()?;
+    // Checked, not locked: the file is written whole by one rename, and its folder must
+    // already exist (a lock would create it).
+    if let Some(p) = args.out.as_deref() {
+        check_outputs(&[], &[Output::file("out", p)])?;
+    }
     // The library checks and draws; the command line shows a bar and prints the report.
     let bar = progress_bar(o.count as u64, "init", args.json || o.count < 16);
     let report =

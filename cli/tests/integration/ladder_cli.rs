@@ -206,6 +206,12 @@ fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
         v["rungs"].as_array_mut().unwrap().reverse();
     });
     assert_refused(&o, "smallest first");
+    // A rung that cannot train on this machine is refused before anything is written.
+    let o = bad("huge.json", &|v| {
+        v["rungs"][1]["layers"] = 1_000_000_000u64.into();
+    });
+    assert_refused(&o, "would need");
+    assert!(!dir.join("out-huge.json").exists());
     assert_refused(
         &run(&dir, &["ladder", "--out", "nowhere", "--resume"]),
         "holds no ladder",

@@ -61,6 +61,27 @@ pub fn start(plan_json: &str, out: &Path) -> Result<LadderPlan> {
         &[crate::io::file_set::Output::folder("out", out)],
     )?;
     let (recorded, transfer) = data::record(&given)?;
+    // Every rung must train on this machine before the first run starts (the engines would
+    // otherwise find a rung of 10^9 layers only when they reach it, the PyTorch one by
+    // allocating it). The GPT's account stands for the Llama's: the same shapes within a
+    // third of a feed-forward matrix.
+    for rung in &given.rungs {
+        let cfg = shape::gpt_config(
+            &given,
+            rung,
+            crate::model::AttentionKind::Softmax,
+            0,
+            recorded.vocab_size,
+        );
+        crate::train::session::check_training_fits(&cfg, given.batch, 0).map_err(|e| {
+            invalid(format!(
+                "rung {}: {}",
+                rung.name,
+                // The plan's field, not the command line's flag.
+                crate::error::one_line(&e).replace("`batch`", "\"batch\"")
+            ))
+        })?;
+    }
     if let Some(r) = &given.recorded
         && r != &recorded
     {
