@@ -24,7 +24,7 @@
 #              [the embedded TinyShakespeare, one token per character]
 #   STEPS      optimizer steps                          [the recipe's, 2000]
 #   SEEDS      paired seeds (SEED, SEED+1, ...)         [3]; SEED [0]
-#   HEADS      head counts of the heads block           [1 2 4 8]
+#   HEADS      head counts of the heads block ("" skips it) [1 2 4 8]
 #   N_HEAD     heads of every other block               [4]
 #   WIDTH      model width                              [128]
 #   LAYERS     the model's layers (the recipe's: 4); the halves are LAYERS/2   [4]
@@ -46,7 +46,7 @@ BIN=${BIN:-$HERE/../target/release/orthoformer}
 DATA=${DATA:-}
 SEEDS=${SEEDS:-3}
 SEED=${SEED:-0}
-HEADS=${HEADS:-1 2 4 8}
+HEADS=${HEADS-1 2 4 8}  # HEADS="" skips the heads block
 N_HEAD=${N_HEAD:-4}
 WIDTH=${WIDTH:-128}
 LAYERS=${LAYERS:-4}
