@@ -254,20 +254,6 @@ def _lock(path: pathlib.Path, shown: str) -> int:
     return fd
 
 
-def _writable_ancestor(flag: str, path: pathlib.Path) -> list[pathlib.Path]:
-    """The folders to create for ``path`` (outermost first); the nearest existing one must be a
-    writable folder."""
-    missing, up = [], path
-    while not up.exists() and up != up.parent:
-        missing.append(up)
-        up = up.parent
-    if not up.is_dir():
-        raise InputError(f"{flag} {path}: {up} is a file, not a folder: choose another {flag}")
-    if not os.access(up, os.W_OK | os.X_OK):
-        raise InputError(f"{flag} {path}: cannot write in {up} (permissions): choose another {flag}")
-    return missing[::-1]
-
-
 class Claim:
     """A claimed output: the folder (created, locked by ``LOCK``) and the files staged in it as
     ``.NAME.new`` until :meth:`commit` renames them into place. Used as a context manager: an
@@ -311,37 +297,6 @@ class Claim:
         self.close(ok=kind is None)
 
 
-def claim_folder(
-    flag: str, value: Any, what: str, accepts: Any, lock: str = ".orthoformer-out.lock"
-) -> Claim:
-    """Claims the output folder ``value``: absent, empty or one that ``accepts(path)`` (a folder
-    of the same kind, rewritten), never a file or another program's folder; then creates and
-    locks it."""
-    folder = pathlib.Path(text(flag, os.fspath(value)))
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"{flag} {folder}: is a file, not a folder: choose a folder for {what}")
-    if folder.is_dir():
-        names = sorted(n for n in os.listdir(folder) if n != lock and not n.endswith(".new"))
-        if names and not accepts(folder):
-            more = ", ..." if len(names) > 3 else ""
-            raise InputError(
-                f"{flag} {folder}: is not empty and not {what} (it holds {', '.join(names[:3])}{more}): "
-                "choose a new or empty folder"
-            )
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise InputError(f"{flag} {folder}: cannot be written (permissions): choose another {flag}")
-    created = _writable_ancestor(flag, folder)
-    for d in created:
-        d.mkdir()
-    try:
-        fd = _lock(folder / lock, f"{flag} {folder}")
-    except BaseException:
-        for d in reversed(created):
-            d.rmdir()
-        raise
-    return Claim(folder, lock, created, fd)
-
-
 def claim_file(flag: str, value: Any) -> Claim:
     """Claims the output file ``value`` in an existing folder: not a folder, writable; its
     new content is staged beside it and renamed over it (:meth:`Claim.commit`)."""
@@ -379,7 +334,6 @@ __all__ = [
     "SEED_MAX",
     "choice",
     "claim_file",
-    "claim_folder",
     "device",
     "env_integer",
     "field",
