@@ -103,3 +103,29 @@ pub fn interrupt_when_ready(dir: &Path, args: &[&str], ready: &[PathBuf]) -> Out
     assert!(kill.success());
     child.wait_with_output().expect("wait for the binary")
 }
+
+/// Writes a token folder (`python -m orthoformer.prepare`'s layout) of `text` into `dir`: a
+/// BPE of 300 trained by the library on `text`, the first 90% of its ids training, the rest
+/// validation, `uint16` files and a `meta.json` true to them.
+pub fn token_folder(dir: &Path, text: &str) {
+    use orthoformer::data::hf_tokenizer::tokenizer_json;
+    use orthoformer::data::{Tokenizer, TokenizerKind};
+    let tok = Tokenizer::train(TokenizerKind::Bpe, text, 300).unwrap();
+    let ids = tok.encode(text).unwrap();
+    let cut = ids.len() * 9 / 10;
+    let bytes =
+        |ids: &[u32]| -> Vec<u8> { ids.iter().flat_map(|&i| (i as u16).to_le_bytes()).collect() };
+    let (a, b) = (bytes(&ids[..cut]), bytes(&ids[cut..]));
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("tokenizer.json"), tokenizer_json(&tok).unwrap()).unwrap();
+    std::fs::write(dir.join("train.bin"), &a).unwrap();
+    std::fs::write(dir.join("val.bin"), &b).unwrap();
+    let meta = serde_json::json!({
+        "format": "orthoformer-tokens", "version": 1, "dtype": "uint16",
+        "vocab_size": tok.vocab_size(), "tokenizer": {"kind": "hf"},
+        "train_tokens": cut, "val_tokens": ids.len() - cut,
+        "sha256": orthoformer::train::checkpoint::sha256_hex(&[a, b].concat()),
+        "source": "test", "text_bytes": text.len(), "eot": null,
+    });
+    std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+}

@@ -7,11 +7,8 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::common::{Scratch, run, stderr};
+use crate::common::{Scratch, run, stderr, token_folder};
 use orthoformer::data::corpus::TINY_SHAKESPEARE;
-use orthoformer::data::hf_tokenizer::tokenizer_json;
-use orthoformer::data::{Tokenizer, TokenizerKind};
-use orthoformer::train::checkpoint::sha256_hex;
 
 /// Exit 2 and one line `error: ...` containing every needle.
 #[track_caller]
@@ -54,28 +51,6 @@ fn train(dir: &Path, data: &str) {
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-}
-
-/// Writes a token folder (`python -m orthoformer.prepare`'s layout) of `text` into `dir`.
-fn token_folder(dir: &Path, text: &str) {
-    let tok = Tokenizer::train(TokenizerKind::Bpe, text, 300).unwrap();
-    let ids = tok.encode(text).unwrap();
-    let cut = ids.len() * 9 / 10;
-    let bytes =
-        |ids: &[u32]| -> Vec<u8> { ids.iter().flat_map(|&i| (i as u16).to_le_bytes()).collect() };
-    let (a, b) = (bytes(&ids[..cut]), bytes(&ids[cut..]));
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("tokenizer.json"), tokenizer_json(&tok).unwrap()).unwrap();
-    std::fs::write(dir.join("train.bin"), &a).unwrap();
-    std::fs::write(dir.join("val.bin"), &b).unwrap();
-    let meta = serde_json::json!({
-        "format": "orthoformer-tokens", "version": 1, "dtype": "uint16",
-        "vocab_size": tok.vocab_size(), "tokenizer": {"kind": "hf"},
-        "train_tokens": cut, "val_tokens": ids.len() - cut,
-        "sha256": sha256_hex(&[a, b].concat()),
-        "source": "test", "text_bytes": text.len(), "eot": null,
-    });
-    std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
 }
 
 #[test]

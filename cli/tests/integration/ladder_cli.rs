@@ -1,6 +1,6 @@
 //! `orthoformer ladder` end to end (issue 47, item 2) on a tiny token folder written here (a
-//! BPE trained by the library on the start of TinyShakespeare, as `token_folder_train.rs`
-//! makes it) with `assets/ladder/smoke.json`: 2 rungs × 2 variants × 2 seeds × 4 rates, a
+//! BPE trained by the library on the start of TinyShakespeare, by `common::token_folder`)
+//! with `assets/ladder/smoke.json`: 2 rungs × 2 variants × 2 seeds × 4 rates, a
 //! few steps each. Every `result.json` holds the documented fields; the report and plots are
 //! written; a ladder stopped with `--stop-at` and resumed (at other `--jobs`) gives the same
 //! results as one run straight through; bad plans and changed data are one line, exit 2.
@@ -9,35 +9,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
 
-use crate::common::{Scratch, run, stderr};
+use crate::common::{Scratch, run, stderr, token_folder};
 use orthoformer::data::corpus::TINY_SHAKESPEARE;
-use orthoformer::data::hf_tokenizer::tokenizer_json;
-use orthoformer::data::{Tokenizer, TokenizerKind};
-use orthoformer::train::checkpoint::sha256_hex;
 
 const SMOKE: &str = include_str!("../../../assets/ladder/smoke.json");
-
-/// Writes a token folder of `text` (BPE of 300) into `dir`: 90% train, 10% validation.
-fn make_folder(dir: &Path, text: &str) {
-    let tok = Tokenizer::train(TokenizerKind::Bpe, text, 300).unwrap();
-    let ids = tok.encode(text).unwrap();
-    let cut = ids.len() * 9 / 10;
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("tokenizer.json"), tokenizer_json(&tok).unwrap()).unwrap();
-    let bytes =
-        |ids: &[u32]| -> Vec<u8> { ids.iter().flat_map(|&i| (i as u16).to_le_bytes()).collect() };
-    let (a, b) = (bytes(&ids[..cut]), bytes(&ids[cut..]));
-    std::fs::write(dir.join("train.bin"), &a).unwrap();
-    std::fs::write(dir.join("val.bin"), &b).unwrap();
-    let meta = serde_json::json!({
-        "format": "orthoformer-tokens", "version": 1, "dtype": "uint16",
-        "vocab_size": tok.vocab_size(), "tokenizer": {"kind": "hf"},
-        "train_tokens": cut, "val_tokens": ids.len() - cut,
-        "sha256": sha256_hex(&[a, b].concat()), "source": "test", "text_bytes": text.len(),
-        "eot": null,
-    });
-    std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
-}
 
 /// Exit status 2 and one error line containing `want`.
 fn assert_refused(o: &Output, want: &str) {
@@ -80,7 +55,7 @@ fn results(out: &Path) -> BTreeMap<String, serde_json::Value> {
 #[test]
 fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
     let dir = Scratch::new("ladder", "smoke");
-    make_folder(&dir.join("tokens"), &TINY_SHAKESPEARE[..30_000]);
+    token_folder(&dir.join("tokens"), &TINY_SHAKESPEARE[..30_000]);
     std::fs::write(dir.join("plan.json"), SMOKE).unwrap();
 
     // Straight through, one run at a time.
@@ -218,7 +193,7 @@ fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
     );
 
     // Changed data: refused on resume.
-    make_folder(&dir.join("tokens"), &TINY_SHAKESPEARE[1_000..31_000]);
+    token_folder(&dir.join("tokens"), &TINY_SHAKESPEARE[1_000..31_000]);
     assert_refused(
         &run(&dir, &["ladder", "--out", "part", "--resume"]),
         "changed since it started",
@@ -227,7 +202,7 @@ fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
     // A token file that is a FIFO (or a link to a device) is refused, not read forever.
     #[cfg(unix)]
     {
-        make_folder(&dir.join("fifo"), &TINY_SHAKESPEARE[..30_000]);
+        token_folder(&dir.join("fifo"), &TINY_SHAKESPEARE[..30_000]);
         std::fs::remove_file(dir.join("fifo/val.bin")).unwrap();
         let c = std::ffi::CString::new(dir.join("fifo/val.bin").to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
