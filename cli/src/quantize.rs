@@ -11,7 +11,7 @@ use super::Outcome;
 use super::common::{LazyBar, emit, library_values, print_json};
 use super::quantize_flags::{RuntimeQuantArgs, bits_parser};
 use crate::output::outln;
-use orthoformer::quant::Format;
+use orthoformer::quant::{FileType, TensorOverride};
 use orthoformer::rotate::quant_options::QuantizeOptions;
 use orthoformer::rotate::quant_study::{RotateChoice, RotationSet, StudySettings, WeightRounding};
 use orthoformer::rotate::quantize_file::QuantizeFileReport;
@@ -80,18 +80,31 @@ pub struct QuantizeArgs {
     /// R1-R4; for every --method) instead of one configuration.
     #[arg(long)]
     pub table: bool,
-    /// Write the quantised model as this GGUF file (weights only: RTN or GPTQ onto
-    /// `--gguf-type`'s block grid, R1, R2 and R4 folded in) instead of running the study.
-    /// `--data`'s last `--calib-tokens` tokens calibrate GPTQ and the clipping search.
+    /// Write the quantised model as this GGUF file (weights only: --method onto
+    /// `--gguf-type`'s block grids, R1, R2 and R4 folded in) instead of running the study.
+    /// `--data`'s last `--calib-tokens` tokens calibrate GPTQ, imatrix and the clipping search.
     #[arg(long, requires = "gguf_type")]
     pub out: Option<PathBuf>,
-    /// Block format of --out: q8_0, q4_0, q4_1 (32 weights per scale) or q4_k (super-blocks of
-    /// 256 with 6-bit scales and mins per 32; matrices whose rows are not whole super-blocks
-    /// fall back to q4_1). The embedding and lm_head are written Q8_0.
-    #[arg(long, requires = "out", value_parser = library_values(&Format::FILE_NAMES, str::parse::<Format>))]
-    pub gguf_type: Option<Format>,
-    /// How weights are rounded; the study runs each of a comma-separated list side by side
-    /// (--out takes one).
+    /// Block format or mix of --out: q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0 (every
+    /// matrix), or llama-quantize's mixes q4_k_m, q4_k_s, q5_k_m, q5_k_s (the same per-tensor
+    /// choices). As llama.cpp: the head (or a tied embedding) is Q6_K or Q8_0, and matrices
+    /// whose rows are not whole 256-weight super-blocks fall back (q4_k to q5_0, q5_k to q5_1,
+    /// q6_k to q8_0); the report lists every fallback.
+    #[arg(long, requires = "out", value_parser = library_values(&FileType::names(), str::parse::<FileType>))]
+    pub gguf_type: Option<FileType>,
+    /// --out: store tensors whose GGUF name contains PATTERN in TYPE, instead of the mix's
+    /// choice (e.g. attn_v=q8_0, blk.0.ffn_down=q6_k, token_embd=q6_k); repeat for several,
+    /// the first match wins (llama-quantize's --tensor-type, with a substring, not a regex).
+    #[arg(long, value_name = "PATTERN=TYPE", requires = "out", value_parser = parse_override)]
+    pub tensor_type: Vec<TensorOverride>,
+    /// --out: calibrate layer by layer, each on the outputs of the layers already quantised
+    /// (GPTQ's reference order), instead of once on the unquantised model.
+    #[arg(long, requires = "out")]
+    pub sequential: bool,
+    /// How weights are rounded: rtn (each block's range), rtn-clip (a clip-ratio search), gptq,
+    /// and for --out search (llama-quantize's block-scale search) and imatrix (the same,
+    /// weighted by calibration: llama-quantize --imatrix). The study runs each of a
+    /// comma-separated list side by side (--out takes one).
     #[arg(long, value_delimiter = ',', default_value = "rtn", value_parser = library_values(&WeightRounding::NAMES, str::parse::<WeightRounding>))]
     pub method: Vec<WeightRounding>,
     /// RTN: search each block's clip ratio (1 to 0.5) for the least error, weighted by the
@@ -168,8 +181,10 @@ impl QuantizeArgs {
                 gptq: orthoformer::quant::GptqOptions {
                     damp: self.damp,
                     act_order: !self.no_act_order,
+                    ..Default::default()
                 },
             },
+            sequential: self.sequential,
         }
     }
 
@@ -181,14 +196,27 @@ impl QuantizeArgs {
             options: self.options(),
             out: self.out.clone(),
             gguf_type: self.gguf_type,
+            tensor_types: self.tensor_type.clone(),
         }
     }
+}
+
+/// `--tensor-type`'s parser: the library's `PATTERN=TYPE`.
+fn parse_override(s: &str) -> Result<TensorOverride, String> {
+    s.parse().map_err(|e: orthoformer::Error| e.to_string())
 }
 
 /// Runs `orthoformer quantize`.
 pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
     let job = args.job();
-    let mut bar = LazyBar::new("quantize", args.json);
+    let mut bar = LazyBar::new(
+        if args.out.is_some() {
+            "quantize (layers)"
+        } else {
+            "quantize (tokens)"
+        },
+        args.json,
+    );
     let outcome = quantize_job::run(&job, &mut |done, total| bar.set(done, total));
     bar.finish();
     match outcome? {
@@ -202,18 +230,28 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
 /// The written file's report as text.
 fn print_written(r: &QuantizeFileReport) -> anyhow::Result<()> {
     outln!(
-        "wrote {} ({} bytes, {}, {}, rotations {})",
+        "wrote {} ({} bytes, {} as {}, {}, rotations {})",
         r.out,
         r.bytes,
         r.gguf_type,
+        r.file_type,
         r.method,
         r.rotate
     )?;
-    if r.online_hadamard {
+    let types: Vec<String> = r.types.0.iter().map(|(t, n)| format!("{n} {t}")).collect();
+    outln!("tensors: {}", types.join(", "))?;
+    if !r.fallbacks.is_empty() {
         outln!(
-            "down_proj expects the online Hadamard (R4) this engine applies: run the file with \
-             eval or generate (llama.cpp refuses it)"
+            "{} tensors fell back, as llama-quantize does (first: {})",
+            r.fallbacks.len(),
+            r.fallbacks[0]
         )?;
+    }
+    if !r.overridden.is_empty() {
+        outln!("{} tensors by --tensor-type", r.overridden.len())?;
+    }
+    if r.llama_cpp != "yes" {
+        outln!("llama.cpp: {}", r.llama_cpp)?;
     }
     if r.qk_hadamard_at_run_time {
         outln!(
@@ -221,8 +259,9 @@ fn print_written(r: &QuantizeFileReport) -> anyhow::Result<()> {
         )?;
     }
     outln!(
-        "embedding and lm_head: Q8_0; calibration tokens: {}; time: calibrate {:.1} s, quantise {:.1} s",
-        r.calibration_tokens,
+        "calibration: {}{}; time: calibrate {:.1} s, quantise {:.1} s",
+        r.calibration_text,
+        if r.sequential { ", layer by layer" } else { "" },
         r.seconds_calibrate,
         r.seconds_quantize
     )?;

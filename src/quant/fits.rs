@@ -6,8 +6,9 @@
 //!   NaN weight was silently rounded to a code and the file looked fine.
 //! - Every block's f16 scale must be finite ([`check_fits`] before, [`check_quantized`]
 //!   after): a `q4_0` block scale is `max|w|/8`, so weights beyond 8·65504 ≈ 5.2e5 overflow
-//!   f16 and the file holds infinity (`q8_0`'s `/127` holds up to about 8.3e6, `q4_1`'s
-//!   minimum is itself an f16, `q4_k`'s `dmin` overflows beyond 63·65504). The refusal names
+//!   f16 and the file holds infinity (`q8_0`'s `/127` holds up to about 8.3e6, `q5_0`'s `/16`
+//!   1.05e6, `q4_1`'s and `q5_1`'s minimum is itself an f16, the `dmin` of `q4_k` and `q5_k`
+//!   overflows beyond 63·65504, `q6_k`'s `d` beyond 32·128·65504). The refusal names
 //!   the tensor, the row, the magnitude, and the formats that would hold it. GPTQ moves
 //!   weights as it spreads rounding errors, hence the check after as well.
 
@@ -126,6 +127,10 @@ mod tests {
             (Format::Q4_0, 5.2e5, 5.3e5),
             (Format::Q4_1, 6.5e4, 6.6e4),
             (Format::Q4K, 4.1e6, 4.2e6),
+            (Format::Q5_0, 1.04e6, 1.06e6),
+            (Format::Q5_1, 6.5e4, 6.6e4),
+            (Format::Q5K, 4.1e6, 4.2e6),
+            (Format::Q6K, 2.6e8, 2.8e8),
         ] {
             assert!(check_fits(f, "w", &row(-ok), 256).is_ok(), "{f:?} {ok}");
             let e = check_fits(f, "model.layers.0.mlp.up_proj.weight", &row(-bad), 256)
@@ -139,7 +144,11 @@ mod tests {
             );
         }
         let e = check_fits(Format::Q4_0, "w", &row(1e6), 256).unwrap_err();
-        assert!(e.to_string().contains("q8_0 or q4_k can hold it"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("q8_0 or q6_k or q5_k or q5_1 or q5_0 or q4_k can hold it"),
+            "{e}"
+        );
         let e = check_fits(Format::Q8_0, "w", &row(1e9), 256).unwrap_err();
         assert!(e.to_string().contains("no GGUF block format"), "{e}");
     }

@@ -13,7 +13,10 @@
 //! Act-order processes columns by decreasing `H_ii`. The grid of a span (a GGUF block) is
 //! then fixed up front from the original weights ("static groups"), since a block's columns
 //! are no longer consecutive in the processing order; without act-order each span's grid
-//! is chosen when GPTQ reaches its first column, from the weights as updated so far.
+//! is chosen when GPTQ reaches its first column, from the weights as updated so far. With
+//! `block_search` each span's grid is llama.cpp's searched one ([`super::search`], weighted by
+//! `diag H` as its importance matrix) instead of the span's plain range: GPTQ then rounds
+//! inside the K-quants' per-sub-block scales and minimums that `llama-quantize` would pick.
 
 use faer::linalg::solvers::DenseSolveCore as _;
 use rayon::prelude::*;
@@ -29,14 +32,17 @@ pub struct GptqOptions {
     pub damp: f64,
     /// Columns by decreasing `H_ii`.
     pub act_order: bool,
+    /// Each block's grid by llama.cpp's scale search weighted by `diag H`, not its range.
+    pub block_search: bool,
 }
 
 impl Default for GptqOptions {
-    /// Damping 0.01, act-order on.
+    /// Damping 0.01, act-order on, each block's grid from its range (GPTQ's reference).
     fn default() -> Self {
         GptqOptions {
             damp: 0.01,
             act_order: true,
+            block_search: false,
         }
     }
 }
@@ -114,6 +120,21 @@ pub fn gptq(
     let n = cols;
     let span = format.span(n);
     let (perm, u, dead) = prepare(h, n, o)?;
+    let imatrix: Vec<f32> = (0..n).map(|i| h[i * n + i] as f32).collect();
+    // A span's grid: its range, or the searched one (σ² the mean square of its row).
+    let grid = |span_w: &[f32], col0: usize, sigma2: f32| -> Params {
+        if o.block_search {
+            super::search::search(
+                format,
+                span_w,
+                Some(&imatrix[col0..col0 + span_w.len()]),
+                sigma2,
+            )
+        } else {
+            format.params(span_w, 1.0)
+        }
+    };
+    let mean_square = |r: &[f32]| r.iter().map(|x| x * x).sum::<f32>() / r.len() as f32;
     let mut codes = vec![0u8; rows * n];
     let mut params: Vec<Option<Params>> = vec![None; rows * (n / span)];
     let losses: Vec<f64> = codes
@@ -135,11 +156,12 @@ pub fn gptq(
                 .collect();
             if o.act_order {
                 for r in 0..t {
+                    let sigma2 = mean_square(&w[r * n..(r + 1) * n]);
                     for s in 0..n / span {
                         let orig: Vec<f32> = (s * span..(s + 1) * span)
                             .map(|c| if dead[c] { 0.0 } else { w[r * n + c] })
                             .collect();
-                        params[r * (n / span) + s] = Some(format.params(&orig, 1.0));
+                        params[r * (n / span) + s] = Some(grid(&orig, s * span, sigma2));
                     }
                 }
             }
@@ -155,7 +177,8 @@ pub fn gptq(
                     if p.is_none() {
                         // Without act-order `perm` is the identity: the span starts here.
                         let cur: Vec<f32> = row[i..i + span].iter().map(|&x| x as f32).collect();
-                        *p = Some(format.params(&cur, 1.0));
+                        let whole: Vec<f32> = row.iter().map(|&x| x as f32).collect();
+                        *p = Some(grid(&cur, i, mean_square(&whole)));
                     }
                     let p = p.as_ref().expect("set above");
                     let q = p.code(j, row[i]);

@@ -8,8 +8,16 @@
 //! - `Q8_0` (32 weights): `d` f16, `q − 127` as i8; `value = (q−127)·d`.
 //! - `Q4_0` (32): `d` f16 (`max/−8`, the signed extreme maps to code 0); `value = (q−8)·d`.
 //! - `Q4_1` (32): `d`, `m` f16 (range `[min, max]`); `value = q·d + m`.
-//! - `Q4_K` (super-block of 256 = 8 sub-blocks of 32): f16 `d`, `dmin`, and per sub-block a
-//!   6-bit scale `sc` and 6-bit min `mn`; `value = (d·sc)·q − dmin·mn` (`m = −dmin·mn`).
+//! - `Q5_0` (32): `d` f16 (`max/−16`); `value = (q−16)·d`, 5-bit codes.
+//! - `Q5_1` (32): `d`, `m` f16 (range `[min, max]`); `value = q·d + m`, 5-bit codes.
+//! - `Q4_K`, `Q5_K` (super-block of 256 = 8 sub-blocks of 32): f16 `d`, `dmin`, and per
+//!   sub-block a 6-bit scale `sc` and 6-bit min `mn`; `value = (d·sc)·q − dmin·mn`
+//!   (`m = −dmin·mn`), codes of 4 or 5 bits.
+//! - `Q6_K` (super-block of 256 = 16 sub-blocks of 16): f16 `d` and a signed 8-bit scale `sc`
+//!   per sub-block; `value = (q−32)·(d·sc)`, 6-bit codes.
+//!
+//! [`Format::params`] sets each grid from the span's range (llama.cpp's reference quantisers
+//! without a search); [`super::search`] finds llama.cpp's searched scales and minimums.
 //!
 //! The span is how many consecutive weights of a row share one decision of the grid: a
 //! block (32, or 256 for `Q4_K`), or the generic grid's group (the whole row for group 0).
@@ -36,8 +44,16 @@ pub enum Format {
     Q4_0,
     /// GGUF `Q4_1`.
     Q4_1,
+    /// GGUF `Q5_0`.
+    Q5_0,
+    /// GGUF `Q5_1`.
+    Q5_1,
     /// GGUF `Q4_K`.
     Q4K,
+    /// GGUF `Q5_K`.
+    Q5K,
+    /// GGUF `Q6_K`.
+    Q6K,
 }
 
 /// One span's grid: `value(j, q) = (q − zero)·d[j/sub] + m[j/sub]` and the bytes a block
@@ -77,7 +93,8 @@ impl Params {
     }
 }
 
-fn h(x: f32) -> (f32, [u8; 2]) {
+/// `x` rounded to f16, and its bytes.
+pub(crate) fn h(x: f32) -> (f32, [u8; 2]) {
     let v = f16::from_f32(x);
     (v.to_f32(), v.to_le_bytes())
 }
@@ -88,8 +105,8 @@ impl Format {
         match self {
             Format::Affine { group, .. } if group == 0 || group > cols => cols,
             Format::Affine { group, .. } => group,
-            Format::Q8_0 | Format::Q4_0 | Format::Q4_1 => 32,
-            Format::Q4K => 256,
+            Format::Q8_0 | Format::Q4_0 | Format::Q4_1 | Format::Q5_0 | Format::Q5_1 => 32,
+            Format::Q4K | Format::Q5K | Format::Q6K => 256,
         }
     }
 
@@ -98,8 +115,25 @@ impl Format {
         match self {
             Format::Affine { bits, .. } => bits,
             Format::Q8_0 => 8,
-            _ => 4,
+            Format::Q6K => 6,
+            Format::Q5_0 | Format::Q5_1 | Format::Q5K => 5,
+            Format::Q4_0 | Format::Q4_1 | Format::Q4K => 4,
         }
+    }
+
+    /// Bytes a block of [`Format::span`] weights takes in a file (`None` for `Affine`).
+    pub fn block_bytes(self) -> Option<usize> {
+        Some(match self {
+            Format::Affine { .. } => return None,
+            Format::Q8_0 => 34,
+            Format::Q4_0 => 18,
+            Format::Q4_1 => 20,
+            Format::Q5_0 => 22,
+            Format::Q5_1 => 24,
+            Format::Q4K => 144,
+            Format::Q5K => 176,
+            Format::Q6K => 210,
+        })
     }
 
     /// Why rows of `cols` inputs cannot take this grid, if they cannot.
@@ -151,30 +185,40 @@ impl Format {
                 let (d, b) = h(amax / 127.0);
                 one(d, 0.0, 127, 254, b.to_vec())
             }
-            Format::Q4_0 => {
-                // The signed extreme, so that code 0 (−8 steps) reaches it exactly.
+            Format::Q4_0 | Format::Q5_0 => {
+                // The signed extreme, so that code 0 (−8 or −16 steps) reaches it exactly.
+                let half = if self == Format::Q4_0 { 8 } else { 16 };
                 let max = w
                     .iter()
                     .fold(0.0f32, |a, &x| if x.abs() > a.abs() { x } else { a });
-                let (d, b) = h(max * clip / -8.0);
-                one(d, 0.0, 8, 15, b.to_vec())
+                let (d, b) = h(max * clip / -(half as f32));
+                one(d, 0.0, half, 2 * half - 1, b.to_vec())
             }
-            Format::Q4_1 => {
+            Format::Q4_1 | Format::Q5_1 => {
+                let qmax = if self == Format::Q4_1 { 15 } else { 31 };
                 let lo = w.iter().copied().fold(f32::INFINITY, f32::min) * clip;
                 let hi = w.iter().copied().fold(f32::NEG_INFINITY, f32::max) * clip;
-                let (d, bd) = h((hi - lo) / 15.0);
+                let (d, bd) = h((hi - lo) / qmax as f32);
                 let (m, bm) = h(lo);
-                one(d, m, 0, 15, [bd, bm].concat())
+                one(d, m, 0, qmax, [bd, bm].concat())
             }
-            Format::Q4K => q4k_params(w, clip),
+            Format::Q4K | Format::Q5K => kquant_params(w, clip, self.qmax()),
+            Format::Q6K => q6k_params(w, clip),
         }
+    }
+
+    /// The largest code.
+    pub fn qmax(self) -> i32 {
+        (1i32 << self.bits()) - 1
     }
 }
 
 impl Format {
     /// The block formats a quantised GGUF file is written in, by the names
     /// [`str::parse`] takes.
-    pub const FILE_NAMES: [&'static str; 4] = ["q8_0", "q4_0", "q4_1", "q4_k"];
+    pub const FILE_NAMES: [&'static str; 8] = [
+        "q8_0", "q6_k", "q5_k", "q5_1", "q5_0", "q4_k", "q4_1", "q4_0",
+    ];
 
     /// The name of a block format (`q4_k`); `None` for the study's affine grid.
     pub fn file_name(self) -> Option<&'static str> {
@@ -183,55 +227,84 @@ impl Format {
             Format::Q8_0 => Some("q8_0"),
             Format::Q4_0 => Some("q4_0"),
             Format::Q4_1 => Some("q4_1"),
+            Format::Q5_0 => Some("q5_0"),
+            Format::Q5_1 => Some("q5_1"),
             Format::Q4K => Some("q4_k"),
+            Format::Q5K => Some("q5_k"),
+            Format::Q6K => Some("q6_k"),
         }
     }
+}
+
+impl Format {
+    /// The block formats, in [`Format::FILE_NAMES`]' order.
+    pub const BLOCK_FORMATS: [Format; 8] = [
+        Format::Q8_0,
+        Format::Q6K,
+        Format::Q5K,
+        Format::Q5_1,
+        Format::Q5_0,
+        Format::Q4K,
+        Format::Q4_1,
+        Format::Q4_0,
+    ];
 }
 
 impl std::str::FromStr for Format {
     type Err = crate::Error;
 
-    /// A block format of a quantised file (`q8_0`, `q4_0`, `q4_1`, `q4_k`); anything else
-    /// names the `gguf_type` field.
+    /// A block format of a quantised file ([`Format::FILE_NAMES`]); anything else names the
+    /// `gguf_type` field.
     fn from_str(s: &str) -> crate::Result<Self> {
-        match s {
-            "q8_0" => Ok(Format::Q8_0),
-            "q4_0" => Ok(Format::Q4_0),
-            "q4_1" => Ok(Format::Q4_1),
-            "q4_k" => Ok(Format::Q4K),
-            other => Err(super::QuantError::Invalid(format!(
-                "`gguf_type` {other:?}: use q8_0, q4_0, q4_1 or q4_k"
-            ))
-            .into()),
-        }
+        Format::FILE_NAMES
+            .iter()
+            .position(|&n| n == s)
+            .map(|i| Self::BLOCK_FORMATS[i])
+            .ok_or_else(|| {
+                super::QuantError::Invalid(format!(
+                    "`gguf_type` {s:?}: use one of {}",
+                    Format::FILE_NAMES.join(", ")
+                ))
+                .into()
+            })
     }
 }
 
-/// `Q4_K`'s two-level grid: each sub-block of 32 gets the affine range `[min(x,0), max(x)]`
-/// (its min is stored as a non-negative offset), and the 8 scales and mins are rounded to 6
-/// bits against the super-block's f16 `d` and `dmin`.
-fn q4k_params(w: &[f32], clip: f32) -> Params {
+/// `Q4_K`'s and `Q5_K`'s two-level grid (codes `0..=qmax`): each sub-block of 32 gets the
+/// affine range `[min(x,0), max(x)]` (its min is stored as a non-negative offset), and the 8
+/// scales and mins are rounded to 6 bits against the super-block's f16 `d` and `dmin`.
+fn kquant_params(w: &[f32], clip: f32, qmax: i32) -> Params {
     let subs: Vec<(f32, f32)> = w
         .chunks(32)
         .map(|s| {
             let lo = s.iter().fold(0.0f32, |a, &x| a.min(x)) * clip;
             let hi = s.iter().fold(lo, |a, &x| a.max(x * clip));
-            ((hi - lo) / 15.0, -lo)
+            ((hi - lo) / qmax as f32, -lo)
         })
         .collect();
-    let max_s = subs.iter().fold(0.0f32, |a, s| a.max(s.0));
-    let max_m = subs.iter().fold(0.0f32, |a, s| a.max(s.1));
-    let (d, bd) = h(max_s / 63.0);
-    let (dmin, bm) = h(max_m / 63.0);
-    let six = |x: f32, unit: f32| {
-        if unit > 0.0 {
-            (x / unit).round().clamp(0.0, 63.0) as u8
-        } else {
-            0
-        }
-    };
-    let ls: Vec<u8> = subs.iter().map(|s| six(s.0, d)).collect();
-    let lm: Vec<u8> = subs.iter().map(|s| six(s.1, dmin)).collect();
+    let scales: Vec<f32> = subs.iter().map(|s| s.0).collect();
+    let mins: Vec<f32> = subs.iter().map(|s| s.1).collect();
+    let (ls, d) = six_bits(&scales);
+    let (lm, dmin) = six_bits(&mins);
+    kquant_grid(&ls, &lm, d, dmin, qmax)
+}
+
+/// Values rounded to 6 bits against `max/63`, and that unit (llama.cpp's reference).
+fn six_bits(x: &[f32]) -> (Vec<u8>, f32) {
+    let max = x.iter().fold(0.0f32, |a, &v| a.max(v));
+    let inv = if max > 0.0 { 63.0 / max } else { 0.0 };
+    let l = x
+        .iter()
+        .map(|&v| (inv * v).round_ties_even().clamp(0.0, 63.0) as u8)
+        .collect();
+    (l, max / 63.0)
+}
+
+/// The `Q4_K`/`Q5_K` grid of 6-bit scales `ls` and mins `lm` against super-block units `d`
+/// and `dmin` (rounded to f16 here), with the 12 packed bytes as ggml stores them.
+pub(crate) fn kquant_grid(ls: &[u8], lm: &[u8], d: f32, dmin: f32, qmax: i32) -> Params {
+    let (d, bd) = h(d);
+    let (dmin, bm) = h(dmin);
     let mut scales = [0u8; 12];
     for j in 0..8 {
         if j < 4 {
@@ -248,8 +321,55 @@ fn q4k_params(w: &[f32], clip: f32) -> Params {
         d: ls.iter().map(|&s| d * f32::from(s)).collect(),
         m: lm.iter().map(|&s| -(dmin * f32::from(s))).collect(),
         zero: 0,
-        qmax: 15,
+        qmax,
         head: [&bd[..], &bm[..], &scales[..]].concat(),
+    }
+}
+
+/// `Q6_K`'s grid: each sub-block of 16 gets the signed scale `max/−32` (its signed extreme at
+/// code 0), and the 16 scales are rounded to signed 8 bits against the super-block's f16
+/// `d = max_scale/−128` (llama.cpp's reference without its search).
+fn q6k_params(w: &[f32], clip: f32) -> Params {
+    let scales: Vec<f32> = w
+        .chunks(16)
+        .map(|s| {
+            let max = s
+                .iter()
+                .fold(0.0f32, |a, &x| if x.abs() > a.abs() { x } else { a });
+            max * clip / -32.0
+        })
+        .collect();
+    q6k_grid(&scales)
+}
+
+/// The `Q6_K` grid of sub-block scales `scales` (16): llama.cpp's rounding of them to
+/// signed 8 bits against `d = max/−128` of the largest in magnitude.
+pub(crate) fn q6k_grid(scales: &[f32]) -> Params {
+    let max = scales
+        .iter()
+        .fold(0.0f32, |a, &x| if x.abs() > a.abs() { x } else { a });
+    let (sc, d): (Vec<i8>, f32) = if max.abs() < 1e-15 {
+        (vec![0; 16], 0.0)
+    } else {
+        let iscale = -128.0 / max;
+        (
+            scales
+                .iter()
+                .map(|&s| (iscale * s).round_ties_even().clamp(-128.0, 127.0) as i8)
+                .collect(),
+            1.0 / iscale,
+        )
+    };
+    let (d, bd) = h(d);
+    let mut head: Vec<u8> = sc.iter().map(|&s| s as u8).collect();
+    head.extend_from_slice(&bd);
+    Params {
+        sub: 16,
+        d: sc.iter().map(|&s| d * f32::from(s)).collect(),
+        m: vec![0.0; 16],
+        zero: 32,
+        qmax: 63,
+        head,
     }
 }
 

@@ -1,7 +1,8 @@
-//! Round-to-nearest onto a grid, with an optional clipping search: for every span, the clip
-//! ratio (of a fixed grid from 1 down to 0.5) whose grid gives the smallest squared error,
-//! each input weighted by its calibration energy `diag(H)` when given (an estimate of the
-//! error the span adds to the layer's output), else unweighted (weight MSE).
+//! Round-to-nearest onto a grid, with an optional search of each span's grid: the clip ratio
+//! (of a fixed grid from 1 down to 0.5) whose grid gives the smallest squared error, or
+//! llama.cpp's scale and minimum search ([`super::search`]); each input weighted by its
+//! calibration energy `diag(H)` when given (an estimate of the error the span adds to the
+//! layer's output; for the scale search, llama.cpp's importance matrix), else unweighted.
 
 use rayon::prelude::*;
 
@@ -18,6 +19,9 @@ pub enum Clip {
     None,
     /// The ratio in [`CLIP_RATIOS`] with the least (weighted) squared error.
     Search,
+    /// llama.cpp's per-block scale (and minimum) search, `llama-quantize`'s rounding: with
+    /// `diag(H)` as its importance matrix when given (`--imatrix`), else without.
+    Scales,
 }
 
 fn span_error(p: &Params, w: &[f32], weight: Option<&[f64]>) -> f64 {
@@ -44,6 +48,12 @@ pub fn rtn(
 ) -> QuantMatrix {
     assert_eq!(w.len(), rows * cols, "weight shape");
     let span = format.span(cols);
+    // Each row's mean square (llama.cpp's σ² of the importance weighting).
+    let sigma2: Vec<f32> = w
+        .chunks(cols)
+        .map(|r| r.iter().map(|x| x * x).sum::<f32>() / cols as f32)
+        .collect();
+    let imatrix: Option<Vec<f32>> = diag_h.map(|h| h.iter().map(|&x| x as f32).collect());
     let per_span: Vec<(Vec<u8>, Params)> = w
         .par_chunks(span)
         .enumerate()
@@ -59,6 +69,10 @@ pub fn rtn(
                     .min_by(|a, b| a.0.total_cmp(&b.0))
                     .map(|(_, p)| p)
                     .expect("ratios are not empty"),
+                Clip::Scales => {
+                    let qw = imatrix.as_ref().map(|h| &h[col0..col0 + s.len()]);
+                    super::search::search(format, s, qw, sigma2[k * span / cols])
+                }
             };
             (round_span(&p, s), p)
         })

@@ -8,6 +8,7 @@ use std::path::Path;
 use super::QuantError;
 use super::grid::Format;
 use super::matrix::QuantMatrix;
+use super::mix::LAYER_TENSORS;
 use super::model::QuantizedModel;
 use crate::export::llama::gguf_metadata;
 use crate::io::gguf::{RawTensor, Value, keys, write_gguf_raw};
@@ -22,18 +23,11 @@ pub fn type_id(f: Format) -> Option<u32> {
         Format::Q8_0 => Some(8),
         Format::Q4_0 => Some(2),
         Format::Q4_1 => Some(3),
+        Format::Q5_0 => Some(6),
+        Format::Q5_1 => Some(7),
         Format::Q4K => Some(12),
-    }
-}
-
-/// llama.cpp's `llama_ftype` of a file whose decoder matrices are mostly `f`.
-pub fn file_type(f: Format) -> Option<u32> {
-    match f {
-        Format::Affine { .. } => None,
-        Format::Q8_0 => Some(7),
-        Format::Q4_0 => Some(2),
-        Format::Q4_1 => Some(3),
-        Format::Q4K => Some(14),
+        Format::Q5K => Some(13),
+        Format::Q6K => Some(14),
     }
 }
 
@@ -56,20 +50,19 @@ fn bytes(m: &QuantMatrix, rope_heads: Option<(usize, usize)>) -> Result<Vec<u8>,
 }
 
 /// Writes `q` (with `w` holding its grid values, norms and config) as a GGUF file at `path`,
-/// metadata from `source_meta` (a GGUF input's) with `general.file_type` for `main`, and the
+/// metadata from `source_meta` (a GGUF input's) with `general.file_type` `file_type` (a
+/// `llama_ftype`, [`super::mix::llama_ftype`]), each matrix in its own block format, and the
 /// signs of an online `down_proj` Hadamard transform folded into `w` as the tensor
 /// [`DOWN_SIGNS`] (the engine applies it; llama.cpp refuses such a file).
 pub fn save_quantized_gguf(
     w: &LlamaWeights,
     q: &QuantizedModel,
-    main: Format,
+    file_type: u32,
     source_meta: &[(String, Value)],
     down_signs: Option<&[f32]>,
     path: &Path,
 ) -> crate::Result<()> {
-    let ft = file_type(main)
-        .ok_or_else(|| QuantError::Invalid(format!("{main:?} is not a GGUF block format")))?;
-    let meta = gguf_metadata(w, source_meta, ft)?;
+    let meta = gguf_metadata(w, source_meta, file_type)?;
     let c = &w.cfg;
     let (d, dh) = (c.d_model as u64, c.head_dim());
     let embed = q.embed.as_ref().ok_or_else(|| {
@@ -84,19 +77,12 @@ pub fn save_quantized_gguf(
     // (name, dims, type id, bytes)
     let mut ts: Vec<(String, Vec<u64>, u32, Vec<u8>)> = Vec::new();
     let mat = |name: String, m: &QuantMatrix, rope: Option<(usize, usize)>| {
-        let t = type_id(m.format).expect("block formats only");
+        let t = type_id(m.format).ok_or_else(|| {
+            QuantError::Invalid(format!("{name}: the grid {:?} has no GGUF type", m.format))
+        })?;
         bytes(m, rope).map(|b| (name, vec![m.cols as u64, m.rows as u64], t, b))
     };
     ts.push(mat(keys::TOKEN_EMBD.into(), embed, None)?);
-    const NAMES: [&str; 7] = [
-        "attn_q",
-        "attn_k",
-        "attn_v",
-        "attn_output",
-        "ffn_gate",
-        "ffn_up",
-        "ffn_down",
-    ];
     for (i, (l, ql)) in w.layers.iter().zip(&q.layers).enumerate() {
         let b = |s: &str| keys::block(i, s);
         ts.push((b("attn_norm"), vec![d], 0, norm(&l.attn_norm)));
@@ -109,7 +95,7 @@ pub fn save_quantized_gguf(
             if k == 4 {
                 ts.push((b("ffn_norm"), vec![d], 0, norm(&l.ffn_norm)));
             }
-            ts.push(mat(b(NAMES[k]), m, rope)?);
+            ts.push(mat(b(LAYER_TENSORS[k]), m, rope)?);
         }
     }
     ts.push((keys::OUTPUT_NORM.into(), vec![d], 0, norm(&w.final_norm)));

@@ -185,7 +185,7 @@ pub fn quantize_bytes(m: &DeclaredModel, job: &QuantizeJob) -> Option<u64> {
     let gptq = o.method.contains(&WeightRounding::Gptq);
     let work = if gptq { gptq_work(&n)? } else { 0 };
     let held = if job.out.is_some() {
-        let calibrates = o.method.iter().any(|&w| w != WeightRounding::Rtn);
+        let calibrates = o.method.iter().any(|w| w.calibrates());
         let blocks = rotated.div_ceil(4).checked_mul(34)?.div_ceil(32);
         let after = blocks.checked_add(work)?;
         let during = if calibrates {

@@ -50,6 +50,9 @@ pub struct QuantizeOptions {
     pub calib_tokens: usize,
     /// Window, weight group, activation, KV and GPTQ settings.
     pub study: StudySettings,
+    /// `out` only: calibrate layer by layer on the already-quantised layers' outputs
+    /// (GPTQ's reference order) instead of once on the unquantised model.
+    pub sequential: bool,
 }
 
 /// The fewest calibration tokens accepted.
@@ -57,7 +60,7 @@ pub const MIN_CALIB_TOKENS: usize = 16;
 
 impl Default for QuantizeOptions {
     /// The unquantised, unrotated model on 1,024 tokens per text, RTN, seed 0, 4,096
-    /// calibration tokens, [`StudySettings::default`].
+    /// calibration tokens, [`StudySettings::default`], calibration in one pass.
     fn default() -> Self {
         QuantizeOptions {
             wbits: 16,
@@ -70,6 +73,7 @@ impl Default for QuantizeOptions {
             seed: vec![0],
             calib_tokens: 4096,
             study: StudySettings::default(),
+            sequential: false,
         }
     }
 }

@@ -64,17 +64,15 @@ fn quantised(
             WeightRounding::Rtn => Method::Rtn(Clip::None),
             WeightRounding::RtnClip => Method::Rtn(Clip::Search),
             WeightRounding::Gptq => Method::Gptq(s.gptq),
+            // Refused by the options' validation: the study's grids have no block search.
+            WeightRounding::Search | WeightRounding::Imatrix => Method::Rtn(Clip::Scales),
         };
-        let plan = Plan {
-            method,
-            format: Format::Affine {
-                bits: wbits,
-                group: s.group,
-                symmetric: !s.weight_asym,
-            },
-            fallback: None,
-            embed_format: None,
+        let format = Format::Affine {
+            bits: wbits,
+            group: s.group,
+            symmetric: !s.weight_asym,
         };
+        let plan = Plan::uniform(method, format, w.layers.len(), None);
         quantize_model(&mut w, &plan, hessians, &mut |_| {})?;
     }
     let mut m = Llama::new(w);

@@ -23,24 +23,38 @@ pub enum WeightRounding {
     RtnClip,
     /// GPTQ on calibration Hessians ([`StudySettings::gptq`]).
     Gptq,
+    /// llama.cpp's per-block scale (and minimum) search, without calibration: what
+    /// `llama-quantize` does without an importance matrix (GGUF block formats only).
+    Search,
+    /// The same search weighted by the calibration inputs' energy, llama.cpp's importance
+    /// matrix: what `llama-quantize --imatrix` does (GGUF block formats only).
+    Imatrix,
 }
 
 impl WeightRounding {
     /// The names [`str::parse`] takes.
-    pub const NAMES: [&'static str; 3] = ["rtn", "rtn-clip", "gptq"];
+    pub const NAMES: [&'static str; 5] = ["rtn", "rtn-clip", "gptq", "search", "imatrix"];
+
+    /// Whether it needs a GGUF block format (the study's affine grids have no block search).
+    pub fn needs_block_format(self) -> bool {
+        matches!(self, WeightRounding::Search | WeightRounding::Imatrix)
+    }
 }
 
 impl std::str::FromStr for WeightRounding {
     type Err = crate::Error;
 
-    /// `rtn`, `rtn-clip` or `gptq`; anything else names the `method` field.
+    /// One of [`WeightRounding::NAMES`]; anything else names the `method` field.
     fn from_str(s: &str) -> crate::Result<Self> {
         match s {
             "rtn" => Ok(WeightRounding::Rtn),
             "rtn-clip" => Ok(WeightRounding::RtnClip),
             "gptq" => Ok(WeightRounding::Gptq),
+            "search" => Ok(WeightRounding::Search),
+            "imatrix" => Ok(WeightRounding::Imatrix),
             other => Err(super::RotateError::Invalid(format!(
-                "`method` {other:?}: use rtn, rtn-clip or gptq"
+                "`method` {other:?}: use one of {}",
+                WeightRounding::NAMES.join(", ")
             ))
             .into()),
         }
@@ -54,12 +68,14 @@ impl WeightRounding {
             WeightRounding::Rtn => "RTN",
             WeightRounding::RtnClip => "RTN+clip",
             WeightRounding::Gptq => "GPTQ",
+            WeightRounding::Search => "search",
+            WeightRounding::Imatrix => "imatrix",
         }
     }
 
     /// Whether it needs calibration text.
     pub fn calibrates(self) -> bool {
-        self != WeightRounding::Rtn
+        !matches!(self, WeightRounding::Rtn | WeightRounding::Search)
     }
 }
 

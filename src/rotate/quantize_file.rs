@@ -1,5 +1,7 @@
-//! `quantize` with `out`: rotate (optionally), calibrate, round by RTN or GPTQ onto a GGUF
-//! block format, and write the file llama.cpp and this crate's engine run. The file is then
+//! `quantize` with `out`: rotate (optionally), calibrate (once, or layer by layer), round by
+//! RTN, llama.cpp's block-scale search (with or without an importance matrix) or GPTQ onto
+//! each tensor's GGUF block format (one format, or a llama-quantize mix with overrides:
+//! [`crate::quant::mix`]), and write the file llama.cpp and this crate's engine run. The file is then
 //! opened as a user would (memory-mapped, in its stored types) and its logits compared with
 //! the quantised model in memory: a file that does not give back what was quantised is
 //! refused, never silently accepted. The file is written staged ([`Staged`]) and moved over
@@ -21,9 +23,11 @@ use crate::infer::text::read_tokens;
 use crate::io::gguf::GgufFile;
 use crate::model::llama::{Llama, load_model};
 use crate::quant::calibrate::calibrate;
-use crate::quant::model::{Method, Plan, quantize_model};
+use crate::quant::mix::{self, TypeCounts};
+use crate::quant::model::{Method, Plan, layer_cols, quantize_model};
+use crate::quant::sequential::quantize_sequential;
 use crate::quant::write::save_quantized_gguf;
-use crate::quant::{Clip, Format};
+use crate::quant::{Clip, FileType, GptqOptions};
 
 /// Tokens of the first text the written file and the model in memory are compared on.
 const CHECK_TOKENS: usize = 64;
@@ -40,20 +44,35 @@ pub struct QuantizeFileReport {
     pub model: String,
     /// The file written.
     pub out: String,
-    /// `rtn`, `rtn+clip` or `gptq` with its settings.
+    /// `rtn`, `rtn+clip`, `search`, `imatrix` or `gptq` with its settings.
     pub method: String,
-    /// The block format (`q4_k`).
+    /// The block format or mix asked for (`q4_k_m`).
     pub gguf_type: String,
+    /// `general.file_type` written (llama.cpp's `llama_ftype` name, `MOSTLY_Q4_K_M`): a mix
+    /// as llama-quantize names it, a single format by what most decoder weights are stored as.
+    pub file_type: String,
+    /// How many tensors each block format holds.
+    pub types: TypeCounts,
+    /// Tensors whose format fell back because their rows are not whole blocks.
+    pub fallbacks: Vec<String>,
+    /// Tensors whose format an override chose.
+    pub overridden: Vec<String>,
     /// The rotations folded into the file (`R3` acts at run time and is never written).
     pub rotate: String,
     /// `R4` is folded in: the file needs this crate's engine (llama.cpp refuses it).
     pub online_hadamard: bool,
+    /// Whether llama.cpp runs the file, and if not why.
+    pub llama_cpp: String,
     /// `R3` was asked for: it acts at run time (`--qk-hadamard` on eval or generate).
     pub qk_hadamard_at_run_time: bool,
     /// The file's size.
     pub bytes: u64,
-    /// Calibration tokens used (0 for plain RTN).
+    /// Calibration tokens used (0 without calibration).
     pub calibration_tokens: usize,
+    /// Where they came from (`the last 4096 tokens of tinyshakespeare.txt`, or `none`).
+    pub calibration_text: String,
+    /// Calibrated layer by layer on the quantised layers' outputs (else once).
+    pub sequential: bool,
     /// GPTQ's summed reconstruction loss, for GPTQ.
     pub gptq_loss: Option<f64>,
     /// Seconds calibrating.
@@ -73,11 +92,15 @@ fn invalid(msg: String) -> crate::Error {
     RotateError::Invalid(msg).into()
 }
 
-/// Why `o` cannot be written as one `format` file at `out`, naming the field.
-pub fn validate(o: &QuantizeOptions, out: &Path, format: Format) -> crate::Result<()> {
-    let name = format.file_name().ok_or_else(|| {
-        invalid("`gguf_type`: a file is written in a GGUF block format, not a study grid".into())
-    })?;
+/// Why `o` cannot be written as one `ft` file at `out`, naming the field.
+pub fn validate(o: &QuantizeOptions, out: &Path, ft: FileType) -> crate::Result<()> {
+    let format = ft.base();
+    if format.file_name().is_none() {
+        return Err(invalid(
+            "`gguf_type`: a file is written in a GGUF block format, not a study grid".into(),
+        ));
+    }
+    let name = ft.name();
     let s = &o.study;
     if o.table {
         return Err(invalid(
@@ -102,6 +125,13 @@ pub fn validate(o: &QuantizeOptions, out: &Path, format: Format) -> crate::Resul
             "`out` writes one file: give one `seed` and one `method`".into(),
         ));
     }
+    if o.sequential && !o.method.iter().all(|m| m.calibrates()) {
+        return Err(invalid(
+            "`sequential` calibrates layer by layer: use it with `method` gptq, imatrix or \
+             rtn-clip"
+                .into(),
+        ));
+    }
     if o.wbits != 16 && o.wbits != format.bits() {
         return Err(invalid(format!(
             "`wbits` {} does not match `gguf_type` {name} ({}-bit); set it to {} or leave it out",
@@ -112,8 +142,8 @@ pub fn validate(o: &QuantizeOptions, out: &Path, format: Format) -> crate::Resul
     }
     if s.group != 0 && s.group != 32 {
         return Err(invalid(format!(
-            "`group` {}: GGUF {name} stores one scale per 32 weights (q4_k: per 32 in \
-             super-blocks of 256); set it to 32 or leave it out",
+            "`group` {}: GGUF {name} stores one scale per 32 weights (the K-quants: per 32 or \
+             16 in super-blocks of 256); set it to 32 or leave it out",
             s.group
         )));
     }
@@ -126,10 +156,15 @@ pub fn validate(o: &QuantizeOptions, out: &Path, format: Format) -> crate::Resul
     Ok(())
 }
 
-/// Writes the quantised model of a valid `job` to `out` in `format`, runs the file written
+/// Writes the quantised model of a valid `job` to `out` as `ft`, runs the file written
 /// against the model in memory, and only then moves it into place. `out` is checked before
-/// the model is loaded.
-pub fn write(job: &QuantizeJob, out: &Path, format: Format) -> crate::Result<QuantizeFileReport> {
+/// the model is loaded; `on_layer(done, total)` after each decoder layer is quantised.
+pub fn write(
+    job: &QuantizeJob,
+    out: &Path,
+    ft: FileType,
+    on_layer: &mut dyn FnMut(usize, usize),
+) -> crate::Result<QuantizeFileReport> {
     // Checked and locked before the model is loaded, held until the file is in place.
     let data: Vec<&Path> = job.data.iter().map(PathBuf::as_path).collect();
     let _claim = claim_outs(&job.model, &data, &[out.to_path_buf()])?;
@@ -143,39 +178,69 @@ pub fn write(job: &QuantizeJob, out: &Path, format: Format) -> crate::Result<Qua
     })?;
     let eval = read_tokens(&loaded.tokenizer, job.first_text(), CHECK_TOKENS)?;
     let mut w = loaded.weights.clone();
+    let rounding = o.method[0];
+    let calibrated = rounding.calibrates();
     // R3 acts at run time only; R1, R2 and R4 are folded into the file.
     let set = RotationSet {
         qk: false,
         ..o.rotations
     };
     let down = apply_offline(&mut w, &set, o.seed[0])?;
+    // After the rotation: folding the final norm unties a tied head, which then gets
+    // llama-quantize's output rule and the embedding its base type.
+    let types = mix::choose(
+        ft,
+        &w.cfg,
+        w.lm_head.is_none(),
+        calibrated,
+        &job.tensor_types,
+    )?;
     let t0 = Instant::now();
-    let method = match o.method[0] {
+    let method = match rounding {
         WeightRounding::Rtn => Method::Rtn(Clip::None),
         WeightRounding::RtnClip => Method::Rtn(Clip::Search),
-        WeightRounding::Gptq => Method::Gptq(o.study.gptq),
+        WeightRounding::Search | WeightRounding::Imatrix => Method::Rtn(Clip::Scales),
+        // Inside the grids llama-quantize's search would choose.
+        WeightRounding::Gptq => Method::Gptq(GptqOptions {
+            block_search: true,
+            ..o.study.gptq
+        }),
     };
-    let (hessians, ncal) = if method == Method::Rtn(Clip::None) {
-        (None, 0)
+    let plan = Plan::of_types(method, &types);
+    let ids = if calibrated {
+        job.calibration(&loaded.tokenizer)?
     } else {
-        let ids = job.calibration(&loaded.tokenizer)?;
-        let h = calibrate(&w, down.clone(), &ids, o.study.context)?;
-        (Some(h), ids.len())
+        Vec::new()
     };
-    let t_cal = t0.elapsed().as_secs_f64();
-    let t1 = Instant::now();
-    let plan = Plan {
-        method,
-        format,
-        fallback: (format == Format::Q4K).then_some(Format::Q4_1),
-        embed_format: Some(Format::Q8_0),
+    let n_layer = w.layers.len();
+    let mut progress = |done: usize| on_layer(done, n_layer);
+    let (q, t_cal, t_q) = if o.sequential {
+        let q = quantize_sequential(
+            &mut w,
+            &plan,
+            down.clone(),
+            &ids,
+            o.study.context,
+            &mut progress,
+        )?;
+        (q, 0.0, t0.elapsed().as_secs_f64())
+    } else {
+        let hessians = if calibrated {
+            Some(calibrate(&w, down.clone(), &ids, o.study.context)?)
+        } else {
+            None
+        };
+        let t_cal = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let q = quantize_model(&mut w, &plan, hessians.as_ref(), &mut progress)?;
+        (q, t_cal, t1.elapsed().as_secs_f64())
     };
-    let q = quantize_model(&mut w, &plan, hessians.as_ref(), &mut |_| {})?;
-    drop(hessians);
-    let t_q = t1.elapsed().as_secs_f64();
+    let c = &w.cfg;
+    let per_matrix = layer_cols(c).map(|k| k * c.d_model);
+    let ftype = mix::llama_ftype(ft, types.dominant(per_matrix));
     let signs = down.as_ref().and_then(|h| h.signs());
     let staged = Staged::new(out)?;
-    save_quantized_gguf(&w, &q, format, meta, signs, staged.path())?;
+    save_quantized_gguf(&w, &q, ftype, meta, signs, staged.path())?;
     // The file, run by the engine as a user would (its R4 read back from the file), against
     // the model in memory.
     let mut mem = Llama::new(w);
@@ -196,16 +261,39 @@ pub fn write(job: &QuantizeJob, out: &Path, format: Format) -> crate::Result<Qua
         )));
     }
     staged.commit()?;
+    let llama_cpp = if set.down {
+        "no: the file holds R4's online Hadamard signs (blk.*.ffn_down_signs), which llama.cpp \
+         does not apply; it refuses the extra tensors (\"wrong number of tensors\"). Run it \
+         with orthoformer eval/generate, or quantise without --online-hadamard"
+            .to_string()
+    } else {
+        "yes".to_string()
+    };
     Ok(QuantizeFileReport {
         model: job.model.display().to_string(),
         out: out.display().to_string(),
-        method: method_name(&method),
-        gguf_type: format.file_name().unwrap_or_default().to_string(),
+        method: method_name(&method, rounding),
+        gguf_type: ft.name().to_string(),
+        file_type: ftype_name(ftype).to_string(),
+        types: types.counts(),
+        fallbacks: types.fallbacks.clone(),
+        overridden: types.overridden.clone(),
         rotate: set.label(),
         online_hadamard: set.down,
+        llama_cpp,
         qk_hadamard_at_run_time: o.rotations.qk,
         bytes,
-        calibration_tokens: ncal,
+        calibration_tokens: ids.len(),
+        calibration_text: if ids.is_empty() {
+            "none".into()
+        } else {
+            format!(
+                "the last {} tokens of {}",
+                ids.len(),
+                crate::infer::text::text_name(job.first_text())
+            )
+        },
+        sequential: o.sequential,
         gptq_loss: matches!(method, Method::Gptq(_)).then_some(q.gptq_loss),
         seconds_calibrate: t_cal,
         seconds_quantize: t_q,
@@ -213,6 +301,23 @@ pub fn write(job: &QuantizeJob, out: &Path, format: Format) -> crate::Result<Qua
         max_abs_logit_diff_file: diff,
         greedy_same: same,
     })
+}
+
+/// llama.cpp's name of a `llama_ftype`.
+fn ftype_name(t: u32) -> &'static str {
+    match t {
+        2 => "MOSTLY_Q4_0",
+        3 => "MOSTLY_Q4_1",
+        7 => "MOSTLY_Q8_0",
+        8 => "MOSTLY_Q5_0",
+        9 => "MOSTLY_Q5_1",
+        14 => "MOSTLY_Q4_K_S",
+        15 => "MOSTLY_Q4_K_M",
+        16 => "MOSTLY_Q5_K_S",
+        17 => "MOSTLY_Q5_K_M",
+        18 => "MOSTLY_Q6_K",
+        _ => "unknown",
+    }
 }
 
 /// max |Δlogit| over the logits of `ids` (NaN when either holds a value that is not finite:
@@ -244,11 +349,19 @@ fn compare_logits(a: &mut Llama, b: &mut Llama, ids: &[u32]) -> crate::Result<(f
     Ok((diff, same, scale))
 }
 
-/// The method as the report names it: `rtn`, `rtn+clip` or `gptq` with its settings.
-fn method_name(method: &Method) -> String {
+/// The method as the report names it: `rtn`, `rtn+clip`, `search`, `imatrix` or `gptq` with
+/// its settings.
+fn method_name(method: &Method, rounding: WeightRounding) -> String {
     match method {
         Method::Rtn(Clip::None) => "rtn".into(),
         Method::Rtn(Clip::Search) => "rtn+clip".into(),
-        Method::Gptq(o) => format!("gptq (damp {}, act-order {})", o.damp, o.act_order),
+        Method::Rtn(Clip::Scales) if rounding == WeightRounding::Imatrix => {
+            "imatrix (llama.cpp's block-scale search weighted by calibration)".into()
+        }
+        Method::Rtn(Clip::Scales) => "search (llama.cpp's block-scale search)".into(),
+        Method::Gptq(o) => format!(
+            "gptq (damp {}, act-order {}, llama.cpp's searched block grids)",
+            o.damp, o.act_order
+        ),
     }
 }

@@ -15,7 +15,7 @@ use super::quant_study::{QuantConfig, StudyText, run_study, study_tokens};
 use super::quantize_file::{self, QuantizeFileReport};
 use crate::infer::text::{read_tail_tokens, read_tokens, text_name};
 use crate::model::llama::load_model;
-use crate::quant::Format;
+use crate::quant::{FileType, TensorOverride};
 
 /// What to quantise, on which texts, and whether to write the result.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -30,8 +30,10 @@ pub struct QuantizeJob {
     /// Write the quantised model as this `.gguf` file instead of running the study (then
     /// `gguf_type` is needed).
     pub out: Option<PathBuf>,
-    /// The block format of `out` (see [`Format::FILE_NAMES`]).
-    pub gguf_type: Option<Format>,
+    /// The block format or mix of `out` (see [`FileType::names`]).
+    pub gguf_type: Option<FileType>,
+    /// Per-tensor formats of `out` that replace the mix's choice (`PATTERN=TYPE`).
+    pub tensor_types: Vec<TensorOverride>,
 }
 
 /// What [`run`] did.
@@ -52,11 +54,25 @@ impl QuantizeJob {
     /// Checks the job's own values (before any file is read), naming the field.
     pub fn validate(&self) -> crate::Result<()> {
         self.options.validate()?;
+        let o = &self.options;
         match (&self.out, self.gguf_type) {
-            (Some(out), Some(f)) => quantize_file::validate(&self.options, out, f),
+            (Some(out), Some(f)) => quantize_file::validate(o, out, f),
             (Some(_), None) => Err(invalid("`out` needs `gguf_type`, its block format")),
             (None, Some(_)) => Err(invalid("`gguf_type` applies to `out` only")),
-            (None, None) => Ok(()),
+            (None, None) if !self.tensor_types.is_empty() => {
+                Err(invalid("`tensor_type` applies to `out` only"))
+            }
+            (None, None) if o.sequential => Err(invalid(
+                "`sequential` calibrates a file's layers one by one: use it with `out`",
+            )),
+            (None, None) => match o.method.iter().find(|m| m.needs_block_format()) {
+                Some(m) => Err(invalid(&format!(
+                    "`method` {}: llama.cpp's block-scale search rounds onto a GGUF block \
+                     format; use it with `out` and `gguf_type`",
+                    m.label()
+                ))),
+                None => Ok(()),
+            },
         }
     }
 
@@ -77,20 +93,23 @@ impl QuantizeJob {
     }
 }
 
-/// Runs the job: the study, or with `out` the file. `on_tokens(done, total)` counts the
-/// tokens the study has scored (the file's writing reports nothing).
+/// Runs the job: the study, or with `out` the file. `on_progress(done, total)` counts the
+/// tokens the study has scored, or the layers the file's quantisation has finished.
 pub fn run(
     job: &QuantizeJob,
-    on_tokens: &mut dyn FnMut(usize, usize),
+    on_progress: &mut dyn FnMut(usize, usize),
 ) -> crate::Result<QuantizeOutcome> {
     job.validate()?;
     // Before any weight is expanded to f32: a model too large for the memory is refused here.
     super::memory_need::check_quantize(job)?;
     match (&job.out, job.gguf_type) {
-        (Some(out), Some(format)) => Ok(QuantizeOutcome::Written(Box::new(quantize_file::write(
-            job, out, format,
+        (Some(out), Some(ft)) => Ok(QuantizeOutcome::Written(Box::new(quantize_file::write(
+            job,
+            out,
+            ft,
+            on_progress,
         )?))),
-        _ => Ok(QuantizeOutcome::Study(Box::new(study(job, on_tokens)?))),
+        _ => Ok(QuantizeOutcome::Study(Box::new(study(job, on_progress)?))),
     }
 }
 
@@ -164,7 +183,7 @@ mod tests {
         let file = |f: &dyn Fn(&mut QuantizeJob)| {
             let mut j = QuantizeJob {
                 out: Some("q.gguf".into()),
-                gguf_type: Some(Format::Q4_0),
+                gguf_type: Some(FileType::Single(crate::quant::Format::Q4_0)),
                 ..ok.clone()
             };
             f(&mut j);
@@ -192,7 +211,7 @@ mod tests {
             assert!(e.contains(field), "{field}: {e:?}");
         }
         let study = QuantizeJob {
-            gguf_type: Some(Format::Q8_0),
+            gguf_type: Some(FileType::Single(crate::quant::Format::Q8_0)),
             ..ok.clone()
         };
         assert!(study.validate().unwrap_err().to_string().contains("`out`"));

@@ -9,9 +9,10 @@ use orthoformer::io::gguf::GgufFile;
 use orthoformer::model::llama::weights::permute_rope_rows;
 use orthoformer::model::llama::{Llama, LlamaWeights, load_model};
 use orthoformer::quant::calibrate::calibrate;
+use orthoformer::quant::mix::{choose, llama_ftype};
 use orthoformer::quant::model::{Method, Plan, quantize_model};
 use orthoformer::quant::write::save_quantized_gguf;
-use orthoformer::quant::{Clip, Format, GptqOptions};
+use orthoformer::quant::{Clip, FileType, Format, GptqOptions};
 use orthoformer::rotate::{Rotation, fold_norms, rotate_weights};
 
 use crate::common::llama_logits::PROMPT;
@@ -46,20 +47,36 @@ fn quantised_files_run_as_the_in_memory_model() {
     let dir = std::env::temp_dir().join(format!("q28b-quant-gguf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let calib: Vec<u32> = (0..256u32).map(|i| (i * 7919) % 40000 + 100).collect();
+    let single = FileType::Single;
+    let searched = GptqOptions {
+        block_search: true,
+        ..GptqOptions::default()
+    };
+    // Every block format the writer has, through the mixes: on SmolLM2 (rows of 576 and
+    // 1536) q4_k_m stores Q5_0, Q4_K, Q6_K and Q8_0; q5_k_m Q5_1, Q5_K, Q6_K and Q8_0.
     let cases = [
-        (Format::Q8_0, Method::Rtn(Clip::None), false),
-        (Format::Q4_0, Method::Rtn(Clip::Search), true),
-        (Format::Q4_1, Method::Gptq(GptqOptions::default()), true),
+        (single(Format::Q8_0), Method::Rtn(Clip::None), false),
+        (single(Format::Q4_0), Method::Rtn(Clip::Search), true),
         (
-            Format::Q4_0,
+            single(Format::Q4_1),
+            Method::Gptq(GptqOptions::default()),
+            true,
+        ),
+        (
+            single(Format::Q4_0),
             Method::Gptq(GptqOptions {
                 damp: 0.05,
                 act_order: false,
+                block_search: true,
             }),
             false,
         ),
+        (FileType::Q4KM, Method::Gptq(searched), true),
+        (FileType::Q5KM, Method::Rtn(Clip::Scales), false),
+        (FileType::Q4KS, Method::Gptq(searched), false),
     ];
-    for (format, method, rotate) in cases {
+    for (ft, method, rotate) in cases {
+        let format = ft.base();
         let mut w = base.clone();
         if rotate {
             fold_norms(&mut w);
@@ -67,15 +84,23 @@ fn quantised_files_run_as_the_in_memory_model() {
             rotate_weights(&mut w, &r).unwrap();
         }
         let hs = calibrate(&w, None, &calib, 64).unwrap();
-        let plan = Plan {
-            method,
-            format,
-            fallback: None,
-            embed_format: Some(Format::Q8_0),
-        };
+        let types = choose(ft, &w.cfg, w.lm_head.is_none(), true, &[]).unwrap();
+        let plan = Plan::of_types(method, &types);
         let q = quantize_model(&mut w, &plan, Some(&hs), &mut |_| {}).unwrap();
-        let file = dir.join(format!("{format:?}-{rotate}.gguf"));
-        save_quantized_gguf(&w, &q, format, &meta, None, &file).unwrap();
+        let file = dir.join(format!("{}-{rotate}.gguf", ft.name()));
+        let ftype = llama_ftype(ft, types.dominant([1; 7]));
+        save_quantized_gguf(&w, &q, ftype, &meta, None, &file).unwrap();
+        // Each tensor is stored in the type the plan chose.
+        for (k, name) in ["attn_v", "ffn_down"].iter().enumerate() {
+            let want = types.layers[1][[2, 6][k]];
+            let got = g_type(&file, &format!("blk.1.{name}.weight"));
+            assert_eq!(
+                Some(got),
+                orthoformer::quant::write::type_id(want),
+                "{}: {name}",
+                ft.name()
+            );
+        }
         let g = GgufFile::open(&file).unwrap();
         // Exactly the grid values, in llama.cpp's row order for Q/K.
         let (c, dh) = (w.cfg.d_model, w.cfg.head_dim());
@@ -125,4 +150,12 @@ fn quantised_files_run_as_the_in_memory_model() {
         assert_eq!(ta, tb, "{format:?}: greedy tokens differ");
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The ggml type id of tensor `name` in the GGUF file at `path`.
+fn g_type(path: &std::path::Path, name: &str) -> u32 {
+    let g = GgufFile::open(path).unwrap();
+    g.tensor(name)
+        .map(|t| t.ty.id())
+        .unwrap_or_else(|| panic!("{name} missing"))
 }

@@ -55,6 +55,7 @@ fn gptq_matches_the_numpy_reference_and_beats_rtn() {
         let o = GptqOptions {
             damp: 0.01,
             act_order,
+            block_search: false,
         };
         let r = gptq(&w, rows, cols, &h, f, o).unwrap();
         let codes = npy(&format!("gptq_{name}_codes.npy"));

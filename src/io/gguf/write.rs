@@ -99,19 +99,6 @@ fn malformed(path: &Path, what: String) -> Error {
     .into()
 }
 
-/// (weights per block, bytes per block) of the ggml types [`write_gguf_raw`] writes.
-fn raw_block(type_id: u32) -> Option<(u64, u64)> {
-    Some(match type_id {
-        0 => (1, 4),
-        1 => (1, 2),
-        2 => (32, 18),
-        3 => (32, 20),
-        8 => (32, 34),
-        12 => (256, 144),
-        _ => return None,
-    })
-}
-
 /// One tensor's header entry: name, dims, type id, stored bytes.
 type Entry<'a> = (&'a str, &'a [u64], u32, u64);
 
@@ -177,9 +164,12 @@ pub fn write_gguf_raw(
     let mut entries = Vec::with_capacity(tensors.len());
     for t in tensors {
         let n: u64 = t.dims.iter().product();
-        let size = raw_block(t.type_id)
-            .filter(|(per, _)| t.dims.first().is_some_and(|d| d % per == 0))
-            .map(|(per, bytes)| n / per * bytes);
+        // The block sizes are the reader's: one table of the formats (`GgmlType::block`).
+        let size = GgmlType::from_id(t.type_id)
+            .ok()
+            .map(|ty| ty.block())
+            .filter(|&(per, _)| t.dims.first().is_some_and(|d| d % per as u64 == 0))
+            .map(|(per, bytes)| n / per as u64 * bytes as u64);
         if size != Some(t.bytes.len() as u64) {
             return Err(crate::io::FormatError::Malformed {
                 path: path.display().to_string(),

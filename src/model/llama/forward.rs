@@ -173,7 +173,55 @@ impl Llama {
         Ok(cache.s.x[..tokens.len() * self.cfg.d_model].to_vec())
     }
 
+    /// The residual stream after layer `layer` given `x`, the stream entering it (`T x C`, as
+    /// [`hidden_states`](Self::hidden_states) at `layer` gives it): one layer's pass, for
+    /// calibrating layer by layer. Only that layer's KV cache is written.
+    pub fn layer_step(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        layer: usize,
+        x: &[f32],
+    ) -> crate::Result<Vec<f32>> {
+        let c = self.cfg.d_model;
+        if layer >= self.cfg.n_layer || x.len() != tokens.len() * c {
+            return Err(ModelError::Config(format!(
+                "layer_step: layer {layer} of {} with {} values for {} tokens of width {c}",
+                self.cfg.n_layer,
+                x.len(),
+                tokens.len()
+            ))
+            .into());
+        }
+        on_pool(|| {
+            self.run_from(
+                tokens,
+                cache,
+                Some((layer, x)),
+                Stop::Hidden { layer: layer + 1 },
+            )
+        })?;
+        Ok(cache.s.x[..tokens.len() * c].to_vec())
+    }
+
+    /// Replaces decoder layer `l`'s weights by owned f32 ones (Hugging Face order).
+    pub fn set_layer(&mut self, l: usize, w: super::LayerWeights) {
+        self.w.layers[l] = super::linear::Layer::from_owned(w, &self.cfg);
+    }
+
     fn run(&mut self, tokens: &[u32], cache: &mut KvCache, stop: Stop) -> crate::Result<()> {
+        self.run_from(tokens, cache, None, stop)
+    }
+
+    /// The pass from the embedding, or from the stream `x` entering layer `l` when `start`
+    /// is `Some((l, x))` (earlier layers are skipped).
+    fn run_from(
+        &mut self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        start: Option<(usize, &[f32])>,
+        stop: Stop,
+    ) -> crate::Result<()> {
         let Llama {
             cfg,
             w,
@@ -230,10 +278,19 @@ impl Llama {
         let (x, h) = (&mut s.x[..t * c], &mut s.h[..t * c]);
         let (q, att, y) = (&mut s.q[..t * qd], &mut s.att[..t * qd], &mut s.y[..t * c]);
         let (g, u) = (&mut s.g[..t * f], &mut s.u[..t * f]);
-        let embed = w.embed.view();
-        for (row, &tok) in x.chunks_exact_mut(c).zip(tokens) {
-            dequantize_rows(row, embed.slice_rows(tok as usize..tok as usize + 1));
-        }
+        let first = match start {
+            Some((l0, x0)) => {
+                x.copy_from_slice(x0);
+                l0
+            }
+            None => {
+                let embed = w.embed.view();
+                for (row, &tok) in x.chunks_exact_mut(c).zip(tokens) {
+                    dequantize_rows(row, embed.slice_rows(tok as usize..tok as usize + 1));
+                }
+                0
+            }
+        };
         let (cos, sin) = (
             &cos[p0 * half..(p0 + t) * half],
             &sin[p0 * half..(p0 + t) * half],
@@ -246,6 +303,9 @@ impl Llama {
         for (l, layer) in w.layers.iter().enumerate() {
             if stop == (Stop::Hidden { layer: l }) {
                 return Ok(());
+            }
+            if l < first {
+                continue;
             }
             // Rows r0..t go past attention (all but the last layer need every row).
             let r0 = if trim && l + 1 == n_layer { from } else { 0 };

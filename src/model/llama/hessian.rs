@@ -48,6 +48,33 @@ impl Hessians {
         }
     }
 
+    /// Empty sums for layer `layer` of `cfg` only; every other layer records nothing (one
+    /// layer's calibration, `3·C² + F²` f64).
+    pub fn for_layer(cfg: &LlamaConfig, layer: usize) -> Self {
+        let mut h = Hessians::new_empty(cfg.n_layer);
+        if let Some(slot) = h.layers.get_mut(layer) {
+            *slot = Hessians::new(&LlamaConfig {
+                n_layer: 1,
+                ..cfg.clone()
+            })
+            .layers
+            .remove(0);
+        }
+        h
+    }
+
+    /// `n` layers that record nothing.
+    fn new_empty(n: usize) -> Self {
+        let none = || Acc {
+            n: 0,
+            sum: Vec::new(),
+            rows: 0,
+        };
+        Hessians {
+            layers: (0..n).map(|_| [none(), none(), none(), none()]).collect(),
+        }
+    }
+
     /// Bytes the sums take for `cfg`.
     pub fn bytes(cfg: &LlamaConfig) -> u64 {
         let (c, qd, f) = (cfg.d_model, cfg.n_head * cfg.head_dim(), cfg.d_ff);
@@ -61,6 +88,9 @@ impl Hessians {
             return;
         };
         let a = &mut l[s];
+        if a.n == 0 {
+            return;
+        }
         debug_assert_eq!(a.n, width);
         let rows = x.len() / width;
         let xf: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();

@@ -113,6 +113,29 @@ pub struct Layer {
     pub qkv_bias: Option<QkvBias>,
 }
 
+impl Layer {
+    /// Wraps one layer's owned f32 weights (Hugging Face order) of a model of `c`.
+    pub fn from_owned(l: super::LayerWeights, c: &LlamaConfig) -> Self {
+        let (d, f, qd, kvd) = dims(c);
+        let lin = |x: Vec<f32>, r: usize, k: usize| {
+            // `LlamaWeights` are built with these shapes (loaders check every tensor).
+            Linear::owned(x, r, k).expect("LlamaWeights shapes follow its config")
+        };
+        Layer {
+            attn_norm: l.attn_norm,
+            q: lin(l.wq, qd, d),
+            k: lin(l.wk, kvd, d),
+            v: lin(l.wv, kvd, d),
+            o: lin(l.wo, d, qd),
+            ffn_norm: l.ffn_norm,
+            gate: lin(l.w_gate, f, d),
+            up: lin(l.w_up, f, d),
+            down: lin(l.w_down, d, f),
+            qkv_bias: l.qkv_bias,
+        }
+    }
+}
+
 /// Every weight of a model, with the RoPE layout its Q/K rows are stored for.
 #[derive(Debug, Clone)]
 pub struct ModelWeights {
@@ -152,7 +175,7 @@ impl ModelWeights {
     /// Owned f32 weights in Hugging Face order (half-split RoPE).
     pub fn from_owned(w: LlamaWeights) -> Self {
         let c = w.cfg.clone();
-        let (d, f, qd, kvd) = dims(&c);
+        let d = c.d_model;
         let lin = |x: Vec<f32>, r: usize, k: usize| {
             // `LlamaWeights` are built with these shapes (loaders check every tensor).
             Linear::owned(x, r, k).expect("LlamaWeights shapes follow its config")
@@ -160,18 +183,7 @@ impl ModelWeights {
         let layers = w
             .layers
             .into_iter()
-            .map(|l| Layer {
-                attn_norm: l.attn_norm,
-                q: lin(l.wq, qd, d),
-                k: lin(l.wk, kvd, d),
-                v: lin(l.wv, kvd, d),
-                o: lin(l.wo, d, qd),
-                ffn_norm: l.ffn_norm,
-                gate: lin(l.w_gate, f, d),
-                up: lin(l.w_up, f, d),
-                down: lin(l.w_down, d, f),
-                qkv_bias: l.qkv_bias,
-            })
+            .map(|l| Layer::from_owned(l, &c))
             .collect();
         ModelWeights {
             embed: lin(w.embed, c.vocab_size, d),
