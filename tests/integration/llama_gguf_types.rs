@@ -1,7 +1,8 @@
 //! Whole models in the new GGUF types and architectures, run by the engine:
-//! - a Llama whose matrices are Q4_K, Q5_K, Q6_K and BF16 (random super-blocks) gives the
-//!   logits of the same model written as F32 after dequantisation, read in place (mapped) and
-//!   as owned f32 weights;
+//! - a Llama whose matrices are Q4_K, Q5_K, Q6_K and BF16 (random super-blocks), and one
+//!   whose matrices are IQ4_NL and IQ4_XS, give the logits of the same model written as F32
+//!   after dequantisation, read in place (mapped; prefill and decode) and as owned f32
+//!   weights;
 //! - a `qwen2` GGUF (Hugging Face Q/K order, q/k/v biases) gives the logits of the same
 //!   weights built in memory (the owned path that `python/tests/test_qwen2_engine.py` checks
 //!   against `transformers`), and zeroing the biases changes them.
@@ -44,10 +45,10 @@ fn random_bytes(ty: GgmlType, n: usize, r: &mut Mix) -> Vec<u8> {
             .flat_map(|_| ((r.uniform(-0.1, 0.1).to_bits() >> 16) as u16).to_le_bytes())
             .collect();
     }
-    let halves: &[usize] = if ty == GgmlType::Q6_K {
-        &[208]
-    } else {
-        &[0, 2]
+    let halves: &[usize] = match ty {
+        GgmlType::Q6_K => &[208],
+        GgmlType::IQ4_NL | GgmlType::IQ4_XS => &[0],
+        _ => &[0, 2],
     };
     let mut out = Vec::new();
     for _ in 0..n / per {
@@ -100,34 +101,48 @@ fn assert_close(a: &[f32], b: &[f32], tol: f32, what: &str) {
     );
 }
 
-#[test]
-fn k_quant_and_bf16_models_run_as_their_dequantised_f32_copy() {
-    let (d, f, h, kv, v) = (256u64, 512u64, 4u64, 2u64, 300u64);
+/// Prefill logits of `ids`, then the logits of two decode steps (matrix-vector products).
+fn prefill_and_decode(model: &mut Llama, ids: &[u32]) -> Vec<f32> {
+    let mut cache = model.new_cache(ids.len() + 2).unwrap();
+    let mut out = model.forward(ids, &mut cache, 0).unwrap();
+    for t in [7u32, 250] {
+        out.extend_from_slice(model.decode_one(t, &mut cache).unwrap());
+    }
+    out
+}
+
+/// A one-layer Llama (width `d`, FFN `f`, `h` heads, `kv` KV heads, vocabulary `v`) whose
+/// tensors have the types of `types` (embedding, Q, K, V, O, gate, up, down, head), written
+/// with random blocks, gives the logits of the same model written as F32 after
+/// dequantisation: read in place (mapped, prefill and decode) and as owned f32 weights.
+fn runs_as_its_dequantised_f32_copy(dims: (u64, u64, u64, u64, u64), types: [GgmlType; 9]) {
+    let (d, f, h, kv, v) = dims;
     let kvd = kv * (d / h);
     let mut r = Mix(11);
-    let shapes: Vec<(String, Vec<u64>, GgmlType)> = vec![
-        ("token_embd.weight".into(), vec![d, v], GgmlType::Q6_K),
-        ("blk.0.attn_norm.weight".into(), vec![d], GgmlType::F32),
-        ("blk.0.attn_q.weight".into(), vec![d, d], GgmlType::Q4_K),
-        ("blk.0.attn_k.weight".into(), vec![d, kvd], GgmlType::Q5_K),
-        ("blk.0.attn_v.weight".into(), vec![d, kvd], GgmlType::Q6_K),
-        (
-            "blk.0.attn_output.weight".into(),
-            vec![d, d],
-            GgmlType::BF16,
-        ),
-        ("blk.0.ffn_norm.weight".into(), vec![d], GgmlType::F32),
-        ("blk.0.ffn_gate.weight".into(), vec![d, f], GgmlType::Q4_K),
-        ("blk.0.ffn_up.weight".into(), vec![d, f], GgmlType::Q5_K),
-        ("blk.0.ffn_down.weight".into(), vec![f, d], GgmlType::Q6_K),
-        ("output_norm.weight".into(), vec![d], GgmlType::F32),
-        ("output.weight".into(), vec![d, v], GgmlType::Q4_K),
+    let [te, q, k, vv, o, gate, up, down, head] = types;
+    let shapes: Vec<(&str, Vec<u64>, GgmlType)> = vec![
+        ("token_embd.weight", vec![d, v], te),
+        ("blk.0.attn_norm.weight", vec![d], GgmlType::F32),
+        ("blk.0.attn_q.weight", vec![d, d], q),
+        ("blk.0.attn_k.weight", vec![d, kvd], k),
+        ("blk.0.attn_v.weight", vec![d, kvd], vv),
+        ("blk.0.attn_output.weight", vec![d, d], o),
+        ("blk.0.ffn_norm.weight", vec![d], GgmlType::F32),
+        ("blk.0.ffn_gate.weight", vec![d, f], gate),
+        ("blk.0.ffn_up.weight", vec![d, f], up),
+        ("blk.0.ffn_down.weight", vec![f, d], down),
+        ("output_norm.weight", vec![d], GgmlType::F32),
+        ("output.weight", vec![d, v], head),
     ];
     let raw = raw_tensors(&shapes, &mut r);
     let m = meta(
         "llama", d as u32, f as u32, h as u32, kv as u32, 1, v as u32,
     );
-    let (kq, f32_path) = (scratch("kq.gguf"), scratch("f32.gguf"));
+    let tag = format!("{q:?}");
+    let (kq, f32_path) = (
+        scratch(&format!("{tag}.gguf")),
+        scratch(&format!("{tag}-f32.gguf")),
+    );
     write(&kq, &m, &raw);
     let deq: Vec<Vec<f32>> = raw
         .iter()
@@ -148,25 +163,43 @@ fn k_quant_and_bf16_models_run_as_their_dequantised_f32_copy() {
         .collect();
     write_gguf(&f32_path, &m, &outs, GgmlType::F32).unwrap();
     let g = GgufFile::open(&kq).unwrap();
-    assert_eq!(g.tensor("blk.0.attn_q.weight").unwrap().ty, GgmlType::Q4_K);
+    assert_eq!(g.tensor("blk.0.attn_q.weight").unwrap().ty, q);
     let ids = [1u32, 17, 299, 42, 5, 5, 128];
-    let want = logits(
-        &mut Llama::from_gguf(&GgufFile::open(&f32_path).unwrap()).unwrap(),
-        &ids,
-    );
+    let f32_model = &mut Llama::from_gguf(&GgufFile::open(&f32_path).unwrap()).unwrap();
+    let want = prefill_and_decode(f32_model, &ids);
     assert!(want.iter().all(|x| x.is_finite()) && want.iter().any(|x| x.abs() > 0.1));
-    let mapped = logits(&mut Llama::from_gguf(&g).unwrap(), &ids);
-    assert_close(&mapped, &want, 1e-4, "mapped K-quant GGUF vs F32 copy");
-    let owned = logits(&mut Llama::new(LlamaWeights::from_gguf(&g).unwrap()), &ids);
+    let mapped = prefill_and_decode(&mut Llama::from_gguf(&g).unwrap(), &ids);
     assert_close(
-        &owned,
+        &mapped,
         &want,
         1e-4,
-        "owned (dequantised) K-quant GGUF vs F32 copy",
+        &format!("mapped {tag} GGUF vs F32 copy"),
+    );
+    let owned = logits(&mut Llama::new(LlamaWeights::from_gguf(&g).unwrap()), &ids);
+    let prefill = &want[..owned.len()];
+    assert_close(
+        &owned,
+        prefill,
+        1e-4,
+        &format!("owned {tag} GGUF vs F32 copy"),
     );
     for p in [kq, f32_path] {
         let _ = std::fs::remove_file(p);
     }
+}
+
+#[test]
+fn k_quant_and_bf16_models_run_as_their_dequantised_f32_copy() {
+    use GgmlType::{BF16, Q4_K, Q5_K, Q6_K};
+    let types = [Q6_K, Q4_K, Q5_K, Q6_K, BF16, Q4_K, Q5_K, Q6_K, Q4_K];
+    runs_as_its_dequantised_f32_copy((256, 512, 4, 2, 300), types);
+}
+
+#[test]
+fn iq4_models_run_as_their_dequantised_f32_copy() {
+    // IQ4_XS rows are whole super-blocks of 256, IQ4_NL ones blocks of 32.
+    use GgmlType::{IQ4_NL as NL, IQ4_XS as XS};
+    runs_as_its_dequantised_f32_copy((256, 512, 4, 2, 300), [NL, XS, NL, XS, NL, XS, NL, XS, NL]);
 }
 
 /// Row-major `rows x cols` random weights.

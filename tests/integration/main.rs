@@ -11,6 +11,7 @@ mod causal_lm;
 mod data_tokenizers;
 mod fuzz_folders;
 mod generate_job;
+mod gguf_iquants;
 mod gguf_kquants;
 mod gguf_write;
 mod hf_export_llama;

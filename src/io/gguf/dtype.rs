@@ -8,10 +8,12 @@
 //!   of `qh` is the fifth bit of weight `j`; `x = d·(q − 16)`.
 //! - `Q5_1`: `d`, `m`, then `qh` and the nibbles as in `Q5_0`; `x = d·q + m`.
 //!
-//! The 256-weight super-block types (`Q4_K`, `Q5_K`, `Q6_K`) and BF16 are in `kquants`.
+//! The 256-weight super-block types (`Q4_K`, `Q5_K`, `Q6_K`) and BF16 are in `kquants`, the
+//! non-linear 4-bit types (`IQ4_NL`, `IQ4_XS`) in `iquants`.
 
 use half::f16;
 
+use super::iquants as iq;
 use super::kquants as kq;
 
 /// The tensor types this crate reads (named as ggml names them).
@@ -40,6 +42,10 @@ pub enum GgmlType {
     Q5_K,
     /// 6-bit super-blocks of 256 with 8-bit sub-block scales.
     Q6_K,
+    /// 4-bit indices into a table of 16 non-uniform levels, scale only (blocks of 32).
+    IQ4_NL,
+    /// `IQ4_NL`'s levels in super-blocks of 256 with 6-bit sub-block scales.
+    IQ4_XS,
 }
 
 /// The names of ggml type ids, for error messages about types we do not read.
@@ -49,7 +55,12 @@ fn type_name(id: u32) -> &'static str {
         10 => "Q2_K",
         11 => "Q3_K",
         15 => "Q8_K",
-        16..=23 => "IQ*",
+        16 => "IQ2_XXS",
+        17 => "IQ2_XS",
+        18 => "IQ3_XXS",
+        19 => "IQ1_S",
+        21 => "IQ3_S",
+        22 => "IQ2_S",
         24 => "I8",
         25 => "I16",
         26 => "I32",
@@ -74,11 +85,13 @@ impl GgmlType {
             12 => GgmlType::Q4_K,
             13 => GgmlType::Q5_K,
             14 => GgmlType::Q6_K,
+            20 => GgmlType::IQ4_NL,
+            23 => GgmlType::IQ4_XS,
             30 => GgmlType::BF16,
             _ => {
                 return Err(format!(
                     "tensor type {} (id {id}) is not supported; supported: F32, F16, BF16, Q8_0, \
-                     Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K",
+                     Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS",
                     type_name(id)
                 ));
             }
@@ -98,6 +111,8 @@ impl GgmlType {
             GgmlType::Q4_K => 12,
             GgmlType::Q5_K => 13,
             GgmlType::Q6_K => 14,
+            GgmlType::IQ4_NL => 20,
+            GgmlType::IQ4_XS => 23,
             GgmlType::BF16 => 30,
         }
     }
@@ -116,6 +131,8 @@ impl GgmlType {
             GgmlType::Q4_K => (kq::QK_K, kq::Q4_K_BYTES),
             GgmlType::Q5_K => (kq::QK_K, kq::Q5_K_BYTES),
             GgmlType::Q6_K => (kq::QK_K, kq::Q6_K_BYTES),
+            GgmlType::IQ4_NL => (32, iq::IQ4_NL_BYTES),
+            GgmlType::IQ4_XS => (kq::QK_K, iq::IQ4_XS_BYTES),
         }
     }
 
@@ -162,6 +179,8 @@ pub fn dequantize(ty: GgmlType, raw: &[u8], out: &mut [f32]) {
         GgmlType::Q4_K => kq::dequantize_q4_k(raw, out),
         GgmlType::Q5_K => kq::dequantize_q5_k(raw, out),
         GgmlType::Q6_K => kq::dequantize_q6_k(raw, out),
+        GgmlType::IQ4_NL => iq::dequantize_iq4_nl(raw, out),
+        GgmlType::IQ4_XS => iq::dequantize_iq4_xs(raw, out),
         GgmlType::Q5_0 | GgmlType::Q5_1 => {
             let q5_1 = ty == GgmlType::Q5_1;
             let head = if q5_1 { 4 } else { 2 };

@@ -1,8 +1,9 @@
 //! GGUF files: header and metadata parsing, tensor dequantisation (F32, F16, BF16, Q8_0,
-//! Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), and writing (F32, F16).
+//! Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), and writing (F32, F16).
 
 pub(crate) mod budget;
 pub mod dtype;
+pub(crate) mod iquants;
 pub(crate) mod keys;
 pub(crate) mod kquants;
 pub(crate) mod read;

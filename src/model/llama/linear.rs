@@ -1,6 +1,6 @@
 //! The weights a [`Llama`](super::Llama) runs on, each linear layer in its storage type: owned
 //! f32 (a Hugging Face folder, or a model being rotated or quantised in memory), or the bytes
-//! of a memory-mapped GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants), never expanded to f32.
+//! of a memory-mapped GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K-quants, IQ4_NL and IQ4_XS), never expanded to f32.
 //!
 //! A Llama GGUF keeps its Q/K rows in llama.cpp's order for interleaved RoPE and runs with
 //! [`RopeLayout::Interleaved`] (a Qwen2 GGUF keeps Hugging Face's order); owned weights are in Hugging Face order (half-split). The two

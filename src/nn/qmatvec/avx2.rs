@@ -5,6 +5,7 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2_iq4::iq4_nl;
 use super::avx2_q5::{q5_0, q5_1};
 use crate::io::gguf::GgmlType;
 
@@ -110,9 +111,10 @@ macro_rules! block_dot {
 block_dot!(dot_q8_0, 34, q8_0);
 block_dot!(dot_q4_0, 18, q4_0);
 block_dot!(dot_q4_1, 20, q4_1);
-// The 5-bit types (AVX-512 CPUs run these too).
+// The 5-bit types and IQ4_NL (AVX-512 CPUs run these too).
 block_dot!(pub(super) dot_q5_0, 22, q5_0);
 block_dot!(pub(super) dot_q5_1, 24, q5_1);
+block_dot!(pub(super) dot_iq4_nl, 18, iq4_nl);
 
 /// Sum of the eight lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -199,6 +201,7 @@ pub(super) unsafe fn matvec(ty: GgmlType, data: &[u8], cols: usize, x: &[f32], y
                     GgmlType::Q4_1 => dot_q4_1(row, xp, nb),
                     GgmlType::Q5_0 => dot_q5_0(row, xp, nb),
                     GgmlType::Q5_1 => dot_q5_1(row, xp, nb),
+                    GgmlType::IQ4_NL => dot_iq4_nl(row, xp, nb),
                     GgmlType::F16 => dot_f16(row, xp, cols),
                     GgmlType::F32 => dot_f32(row.cast(), xp, cols),
                     _ => unreachable!("super-block types and BF16 are handled above"),
@@ -236,6 +239,7 @@ pub(super) unsafe fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) {
         GgmlType::Q4_1 => blocks!(q4_1),
         GgmlType::Q5_0 => blocks!(q5_0),
         GgmlType::Q5_1 => blocks!(q5_1),
+        GgmlType::IQ4_NL => blocks!(iq4_nl),
         GgmlType::F16 => {
             let mut chunks = out.chunks_exact_mut(8);
             let mut i = 0;

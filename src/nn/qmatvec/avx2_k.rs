@@ -1,7 +1,8 @@
-//! AVX2 bodies for the 256-weight super-block types (`Q4_K`, `Q5_K`, `Q6_K`) and BF16: a
-//! super-block is eight sub-blocks of 32 weights, each decoded into four registers of 8 f32
-//! with the reference's operations in the reference's order ([`crate::io::gguf::kquants`]),
-//! so every weight has the bits `dequantize` gives.
+//! AVX2 bodies for the 256-weight super-block types (`Q4_K`, `Q5_K`, `Q6_K`, and `IQ4_XS`
+//! whose decoder is in `avx2_iq4.rs`) and BF16: a super-block is eight sub-blocks of 32
+//! weights, each decoded into four registers of 8 f32 with the reference's operations in the
+//! reference's order ([`crate::io::gguf::kquants`], [`crate::io::gguf::iquants`]), so every
+//! weight has the bits `dequantize` gives.
 //!
 //! Callers guarantee the CPU features (by [`crate::nn::simd::isa`]) and the shapes: `data`
 //! holds whole super-blocks (or BF16 values) and `x` the matching activations.
@@ -9,7 +10,9 @@
 use std::arch::x86_64::*;
 
 use super::avx2::hsum;
+use super::avx2_iq4::{iq4_xs, iq4_xs_dl};
 use crate::io::gguf::GgmlType;
+use crate::io::gguf::iquants::IQ4_XS_BYTES;
 use crate::io::gguf::kquants::{Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, QK_K, k4_scales};
 
 /// Four registers: weights 0..8, 8..16, 16..24, 24..32 of a sub-block.
@@ -161,6 +164,7 @@ unsafe fn k4(b: *const u8) -> [(f32, f32); 8] {
 k_type!(dot_q4_k, deq_q4_k, Q4_K_BYTES, q4_k, k4);
 k_type!(dot_q5_k, deq_q5_k, Q5_K_BYTES, q5_k, k4);
 k_type!(dot_q6_k, deq_q6_k, Q6_K_BYTES, q6_k, q6_scales);
+k_type!(dot_iq4_xs, deq_iq4_xs, IQ4_XS_BYTES, iq4_xs, iq4_xs_dl);
 
 /// Eight BF16 values at `p` as f32.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -215,6 +219,7 @@ pub(super) unsafe fn dot_row(ty: GgmlType, row: &[u8], x: &[f32], cols: usize) -
             GgmlType::Q4_K => dot_q4_k(p, xp, nb),
             GgmlType::Q5_K => dot_q5_k(p, xp, nb),
             GgmlType::Q6_K => dot_q6_k(p, xp, nb),
+            GgmlType::IQ4_XS => dot_iq4_xs(p, xp, nb),
             GgmlType::BF16 => dot_bf16(row, xp, cols),
             _ => return None,
         })
@@ -235,6 +240,7 @@ pub(super) unsafe fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) -> b
             GgmlType::Q4_K => deq_q4_k(p, out),
             GgmlType::Q5_K => deq_q5_k(p, out),
             GgmlType::Q6_K => deq_q6_k(p, out),
+            GgmlType::IQ4_XS => deq_iq4_xs(p, out),
             GgmlType::BF16 => {
                 let mut chunks = out.chunks_exact_mut(8);
                 let mut i = 0;

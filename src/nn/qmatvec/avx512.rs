@@ -174,9 +174,10 @@ pub(super) unsafe fn matvec(ty: GgmlType, data: &[u8], cols: usize, x: &[f32], y
                     GgmlType::Q8_0 => dot_q8_0(row, xp, nb),
                     GgmlType::Q4_0 => dot_q4_0(row, xp, nb),
                     GgmlType::Q4_1 => dot_q4_1(row, xp, nb),
-                    // The 5-bit types run their AVX2 bodies.
+                    // The 5-bit types and IQ4_NL run their AVX2 bodies.
                     GgmlType::Q5_0 => super::avx2::dot_q5_0(row, xp, nb),
                     GgmlType::Q5_1 => super::avx2::dot_q5_1(row, xp, nb),
+                    GgmlType::IQ4_NL => super::avx2::dot_iq4_nl(row, xp, nb),
                     GgmlType::F16 => dot_f16(row, xp, cols),
                     GgmlType::F32 => dot_f32(row.cast(), xp, cols),
                     _ => unreachable!("super-block types and BF16 are handled above"),
@@ -193,8 +194,8 @@ pub(super) unsafe fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) {
     if unsafe { super::avx2_k::dequantize(ty, data, out) } {
         return;
     }
-    if matches!(ty, GgmlType::Q5_0 | GgmlType::Q5_1) {
-        // SAFETY: as above (the 5-bit types run their AVX2 bodies).
+    if matches!(ty, GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::IQ4_NL) {
+        // SAFETY: as above (the 5-bit types and IQ4_NL run their AVX2 bodies).
         unsafe { super::avx2::dequantize(ty, data, out) };
         return;
     }
@@ -238,6 +239,6 @@ pub(super) unsafe fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) {
                 *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
             }
         }
-        _ => unreachable!("super-block, 5-bit types and BF16 are handled above"),
+        _ => unreachable!("super-block, 5-bit types, IQ4_NL and BF16 are handled above"),
     }
 }

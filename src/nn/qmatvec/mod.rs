@@ -1,21 +1,25 @@
 //! Matrix-vector products `y = W·x` that read a weight in its GGUF storage type (F32, F16,
-//! BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) in place: each block is dequantised in registers and multiplied into
-//! f32 activations with fused multiply-adds, so decoding from a quantised model streams its
-//! bytes (4.5 to 8.5 bits a weight) instead of an f32 copy four to seven times larger.
+//! BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) in place: each block
+//! is dequantised in registers and multiplied into f32 activations with fused multiply-adds,
+//! so decoding from a quantised model streams its bytes (4.25 to 8.5 bits a weight) instead
+//! of an f32 copy four to seven times larger.
 //!
 //! Every weight is dequantised to exactly the value [`dequantize`] gives (`d·q`, `d·(q−8)`,
-//! `d·q + m` in f32, not fused), so a product differs from the dequantise-then-f32 product
-//! only in the order of its sums. The activations stay f32 unless [`MatvecInput::Q8`] asks
-//! for llama.cpp's way, activations rounded to 8 bits for integer dot products (`q8.rs`),
-//! which moves the logits slightly.
+//! `d·q + m`, `d·k[q]` in f32, not fused), so a product differs from the dequantise-then-f32
+//! product only in the order of its sums. The activations stay f32 unless
+//! [`MatvecInput::Q8`] asks for llama.cpp's way, activations rounded to 8 bits for integer dot
+//! products (`q8.rs`), which moves the logits slightly.
 //!
 //! Bodies: AVX-512 and AVX2 (`std::arch` intrinsics, F16C for the f16 scales) and a portable
-//! one (the super-block types and BF16 have AVX2 bodies, which the AVX-512 level also runs), chosen per call by [`simd::isa`] (tests force each with [`simd::with_isa`]). Rows are
-//! split over rayon; each row is one task's work from start to end, so the result does not
-//! depend on the thread count.
+//! one (the super-block types, the 5-bit types, IQ4_NL and BF16 have AVX2 bodies, which the
+//! AVX-512 level also runs), chosen per call by [`simd::isa`] (tests force each with
+//! [`simd::with_isa`]). Rows are split over rayon; each row is one task's work from start to
+//! end, so the result does not depend on the thread count.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_iq4;
 #[cfg(target_arch = "x86_64")]
 mod avx2_k;
 #[cfg(target_arch = "x86_64")]
@@ -42,7 +46,7 @@ pub enum MatvecInput {
     F32,
     /// The activations rounded to 8 bits per block of 32, multiplied in integers with Q8_0,
     /// Q4_0, Q4_1, Q5_0 and Q5_1 weights ([`Q8Vector`]), as llama.cpp does; other types (the
-    /// K-quants, F16, BF16, F32) read f32.
+    /// K-quants, IQ4_NL, IQ4_XS, F16, BF16, F32) read f32.
     Q8,
 }
 
