@@ -241,9 +241,10 @@ fn print_written(r: &QuantizeFileReport) -> anyhow::Result<()> {
     let types: Vec<String> = r.types.0.iter().map(|(t, n)| format!("{n} {t}")).collect();
     outln!("tensors: {}", types.join(", "))?;
     if !r.fallbacks.is_empty() {
+        let n = r.fallbacks.len();
         outln!(
-            "{} tensors fell back, as llama-quantize does (first: {})",
-            r.fallbacks.len(),
+            "{n} tensor{} fell back, as llama-quantize does (first: {})",
+            if n == 1 { "" } else { "s" },
             r.fallbacks[0]
         )?;
     }

@@ -38,6 +38,7 @@ mod output_failures;
 mod output_identity;
 mod quantize_cli;
 mod quantize_fold_cli;
+mod quantize_mix_cli;
 mod rotate_outputs_cli;
 mod theory_cli;
 mod token_folder_train;

@@ -1,0 +1,139 @@
+//! `quantize --out` with llama-quantize's mixes (issue 48 items 2, 3 and 6), through the
+//! binary on the tiny Llama (width 64, FFN 128, 2 layers, vocabulary 257): every tensor's
+//! type is the mix's rule, an override or a stated fallback, the file type names what the
+//! file holds, and what cannot be done refuses in one line before any work.
+
+use crate::common::{Scratch, run, stderr};
+
+use orthoformer::export::llama::save_gguf;
+use orthoformer::export::tiny_llama::{byte_tokenizer_metadata, tiny_llama_weights};
+use orthoformer::io::gguf::{GgmlType, GgufFile};
+
+fn tiny(dir: &Scratch) {
+    let w = tiny_llama_weights(0);
+    save_gguf(
+        &w,
+        &byte_tokenizer_metadata(),
+        &dir.join("m.gguf"),
+        GgmlType::F32,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("t.txt"),
+        "the quick brown fox jumps over it. ".repeat(20),
+    )
+    .unwrap();
+}
+
+fn quantize(dir: &Scratch, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "quantize",
+        "--model",
+        "m.gguf",
+        "--data",
+        "t.txt",
+        "--calib-tokens",
+        "64",
+        "--context",
+        "16",
+        "--out",
+        "q.gguf",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    run(dir, &args)
+}
+
+#[test]
+fn a_mix_stores_each_tensor_as_its_rule_override_or_fallback_says() {
+    let dir = Scratch::new("quantize_mix_cli", "mix");
+    tiny(&dir);
+    for method in ["imatrix", "gptq", "search"] {
+        let mut extra = vec!["--gguf-type", "q4_k_m", "--method", method];
+        extra.extend(["--tensor-type", "blk.1.attn_output=q8_0"]);
+        if method == "gptq" {
+            extra.push("--sequential");
+        }
+        let o = quantize(&dir, &extra);
+        assert!(o.status.success(), "{method}: {}", stderr(&o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["file_type"], "MOSTLY_Q4_K_M", "{r}");
+        assert_eq!(r["greedy_same"], true, "{r}");
+        // Rows of 64 and 128 are no whole super-blocks: q4_k falls back to q5_0, q6_k (the
+        // tied embedding's output rule; attn_v and ffn_down where llama.cpp's use_more_bits
+        // holds, layer 1 of 2) to q8_0.
+        let g = GgufFile::open(&dir.join("q.gguf")).unwrap();
+        let ty = |n: &str| g.tensor(n).unwrap().ty;
+        assert_eq!(ty("blk.0.attn_q.weight"), GgmlType::Q5_0);
+        assert_eq!(ty("blk.0.attn_v.weight"), GgmlType::Q5_0);
+        assert_eq!(ty("blk.1.attn_v.weight"), GgmlType::Q8_0);
+        assert_eq!(ty("blk.0.ffn_down.weight"), GgmlType::Q5_0);
+        assert_eq!(ty("blk.1.ffn_down.weight"), GgmlType::Q8_0);
+        assert_eq!(ty("blk.1.attn_output.weight"), GgmlType::Q8_0);
+        assert_eq!(ty("blk.0.attn_output.weight"), GgmlType::Q5_0);
+        assert_eq!(ty("token_embd.weight"), GgmlType::Q8_0);
+        assert_eq!(r["overridden"].as_array().unwrap().len(), 1, "{r}");
+        let falls = r["fallbacks"].as_array().unwrap();
+        assert!(
+            falls.iter().any(|f| f
+                .as_str()
+                .unwrap()
+                .starts_with("blk.0.attn_q.weight: q4_k -> q5_0")),
+            "{r}"
+        );
+        let want_cal = if method == "search" {
+            "none"
+        } else {
+            "the last 64 tokens of t.txt"
+        };
+        assert_eq!(r["calibration_text"], want_cal, "{r}");
+        assert_eq!(r["sequential"], method == "gptq");
+    }
+    // A single format names the file for what most weights are stored as.
+    let o = quantize(&dir, &["--gguf-type", "q4_k", "--method", "search"]);
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["file_type"], "MOSTLY_Q5_0", "{r}");
+}
+
+#[test]
+fn what_a_file_cannot_take_is_refused_before_any_work() {
+    let dir = Scratch::new("quantize_mix_cli", "refused");
+    tiny(&dir);
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--gguf-type", "q4_k_m", "--tensor-type", "attn_v"],
+            "PATTERN=TYPE",
+        ),
+        (
+            &["--gguf-type", "q4_k_m", "--tensor-type", "attn_v=q3_k"],
+            "not a block format",
+        ),
+        (&["--gguf-type", "q4_k_x"], "q4_k_m"),
+        (
+            &["--gguf-type", "q4_k_m", "--method", "rtn", "--sequential"],
+            "--sequential",
+        ),
+        (&["--gguf-type", "q5_k_m", "--wbits", "4"], "--wbits"),
+    ];
+    for (extra, want) in cases {
+        let o = quantize(&dir, extra);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {e}");
+        assert!(
+            e.contains(want) && e.trim_end().lines().count() == 1,
+            "{extra:?}: {e}"
+        );
+        assert!(!dir.join("q.gguf").exists(), "{extra:?} wrote a file");
+    }
+    // The study has no GGUF block format to search in.
+    let o = run(
+        &dir,
+        &[
+            "quantize", "--model", "m.gguf", "--data", "t.txt", "--wbits", "4", "--method",
+            "imatrix",
+        ],
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("--method imatrix") && e.contains("--out"), "{e}");
+}
