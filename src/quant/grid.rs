@@ -290,7 +290,7 @@ fn kquant_params(w: &[f32], clip: f32, qmax: i32) -> Params {
 }
 
 /// Values rounded to 6 bits against `max/63`, and that unit (llama.cpp's reference).
-fn six_bits(x: &[f32]) -> (Vec<u8>, f32) {
+pub(crate) fn six_bits(x: &[f32]) -> (Vec<u8>, f32) {
     let max = x.iter().fold(0.0f32, |a, &v| a.max(v));
     let inv = if max > 0.0 { 63.0 / max } else { 0.0 };
     let l = x

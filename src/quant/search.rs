@@ -17,7 +17,7 @@
 //! which is the least error for any weighting once the grid is fixed. Computed in f32 as
 //! llama.cpp does (`round_ties_even` is its `nearest_int`).
 
-use super::grid::{Format, Params, h, kquant_grid, q6k_grid};
+use super::grid::{Format, Params, h, kquant_grid, q6k_grid, six_bits};
 
 /// Below this a block is all zeros (llama.cpp's `GROUP_MAX_EPS`).
 const EPS: f32 = 1e-15;
@@ -108,20 +108,9 @@ fn kquant(format: Format, x: &[f32], qw: Option<&[f32]>) -> Params {
     let ((ls, d), (lm, dmin)) = if qw.is_some() {
         (make_qp_quants(&scales, &sw), make_qp_quants(&mins, &sw))
     } else {
-        (super_unit(&scales), super_unit(&mins))
+        (six_bits(&scales), six_bits(&mins))
     };
     kquant_grid(&ls, &lm, d, dmin, qmax)
-}
-
-/// Sub-block scales rounded to 6 bits against `max/63` (the reference's super-block unit).
-fn super_unit(x: &[f32]) -> (Vec<u8>, f32) {
-    let max = x.iter().fold(0.0f32, |a, &v| a.max(v));
-    let inv = if max > 0.0 { 63.0 / max } else { 0.0 };
-    let l = x
-        .iter()
-        .map(|&v| (inv * v).round_ties_even().min(63.0).max(0.0) as u8)
-        .collect();
-    (l, max / 63.0)
 }
 
 /// The symmetric step of a block for codes `−nmax..nmax−1` (`make_qx_quants` with its
