@@ -6,7 +6,9 @@ by the reference readers, in well under a minute.
 - `tokenizers` loads every tokenizer.json (checkpoint BPE, exported BPE and character
   WordLevel, rotated Llama) and gives Orthoformer's own ids;
 - the `gguf` reader opens the F32 and F16 GGUF files `rotate` writes from a tiny Llama GGUF
-  made here by `gguf`'s own writer: every source key kept, one-dimensional tensors F32.
+  made here by `gguf`'s own writer: every source key kept, one-dimensional tensors F32;
+- the `gguf` reader dequantises every block format `quantize --out` writes (through the mixes
+  q4_k_m and q5_k_m and single formats) back to within a rounding step of the source weights.
 
 usage: python3 -m pip install gguf safetensors numpy tokenizers
        python3 scripts/interop_light.py [--bin target/release/orthoformer]
@@ -92,14 +94,14 @@ def gpt_files(bin_, tmp):
                   ids == [vocab.index(ch) for ch in TEXT] and tok.decode(ids) == TEXT)
 
 
-def tiny_llama_gguf(path):
-    """A tiny Llama GGUF written by `gguf`'s own writer (width 8, 2 heads, 1 KV head)."""
+def tiny_llama_gguf(path, d=8, f=16, ctx=64):
+    """A tiny Llama GGUF written by `gguf`'s own writer (width d, FFN f, 2 heads, 1 KV head)."""
     w = gguf.GGUFWriter(path, "llama")
     w.add_name("tiny interop model")
     w.add_block_count(1)
-    w.add_context_length(64)
-    w.add_embedding_length(8)
-    w.add_feed_forward_length(16)
+    w.add_context_length(ctx)
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(f)
     w.add_head_count(2)
     w.add_head_count_kv(1)
     w.add_rope_freq_base(10000.0)
@@ -115,12 +117,13 @@ def tiny_llama_gguf(path):
     w.add_eos_token_id(5)
     w.add_chat_template("{% for m in messages %}{{ m['content'] }}<|endoftext|>{% endfor %}")
     rng = np.random.default_rng(0)
-    shapes = {"token_embd.weight": (6, 8), "blk.0.attn_norm.weight": (8,),
-              "blk.0.attn_q.weight": (8, 8), "blk.0.attn_k.weight": (4, 8),
-              "blk.0.attn_v.weight": (4, 8), "blk.0.attn_output.weight": (8, 8),
-              "blk.0.ffn_norm.weight": (8,), "blk.0.ffn_gate.weight": (16, 8),
-              "blk.0.ffn_up.weight": (16, 8), "blk.0.ffn_down.weight": (8, 16),
-              "output_norm.weight": (8,)}
+    h = d // 2
+    shapes = {"token_embd.weight": (6, d), "blk.0.attn_norm.weight": (d,),
+              "blk.0.attn_q.weight": (d, d), "blk.0.attn_k.weight": (h, d),
+              "blk.0.attn_v.weight": (h, d), "blk.0.attn_output.weight": (d, d),
+              "blk.0.ffn_norm.weight": (d,), "blk.0.ffn_gate.weight": (f, d),
+              "blk.0.ffn_up.weight": (f, d), "blk.0.ffn_down.weight": (d, f),
+              "output_norm.weight": (d,)}
     for name, shape in shapes.items():
         w.add_tensor(name, (rng.standard_normal(shape) * 0.5).astype(np.float32))
     w.write_header_to_file()
@@ -156,6 +159,38 @@ def gguf_files(bin_, tmp):
           and "chat_template" in tc)
 
 
+def quantized_files(bin_, tmp):
+    """Every block format `quantize --out` writes, dequantised by `gguf` (rows of 256 and 512,
+    so the K-quants hold the matrices; the tiny vocabulary keeps the embedding Q8_0)."""
+    src = os.path.join(tmp, "tiny-256.gguf")
+    tiny_llama_gguf(src, d=256, f=512, ctx=512)
+    text = os.path.join(tmp, "calib.txt")
+    open(text, "w").write("ab c ba cab " * 200)
+    ref = {t.name: np.array(t.data, dtype=np.float32) for t in gguf.GGUFReader(src).tensors}
+    seen = set()
+    for ty, method in (("q4_k_m", "imatrix"), ("q5_k_m", "gptq"), ("q5_0", "search"),
+                       ("q5_1", "imatrix"), ("q4_0", "rtn"), ("q4_1", "gptq"), ("q8_0", "rtn")):
+        out = os.path.join(tmp, f"{ty}.gguf")
+        run(bin_, "quantize", "--model", src, "--out", out, "--gguf-type", ty, "--method", method,
+            "--data", text, "--calib-tokens", "256", "--context", "32")
+        worst = 0.0
+        for t in gguf.GGUFReader(out).tensors:
+            if len(t.shape) != 2:
+                continue
+            seen.add(t.tensor_type.name)
+            got = gguf.quants.dequantize(t.data, t.tensor_type).reshape(ref[t.name].shape)
+            want = ref[t.name]
+            if t.name in ("blk.0.attn_q.weight", "blk.0.attn_k.weight"):
+                continue  # rows permuted for llama.cpp's RoPE: compare the sets of rows
+            scale = np.abs(want).max()
+            worst = max(worst, float(np.abs(got - want).max() / scale))
+        check(f"{ty} ({method}) in gguf: every matrix dequantises near its source",
+              worst < 0.25, f"(largest error {worst:.3f} of the largest weight)")
+    want_types = {"Q8_0", "Q6_K", "Q5_K", "Q5_1", "Q5_0", "Q4_K", "Q4_1", "Q4_0"}
+    check("quantized files in gguf: every block format written", want_types <= seen,
+          f"(seen {sorted(seen)})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "orthoformer"))
@@ -165,6 +200,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="interop-light-") as tmp:
         gpt_files(a.bin, tmp)
         gguf_files(a.bin, tmp)
+        quantized_files(a.bin, tmp)
     print(f"{'all' if not failures else len(failures)} light interop checks "
           f"{'passed' if not failures else 'FAILED: ' + ', '.join(failures)}")
     sys.exit(1 if failures else 0)
