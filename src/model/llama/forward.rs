@@ -32,8 +32,8 @@ use crate::nn::{attention_cached, rmsnorm, rope, simd, swiglu};
 /// layers, and the type of the KV cache.
 #[derive(Debug, Clone)]
 pub struct Llama {
-    cfg: LlamaConfig,
-    w: ModelWeights,
+    pub(super) cfg: LlamaConfig,
+    pub(super) w: ModelWeights,
     /// Quantise each decoder linear layer's input per token (round to nearest in groups,
     /// [`GroupQuant`]; `lm_head`'s input is left alone).
     pub act_quant: Option<GroupQuant>,
@@ -59,7 +59,7 @@ pub struct Llama {
 
 /// What a pass leaves in the cache's scratch.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Stop {
+pub(super) enum Stop {
     /// Logits of rows `from..T`.
     Logits { from: usize },
     /// The residual stream after `layer` layers (all of them when `layer ≥ L`).
@@ -173,49 +173,13 @@ impl Llama {
         Ok(cache.s.x[..tokens.len() * self.cfg.d_model].to_vec())
     }
 
-    /// The residual stream after layer `layer` given `x`, the stream entering it (`T x C`, as
-    /// [`hidden_states`](Self::hidden_states) at `layer` gives it): one layer's pass, for
-    /// calibrating layer by layer. Only that layer's KV cache is written.
-    pub fn layer_step(
-        &mut self,
-        tokens: &[u32],
-        cache: &mut KvCache,
-        layer: usize,
-        x: &[f32],
-    ) -> crate::Result<Vec<f32>> {
-        let c = self.cfg.d_model;
-        if layer >= self.cfg.n_layer || x.len() != tokens.len() * c {
-            return Err(ModelError::Config(format!(
-                "layer_step: layer {layer} of {} with {} values for {} tokens of width {c}",
-                self.cfg.n_layer,
-                x.len(),
-                tokens.len()
-            ))
-            .into());
-        }
-        on_pool(|| {
-            self.run_from(
-                tokens,
-                cache,
-                Some((layer, x)),
-                Stop::Hidden { layer: layer + 1 },
-            )
-        })?;
-        Ok(cache.s.x[..tokens.len() * c].to_vec())
-    }
-
-    /// Replaces decoder layer `l`'s weights by owned f32 ones (Hugging Face order).
-    pub fn set_layer(&mut self, l: usize, w: super::LayerWeights) {
-        self.w.layers[l] = super::linear::Layer::from_owned(w, &self.cfg);
-    }
-
     fn run(&mut self, tokens: &[u32], cache: &mut KvCache, stop: Stop) -> crate::Result<()> {
         self.run_from(tokens, cache, None, stop)
     }
 
     /// The pass from the embedding, or from the stream `x` entering layer `l` when `start`
     /// is `Some((l, x))` (earlier layers are skipped).
-    fn run_from(
+    pub(super) fn run_from(
         &mut self,
         tokens: &[u32],
         cache: &mut KvCache,
@@ -400,7 +364,7 @@ impl Llama {
 /// a lock and wake a worker (measured: 15% of a decode step's CPU time in the kernel's task
 /// switching), while from inside the pool the calling worker takes part and the others are
 /// still spinning between loops.
-fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+pub(super) fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     rayon::scope(|_| f())
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod forward;
 pub(crate) mod hessian;
 pub mod kv_quant;
 pub(crate) mod kv_store;
+pub(crate) mod layer_step;
 pub(crate) mod linear;
 pub(crate) mod load;
 pub mod online;
