@@ -119,7 +119,8 @@
 //!
 //! **Quantising a model to a GGUF block format** ([`quantize_model`], [`save_quantized_gguf`]):
 //! every decoder matrix rounded to nearest onto Q4_0 (GPTQ takes the Hessians of
-//! [`calibrate`] instead), the embedding onto Q8_0, written as a file llama.cpp and
+//! [`calibrate`] instead; [`choose_types`] gives a llama-quantize mix's per-tensor formats for
+//! [`QuantPlan::of_types`]), the embedding onto Q8_0, written as a file llama.cpp and
 //! [`load_engine`] run; the file computes what the in-memory quantised model does:
 //!
 //! ```
@@ -131,15 +132,13 @@
 //! write_tiny_llama_gguf(&source, 0)?;
 //! let loaded = load_model(&source)?;
 //! let mut weights = loaded.weights.clone();
-//! let plan = QuantPlan {
-//!     method: QuantMethod::Rtn(Clip::None),
-//!     format: QuantFormat::Q4_0,
-//!     fallback: None,
-//!     embed_format: Some(QuantFormat::Q8_0),
-//! };
+//! let n_layer = weights.layers.len();
+//! let method = QuantMethod::Rtn(Clip::None);
+//! let plan = QuantPlan::uniform(method, QuantFormat::Q4_0, n_layer, Some(QuantFormat::Q8_0));
 //! let quantized = quantize_model(&mut weights, &plan, None, &mut |_| {})?;
 //! let metadata = loaded.gguf_metadata.as_deref().unwrap_or_default(); // a GGUF source's
-//! save_quantized_gguf(&weights, &quantized, QuantFormat::Q4_0, metadata, None, &out)?;
+//! let file_type = 2; // llama.cpp's MOSTLY_Q4_0
+//! save_quantized_gguf(&weights, &quantized, file_type, metadata, None, &out)?;
 //! let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
 //! assert!(size(&out) * 4 < size(&source));
 //! let tokens: Vec<u32> = (0..16).map(|i| i * 7 % 256).collect();
@@ -170,6 +169,7 @@ pub use crate::model::llama::{
 };
 pub use crate::model::{AttentionKind, Gpt, GptConfig};
 pub use crate::quant::calibrate::calibrate;
+pub use crate::quant::mix::{FileType, TensorOverride, choose as choose_types};
 pub use crate::quant::model::{
     Method as QuantMethod, Plan as QuantPlan, QuantizedModel, quantize_model,
 };
