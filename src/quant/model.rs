@@ -168,13 +168,7 @@ pub fn quantize_model(
         gptq_loss += loss;
         on_layer(l + 1);
     }
-    let (embed, lm_head) = quantize_ends(w, plan)?;
-    Ok(QuantizedModel {
-        layers,
-        embed,
-        lm_head,
-        gptq_loss,
-    })
+    finish(w, plan, layers, gptq_loss)
 }
 
 /// Quantises the seven matrices of layer `l` of `w` by `plan` with the Hessians of that layer
@@ -227,12 +221,15 @@ pub(crate) fn quantize_layer(
     Ok((out.try_into().expect("seven matrices"), loss))
 }
 
-/// Quantises the embedding and an untied `lm_head` by RTN onto their plan grids (with the
+/// The quantised model of the decoder `layers` (GPTQ's summed `gptq_loss`), once the
+/// embedding and an untied `lm_head` are quantised by RTN onto their plan grids (with the
 /// method's grid search, without calibration weights: llama.cpp has no importance for them).
-pub(crate) fn quantize_ends(
+pub(crate) fn finish(
     w: &mut LlamaWeights,
     plan: &Plan,
-) -> crate::Result<(Option<QuantMatrix>, Option<QuantMatrix>)> {
+    layers: Vec<[QuantMatrix; 7]>,
+    gptq_loss: f64,
+) -> crate::Result<QuantizedModel> {
     let (v, d) = (w.cfg.vocab_size, w.cfg.d_model);
     let clip = match plan.method {
         Method::Rtn(c) => c,
@@ -253,5 +250,10 @@ pub(crate) fn quantize_ends(
         *h = q.values();
         head_q = Some(q);
     }
-    Ok((embed_q, head_q))
+    Ok(QuantizedModel {
+        layers,
+        embed: embed_q,
+        lm_head: head_q,
+        gptq_loss,
+    })
 }

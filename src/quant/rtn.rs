@@ -24,7 +24,8 @@ pub enum Clip {
     Scales,
 }
 
-fn span_error(p: &Params, w: &[f32], weight: Option<&[f64]>) -> f64 {
+/// The (weighted) squared error of rounding the span `w` onto `p`.
+pub(crate) fn span_error(p: &Params, w: &[f32], weight: Option<&[f64]>) -> f64 {
     let codes = round_span(p, w);
     w.iter()
         .zip(codes)
@@ -49,10 +50,13 @@ pub fn rtn(
     assert_eq!(w.len(), rows * cols, "weight shape");
     let span = format.span(cols);
     // Each row's mean square (llama.cpp's σ² of the importance weighting).
-    let sigma2: Vec<f32> = w
-        .chunks(cols)
-        .map(|r| r.iter().map(|x| x * x).sum::<f32>() / cols as f32)
-        .collect();
+    let sigma2: Vec<f32> = if clip == Clip::Scales {
+        w.chunks(cols)
+            .map(|r| r.iter().map(|x| x * x).sum::<f32>() / cols as f32)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let imatrix: Option<Vec<f32>> = diag_h.map(|h| h.iter().map(|&x| x as f32).collect());
     let per_span: Vec<(Vec<u8>, Params)> = w
         .par_chunks(span)

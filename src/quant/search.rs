@@ -288,6 +288,7 @@ fn make_qp_quants(x: &[f32], qw: &[f32]) -> (Vec<u8>, f32) {
 mod tests {
     use super::*;
     use crate::quant::grid::round_span;
+    use crate::quant::rtn::span_error;
 
     /// A row with an outlier and a skew, where a plain range wastes codes.
     fn row(n: usize, seed: u32) -> Vec<f32> {
@@ -300,15 +301,8 @@ mod tests {
     }
 
     fn err(p: &Params, w: &[f32], qw: &[f32]) -> f64 {
-        let codes = round_span(p, w);
-        w.iter()
-            .zip(codes)
-            .enumerate()
-            .map(|(j, (&x, q))| {
-                let e = f64::from(x) - f64::from(p.value(j, q));
-                f64::from(qw[j]) * e * e
-            })
-            .sum()
+        let weight: Vec<f64> = qw.iter().map(|&q| f64::from(q)).collect();
+        span_error(p, w, Some(&weight))
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! about two forward passes plus one layer's Hessians at a time.
 
 use super::QuantError;
-use super::model::{Plan, QuantizedModel, check_plan, quantize_ends, quantize_layer};
+use super::model::{Plan, QuantizedModel, check_plan, finish, quantize_layer};
 use crate::model::llama::hessian::Hessians;
 use crate::model::llama::{Llama, LlamaWeights};
 use crate::nn::hadamard_rows::OnlineHadamard;
@@ -72,11 +72,5 @@ pub fn quantize_sequential(
         }
         on_layer(l + 1);
     }
-    let (embed, lm_head) = quantize_ends(w, plan)?;
-    Ok(QuantizedModel {
-        layers,
-        embed,
-        lm_head,
-        gptq_loss,
-    })
+    finish(w, plan, layers, gptq_loss)
 }
