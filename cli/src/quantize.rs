@@ -83,6 +83,8 @@ pub struct QuantizeArgs {
     /// Write the quantised model as this GGUF file (weights only: --method onto
     /// `--gguf-type`'s block grids, R1, R2 and R4 folded in) instead of running the study.
     /// `--data`'s last `--calib-tokens` tokens calibrate GPTQ, imatrix and the clipping search.
+    /// From a Hugging Face folder, its tokenizer.json becomes the GGUF tokenizer as llama.cpp's
+    /// converter writes it (a tokenizer llama.cpp would run differently is refused by name).
     #[arg(long, requires = "gguf_type")]
     pub out: Option<PathBuf>,
     /// Block format or mix of --out: q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0 (every

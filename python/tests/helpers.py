@@ -129,3 +129,57 @@ def tiny_llama_family(kind: str) -> torch.nn.Module:
     if kind == "mistral":
         return transformers.MistralForCausalLM(transformers.MistralConfig(**common)).eval()
     return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common)).eval()
+
+
+TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['content'] }}<|im_end|>{% endfor %}"
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def bpe_tokenizer(text: str) -> Any:
+    """A byte-level BPE of 300 tokens trained on ``text`` with SmolLM's pre-tokenizer (single
+    digits, then GPT-2's byte-level regex) and three special tokens, as transformers wraps it."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator([text], trainer)
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>", unk_token="<|endoftext|>"
+    )
+    fast.chat_template = TEMPLATE
+    return fast
+
+
+def tiny_bpe_llama_folder(tmp_path: pathlib.Path, vocab_extra: int = 20) -> tuple[pathlib.Path, Any]:
+    """A random 2-layer Llama (width 64) and :func:`bpe_tokenizer` saved by transformers in
+    ``tmp_path/hf`` (embedding ``vocab_extra`` rows beyond the tokenizer), the text it was
+    trained on in ``tmp_path/t.txt``; returns the folder and the tokenizer."""
+    import transformers
+
+    text = "To be, or not to be, that is the question: 1234 whether 'tis nobler. " * 40
+    tok = bpe_tokenizer(text)
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=len(tok) + vocab_extra,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    out = tmp_path / "hf"
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+    (tmp_path / "t.txt").write_text(text)
+    return out, tok

@@ -80,7 +80,7 @@ pub fn gguf_metadata(
 ) -> crate::Result<Vec<(String, Value)>> {
     if !source_meta.iter().any(|(k, _)| k == keys::TOKENIZER_TOKENS) {
         return Err(ModelError::Config(
-            "GGUF output needs the tokenizer metadata of a GGUF input; write a Hugging Face folder instead".into(),
+            "GGUF output needs tokenizer metadata (tokenizer.ggml.tokens): from a GGUF input, or a Hugging Face folder's tokenizer.json (model::llama::gguf_vocab)".into(),
         )
         .into());
     }

@@ -22,6 +22,7 @@ use super::set::{RotateChoice, RotationSet, apply_offline};
 use crate::infer::text::{check_cache_fits, read_tokens};
 use crate::io::gguf::GgmlType;
 use crate::io::memory::{bytes, check_fits};
+use crate::model::llama::gguf_vocab::source_metadata;
 use crate::model::llama::{Llama, load_model};
 
 /// What to rotate, where to write it, and whether to check it.
@@ -129,6 +130,12 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
     let t0 = Instant::now();
     let loaded = load_model(&job.model)?;
     let t_load = t0.elapsed().as_secs_f64();
+    // Before any work: a folder whose tokenizer llama.cpp would run differently is refused.
+    let gguf_metadata = if job.out.iter().any(|p| is_gguf(p)) {
+        source_metadata(&job.model, &loaded)?
+    } else {
+        Vec::new()
+    };
     let check_ids = if job.check {
         let max = loaded.weights.cfg.max_context;
         if o.context > max {
@@ -173,7 +180,7 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
         weights: &w,
         tokenizer: &loaded.tokenizer,
         special: &loaded.special,
-        gguf_metadata: loaded.gguf_metadata.as_deref().unwrap_or(&[]),
+        gguf_metadata: &gguf_metadata,
     };
     let staged = stage(&job.out, &source, o.gguf_type)?;
     let t_write = t2.elapsed().as_secs_f64();

@@ -47,7 +47,8 @@ pub(crate) struct Source<'a> {
     pub tokenizer: &'a Tokenizer,
     /// Its special tokens.
     pub special: &'a SpecialTokens,
-    /// The source GGUF's metadata (empty for a folder).
+    /// The metadata of GGUF outputs: the source GGUF's, or a folder's tokenizer as GGUF
+    /// (`gguf_vocab::source_metadata`; empty without a GGUF output).
     pub gguf_metadata: &'a [(String, Value)],
 }
 

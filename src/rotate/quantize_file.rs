@@ -21,6 +21,7 @@ use super::set::{RotationSet, apply_offline};
 use super::staging::Staged;
 use crate::infer::text::read_tokens;
 use crate::io::gguf::GgufFile;
+use crate::model::llama::gguf_vocab::source_metadata;
 use crate::model::llama::{Llama, load_model};
 use crate::quant::calibrate::calibrate;
 use crate::quant::mix::{self, TypeCounts};
@@ -170,13 +171,12 @@ pub fn write(
     let _claim = claim_outs(&job.model, &data, &[out.to_path_buf()])?;
     let o = &job.options;
     let loaded = load_model(&job.model)?;
-    let meta = loaded.gguf_metadata.as_deref().ok_or_else(|| {
-        invalid(format!(
-            "`out` writes a GGUF and needs the tokenizer metadata of a GGUF `model`; {} is not one",
-            job.model.display()
-        ))
-    })?;
-    let eval = read_tokens(&loaded.tokenizer, job.first_text(), CHECK_TOKENS)?;
+    // A GGUF source's metadata, or a Hugging Face folder's tokenizer as llama.cpp's converter
+    // writes it (refused by name where llama.cpp would tokenize differently).
+    let meta = source_metadata(&job.model, &loaded)?;
+    // At most CHECK_TOKENS + 1 ids, and never more than the model's context holds.
+    let check = CHECK_TOKENS.min(loaded.weights.cfg.max_context.saturating_sub(1));
+    let eval = read_tokens(&loaded.tokenizer, job.first_text(), check)?;
     let mut w = loaded.weights.clone();
     let rounding = o.method[0];
     let calibrated = rounding.calibrates();
@@ -240,7 +240,7 @@ pub fn write(
     let ftype = mix::llama_ftype(ft, types.dominant(per_matrix));
     let signs = down.as_ref().and_then(|h| h.signs());
     let staged = Staged::new(out)?;
-    save_quantized_gguf(&w, &q, ftype, meta, signs, staged.path())?;
+    save_quantized_gguf(&w, &q, ftype, &meta, signs, staged.path())?;
     // The file, run by the engine as a user would (its R4 read back from the file), against
     // the model in memory.
     let mut mem = Llama::new(w);

@@ -33,3 +33,22 @@ fn encodes_and_round_trips() {
         assert_eq!(tok.decode(&ids).unwrap(), text);
     }
 }
+
+#[test]
+fn a_pre_tokenizer_the_engine_does_not_split_as_llama_cpp_is_refused_by_name() {
+    use orthoformer::export::llama::save_gguf;
+    use orthoformer::export::tiny_llama::{byte_tokenizer_metadata, tiny_llama_weights};
+    use orthoformer::io::gguf::{GgmlType, Value};
+    let path = std::env::temp_dir().join(format!("pre-{}.gguf", std::process::id()));
+    for (pre, ok) in [("gpt-2", true), ("smollm", true), ("llama-bpe", false)] {
+        let mut meta = byte_tokenizer_metadata();
+        meta.push(("tokenizer.ggml.pre".into(), Value::Str(pre.into())));
+        save_gguf(&tiny_llama_weights(0), &meta, &path, GgmlType::F32).unwrap();
+        let r = tokenizer_from_gguf(&GgufFile::open(&path).unwrap());
+        match r {
+            Ok(_) => assert!(ok, "{pre} was read"),
+            Err(e) => assert!(!ok && e.to_string().contains("\"llama-bpe\""), "{pre}: {e}"),
+        }
+    }
+    std::fs::remove_file(&path).unwrap();
+}

@@ -38,6 +38,7 @@ mod nn_qmatvec;
 mod params_accounting;
 mod quant_gguf;
 mod quant_gptq;
+mod quant_hf_source;
 mod quant_mix_llama_cpp;
 mod quant_online;
 mod quantize_rtn;

@@ -137,3 +137,74 @@ fn what_a_file_cannot_take_is_refused_before_any_work() {
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("--method imatrix") && e.contains("--out"), "{e}");
 }
+
+#[test]
+fn a_hugging_face_folder_quantises_to_gguf_or_is_refused_by_its_tokenizer() {
+    let dir = Scratch::new("quantize_mix_cli", "hf");
+    tiny(&dir);
+    let o = run(&dir, &["rotate", "--model", "m.gguf", "--out", "hf"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(
+        &dir,
+        &[
+            "quantize",
+            "--model",
+            "hf",
+            "--out",
+            "q.gguf",
+            "--gguf-type",
+            "q8_0",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let g = GgufFile::open(&dir.join("q.gguf")).unwrap();
+    assert_eq!(g.get_str("tokenizer.ggml.pre").unwrap(), "gpt-2");
+    assert_eq!(g.get_u64("tokenizer.ggml.eos_token_id").unwrap(), 256);
+    // `rotate` writes a GGUF from a folder the same way.
+    let o = run(
+        &dir,
+        &[
+            "rotate",
+            "--model",
+            "hf",
+            "--out",
+            "r.gguf",
+            "--check",
+            "--data",
+            "t.txt",
+            "--context",
+            "16",
+            "--check-tokens",
+            "32",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = GgufFile::open(&dir.join("r.gguf")).unwrap();
+    assert_eq!(r.get_str("tokenizer.ggml.model").unwrap(), "gpt2");
+    std::fs::remove_file(dir.join("r.gguf")).unwrap();
+    // A normaliser llama.cpp's gpt2 tokenizer does not run: refused, nothing written.
+    let tj = dir.join("hf/tokenizer.json");
+    let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&tj).unwrap()).unwrap();
+    doc["normalizer"] = serde_json::json!({"type": "NFC"});
+    std::fs::write(&tj, doc.to_string()).unwrap();
+    let o = run(
+        &dir,
+        &[
+            "quantize",
+            "--model",
+            "hf",
+            "--out",
+            "r.gguf",
+            "--gguf-type",
+            "q8_0",
+        ],
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("normalizer \"NFC\"") && e.trim_end().lines().count() == 1,
+        "{e}"
+    );
+    assert!(!dir.join("r.gguf").exists());
+}

@@ -6,6 +6,7 @@ pub(crate) mod cache;
 pub mod config;
 pub(crate) mod fields;
 pub(crate) mod forward;
+pub mod gguf_vocab;
 pub(crate) mod hessian;
 pub mod kv_quant;
 pub(crate) mod kv_store;

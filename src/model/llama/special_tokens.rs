@@ -3,7 +3,7 @@
 //! (what `generate()` stops on) and the ids in `config.json`. Read from the GGUF keys
 //! `tokenizer.ggml.{bos,eos,unknown,padding}_token_id`, `tokenizer.ggml.add_bos_token` and
 //! `tokenizer.chat_template`, or from a Hugging Face folder's own `config.json`,
-//! `generation_config.json` and `tokenizer_config.json`.
+//! `generation_config.json` and `tokenizer_config.json` (or `chat_template.jinja`).
 
 use std::path::Path;
 
@@ -89,10 +89,12 @@ impl SpecialTokens {
             unk: id("unk_token_id", "unk_token"),
             pad: id("pad_token_id", "pad_token"),
             add_bos: tc.get("add_bos_token").and_then(Json::as_bool),
+            // transformers 5 saves the template beside tokenizer_config.json.
             chat_template: tc
                 .get("chat_template")
                 .and_then(Json::as_str)
-                .map(str::to_string),
+                .map(str::to_string)
+                .or_else(|| crate::io::safe_file::read_text_in(dir, "chat_template.jinja").ok()),
         }
     }
 

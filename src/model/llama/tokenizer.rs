@@ -66,10 +66,21 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
         return tokenizer_from_json(&doc.to_string(), &g.path.display().to_string());
     }
     let merges = list(keys::TOKENIZER_MERGES)?;
-    let pre = g
-        .get(keys::TOKENIZER_PRE)
-        .and_then(|v| v.as_str())
-        .unwrap_or("gpt2");
+    // llama.cpp's names of the two splittings implemented here; any other would split text
+    // differently from llama.cpp, so it is refused rather than run as GPT-2's.
+    let digits = match g.get(keys::TOKENIZER_PRE).map(|v| v.as_str()) {
+        None | Some(Some("gpt-2" | "phi-2")) => false,
+        Some(Some("smollm" | "starcoder" | "refact")) => true,
+        Some(other) => {
+            return Err(err(format!(
+                "{}: {} {} is not implemented (gpt-2, phi-2, smollm, starcoder and refact are): \
+                 its text would be split differently from llama.cpp",
+                g.path.display(),
+                keys::TOKENIZER_PRE,
+                other.map_or("(not a string)".into(), |s| format!("{s:?}"))
+            )));
+        }
+    };
     let vocab: serde_json::Map<String, serde_json::Value> = tokens
         .iter()
         .enumerate()
@@ -96,10 +107,11 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> crate::Result<Tokenizer> {
         })
         .collect();
     let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
-    let pre_tokenizer = match pre {
-        "smollm" | "starcoder" | "refact" => json!({"type": "Sequence", "pretokenizers": [
-            {"type": "Digits", "individual_digits": true}, byte_level]}),
-        _ => byte_level.clone(),
+    let pre_tokenizer = if digits {
+        json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Digits", "individual_digits": true}, byte_level]})
+    } else {
+        byte_level.clone()
     };
     let doc = json!({
         "version": "1.0",
