@@ -115,7 +115,12 @@ fn print_text(report: &RotateReport, args: &RotateArgs, o: &RotateOptions) -> an
         outln!("value heads rotated too (R2), each undone inside o_proj")?;
     }
     if report.lm_head_untied_by_fold {
-        outln!("note: lm_head was tied to the embedding; folding the final norm unties it")?;
+        outln!(
+            "note: lm_head was tied to the embedding; the final norm's weight is not constant, so \
+             folding it into the head unties it: {} more values ({:.1} MB more as F32)",
+            report.lm_head_untie_values,
+            report.lm_head_untie_values as f64 * 4e-6
+        )?;
     }
     for o in &report.outputs {
         outln!("wrote {o}")?;

@@ -73,7 +73,8 @@ pub fn rotate_weights(w: &mut LlamaWeights, r: &Rotation) -> Result<(), RotateEr
         )));
     }
     let unit = |g: &[f32]| g.iter().all(|&x| x == 1.0);
-    if !unit(&w.final_norm)
+    // A constant final norm commutes with the rotation (fold_norms keeps it for a tied head).
+    if !super::fold::constant(&w.final_norm)
         || w.layers
             .iter()
             .any(|l| !unit(&l.attn_norm) || !unit(&l.ffn_norm))

@@ -54,8 +54,11 @@ pub struct RotateReport {
     pub heads: bool,
     /// The model width `C` (the order of the rotation).
     pub width: usize,
-    /// The model tied `lm_head` to the embedding; folding the final norm untied it.
+    /// The model tied `lm_head` to the embedding and folding its final norm untied it (the
+    /// norm's weight is not constant, so it cannot stay in front of a shared matrix).
     pub lm_head_untied_by_fold: bool,
+    /// What untying costs: the values of the head's own matrix (`V x C`; 0 when still tied).
+    pub lm_head_untie_values: u64,
     /// The paths written (none when the check failed: the previous outputs are unchanged).
     pub outputs: Vec<String>,
     /// Seconds loading the model.
@@ -171,6 +174,8 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
         })
     };
     apply_offline(&mut w, &set, o.seed)?;
+    let untied = was_tied && w.lm_head.is_some();
+    let loaded_vocab = w.cfg.vocab_size;
     let t_rot = t1.elapsed().as_secs_f64();
     if o.gguf_type == GgmlType::F16 && job.out.iter().any(|p| is_gguf(p)) {
         check_f16_range(&w)?;
@@ -218,7 +223,12 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
         seed: o.seed,
         heads: o.heads,
         width: c,
-        lm_head_untied_by_fold: was_tied,
+        lm_head_untied_by_fold: untied,
+        lm_head_untie_values: if untied {
+            (loaded_vocab as u64) * (c as u64)
+        } else {
+            0
+        },
         outputs,
         seconds_load: t_load,
         seconds_fold_rotate: t_rot,
