@@ -15,7 +15,7 @@ use orthoformer::bench::options::BenchOptions;
 use orthoformer::experiments::compare::CompareOptions;
 use orthoformer::infer::GenerateJob;
 use orthoformer::init::options::InitOptions;
-use orthoformer::rotate::options::{AlignOptions, RotateOptions};
+use orthoformer::rotate::options::{AlignOptions, RotateOptions, WeightAlignOptions};
 use orthoformer::rotate::quant_options::QuantizeOptions;
 
 fn parse(args: &[&str]) -> Command {
@@ -78,6 +78,10 @@ fn every_command_without_flags_is_its_library_default() {
         panic!()
     };
     assert_eq!(a.options(), AlignOptions::at_layer(3));
+    let Command::Align(a) = parse(&["align", "--model", "a", "--model-b", "b", "--weights"]) else {
+        panic!()
+    };
+    assert_eq!(a.weight_options(), WeightAlignOptions::default());
     let Command::Quantize(a) = parse(&["quantize", "--model", "m"]) else {
         panic!()
     };

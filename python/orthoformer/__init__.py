@@ -21,7 +21,7 @@ from .config import GPTConfig
 from .data import BatchSampler, Data
 from .generation import generate
 from .model import RustGPT
-from .rotation import rotate
+from .rotation import align_weights, rotate
 
 __version__: str = _native.__version__
 
@@ -51,5 +51,6 @@ __all__ = [
     "rotation",
     "params",
     "rotate",
+    "align_weights",
     "save_checkpoint",
 ]

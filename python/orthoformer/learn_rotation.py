@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from .text_windows import folder_windows
 from .validate import ArgumentParser, InputError, input_file, int_flag, number_flag, one_line
 
 #: Files of the input folder copied as they are (those present).
@@ -70,30 +71,7 @@ def parser() -> ArgumentParser:
 
 
 def _windows(folder: pathlib.Path, data: pathlib.Path, calib: int, context: int) -> Any:
-    import torch
-
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise InputError(
-            "learn_rotation tokenizes with the tokenizers package: pip install tokenizers"
-        ) from None
-    tok_path = folder / "tokenizer.json"
-    if not tok_path.is_file():
-        raise InputError(f"--model {folder}: has no tokenizer.json")
-    tok = Tokenizer.from_file(str(tok_path))
-    try:
-        text = data.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"--data {data}: is not UTF-8 text") from None
-    ids = tok.encode(text, add_special_tokens=False).ids[-calib:]
-    n = len(ids) // context
-    if n == 0:
-        raise InputError(
-            f"--data {data}: {len(ids)} tokens make no window of --context {context}; "
-            "give more text or a smaller --context"
-        )
-    return torch.tensor(ids[len(ids) - n * context :]).reshape(n, context)
+    return folder_windows(folder, data, calib, context, tool="learn_rotation")
 
 
 def run(args: Any) -> dict[str, Any]:

@@ -129,16 +129,24 @@ def test_command_line_runs_each_mode_in_its_own_process(tmp_path) -> None:
     text = tmp_path / "text.txt"
     text.write_text(TEXT[:20_000])
     out = tmp_path / "report.json"
-    args = ["--model", folder, "--data", text, "--modes", "full,qk-orthogonal", "--steps", 2]
-    p = python_module("orthoformer.finetune", *args, "--context", 16, "--batch", 2, "--out", out)
+    args = ["--model", folder, "--data", text, "--modes", "full,qk-orthogonal,lora", "--steps", 2]
+    lora = ["--lora-rank", 2, "--lora-targets", "q_proj,v_proj"]
+    p = python_module("orthoformer.finetune", *args, *lora, "--context", 16, "--batch", 2, "--out", out)
     assert p.returncode == 0, p.stderr
     reports = json.loads(out.read_text())
-    assert [r["mode"] for r in reports] == ["full", "qk-orthogonal"]
-    assert reports[0]["trainable"] > reports[1]["trainable"]
-    assert "| qk-orthogonal |" in p.stdout
+    assert [r["mode"] for r in reports] == ["full", "qk-orthogonal", "lora"]
+    assert reports[0]["trainable"] > reports[1]["trainable"] > reports[2]["trainable"]
+    # Rank 2 on q (32 x 32) and v (16 x 32) of two layers.
+    assert reports[2]["trainable"] == 2 * 2 * ((32 + 32) + (16 + 32))
+    assert reports[2]["lora"] == {"rank": 2, "alpha": 16.0, "targets": ["q_proj", "v_proj"]}
+    assert reports[2]["update_rank"]["modules"] == 4 and "update_rank" in reports[0]
+    assert "| qk-orthogonal |" in p.stdout and "| lora |" in p.stdout
     bad = python_module("orthoformer.finetune", "--model", tmp_path, "--data", text)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "orthoformer rotate" in bad.stderr
-    bad = python_module("orthoformer.finetune", *args[:4], "--modes", "lora")
-    assert bad.returncode == 2 and "'lora'" in bad.stderr
+    bad = python_module("orthoformer.finetune", *args[:4], "--modes", "lora2")
+    assert bad.returncode == 2 and "'lora2'" in bad.stderr
+    for flag, value in (("--lora-rank", 0), ("--lora-alpha", 0), ("--lora-targets", "q_proj,lm_head")):
+        bad = python_module("orthoformer.finetune", *args[:4], flag, value)
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and flag in bad.stderr, bad.stderr
     bad = python_module("orthoformer.finetune", *args[:4], "--eval-every", -1)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--eval-every" in bad.stderr

@@ -95,23 +95,59 @@ pub fn validate(job: &RotateJob) -> crate::Result<()> {
         )));
     }
     if job.check {
-        if !(o.tolerance.is_finite() && o.tolerance >= 0.0) {
-            return Err(invalid(format!(
-                "`tolerance` {} must be a finite number >= 0 (max |Δlogit| allowed)",
-                o.tolerance
-            )));
-        }
-        if o.check_tokens == 0 {
-            return Err(invalid("`check_tokens` must be at least 1".into()));
-        }
-        if o.context < 2 {
-            return Err(invalid(format!(
-                "`context` must be at least 2 (got {})",
-                o.context
-            )));
-        }
+        validate_check(o.tolerance, o.check_tokens, o.context)?;
     }
     Ok(())
+}
+
+/// Checks a logit check's own values: a finite tolerance >= 0, at least 2 tokens (each token
+/// after the first is scored) and a window of at least 2.
+pub(crate) fn validate_check(tolerance: f64, tokens: usize, context: usize) -> crate::Result<()> {
+    if !(tolerance.is_finite() && tolerance >= 0.0) {
+        return Err(invalid(format!(
+            "`tolerance` {tolerance} must be a finite number >= 0 (max |Δlogit| allowed)"
+        )));
+    }
+    if tokens < 2 {
+        return Err(invalid(format!(
+            "`check_tokens` must be at least 2 (got {tokens}): a check scores each token after \
+             the first"
+        )));
+    }
+    if context < 2 {
+        return Err(invalid(format!(
+            "`context` must be at least 2 (got {context})"
+        )));
+    }
+    Ok(())
+}
+
+/// The first `n` tokens of `data` that a logit check of `loaded` scores in windows of
+/// `context`, once the window, its cache and the kept logits are known to fit.
+pub(crate) fn check_tokens(
+    loaded: &crate::model::llama::LoadedModel,
+    data: Option<&std::path::Path>,
+    context: usize,
+    n: usize,
+) -> crate::Result<Vec<u32>> {
+    let max = loaded.weights.cfg.max_context;
+    if context > max {
+        return Err(invalid(format!(
+            "`context` {context} exceeds the model's {max}"
+        )));
+    }
+    check_cache_fits(&loaded.weights.cfg, context)?;
+    let ids = read_tokens(&loaded.tokenizer, data, n)?;
+    // The comparison keeps the original model's logits for every scored token.
+    let v = loaded.weights.cfg.vocab_size;
+    check_fits(
+        bytes(&[ids.len(), v, 4]),
+        format_args!(
+            "`check` on {} tokens (their logits over {v} tokens)",
+            ids.len()
+        ),
+    )?;
+    Ok(ids)
 }
 
 /// Rotates `job.model` as [`RotateJob`] says. Every input, `out` included, is checked before
@@ -140,25 +176,12 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
         Vec::new()
     };
     let check_ids = if job.check {
-        let max = loaded.weights.cfg.max_context;
-        if o.context > max {
-            return Err(invalid(format!(
-                "`context` {} exceeds the model's {max}",
-                o.context
-            )));
-        }
-        check_cache_fits(&loaded.weights.cfg, o.context)?;
-        let ids = read_tokens(&loaded.tokenizer, job.data.as_deref(), o.check_tokens)?;
-        // The comparison keeps the original model's logits for every scored token.
-        let v = loaded.weights.cfg.vocab_size;
-        check_fits(
-            bytes(&[ids.len(), v, 4]),
-            format_args!(
-                "`check` on {} tokens (their logits over {v} tokens)",
-                ids.len()
-            ),
-        )?;
-        Some(ids)
+        Some(check_tokens(
+            &loaded,
+            job.data.as_deref(),
+            o.context,
+            o.check_tokens,
+        )?)
     } else {
         None
     };

@@ -239,6 +239,22 @@ pub fn check_rotate(model: &Path, outs: &[std::path::PathBuf]) -> crate::Result<
     check(model, "rotating", |m| rotate_bytes(m, outs))
 }
 
+/// Checks that `align --weights` of `model_b` to `model` into `outs` fits the memory budget,
+/// before either loads: B's copies as `rotate` holds them plus A folded, estimated from each
+/// model's own header (their shapes must agree, which is checked once both are read).
+pub fn check_align_weights(
+    model: &Path,
+    model_b: &Path,
+    outs: &[std::path::PathBuf],
+) -> crate::Result<()> {
+    let need = |m: &DeclaredModel| {
+        let n = m.counts()?;
+        rotate_bytes(m, outs)?.checked_add(f32s(n.params.checked_add(n.untied)?)?)
+    };
+    check(model, "aligning", need)?;
+    check(model_b, "aligning", need)
+}
+
 /// Checks that the quantize `job` fits the memory budget, before it loads its model.
 pub fn check_quantize(job: &QuantizeJob) -> crate::Result<()> {
     check(&job.model, "quantising", |m| quantize_bytes(m, job))

@@ -3,6 +3,7 @@
 
 pub mod align;
 pub(crate) mod apply;
+pub(crate) mod assignment;
 pub(crate) mod check;
 pub(crate) mod fold;
 pub mod heads;
@@ -22,6 +23,8 @@ pub mod quantize_job;
 pub(crate) mod rotation;
 pub mod set;
 pub mod staging;
+pub mod weight_align;
+pub mod weight_fit;
 
 pub use apply::{rotate_down_inputs, rotate_weights};
 pub use fold::fold_norms;

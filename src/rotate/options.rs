@@ -96,3 +96,94 @@ impl Default for AlignOptions {
         AlignOptions::at_layer(0)
     }
 }
+
+/// The map of the residual stream `align --weights` fits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResidualFit {
+    /// Any orthogonal matrix (Procrustes).
+    #[default]
+    Rotation,
+    /// A permutation of channels (weight matching, the subset of rotations Git Re-Basin
+    /// uses).
+    Permutation,
+}
+
+impl ResidualFit {
+    /// The names [`str::parse`] takes.
+    pub const NAMES: [&'static str; 2] = ["rotation", "permutation"];
+}
+
+impl std::fmt::Display for ResidualFit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ResidualFit::Rotation => "rotation",
+            ResidualFit::Permutation => "permutation",
+        })
+    }
+}
+
+impl std::str::FromStr for ResidualFit {
+    type Err = crate::Error;
+
+    /// `rotation` or `permutation`; anything else names the `residual` field.
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "rotation" => Ok(ResidualFit::Rotation),
+            "permutation" => Ok(ResidualFit::Permutation),
+            other => Err(crate::Error::Rotate(super::RotateError::Invalid(format!(
+                "`residual` {other:?}: use rotation or permutation"
+            )))),
+        }
+    }
+}
+
+/// The options of `orthoformer align --weights` (one library operation,
+/// [`super::weight_align::run`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WeightAlignOptions {
+    /// The residual stream's map: a rotation, or only a permutation of channels.
+    pub residual: ResidualFit,
+    /// Also fit one rotation per value head, undone inside `o_proj` (QuaRot's `R2` form).
+    pub heads: bool,
+    /// Also match every layer's FFN units by a permutation (weight matching, Git Re-Basin).
+    pub permute_ffn: bool,
+    /// Rounds of alternating fits at most, when `heads` or `permute_ffn` is set (the
+    /// residual rotation alone is one closed-form fit). Stops early when a round gains less
+    /// than one part in 10⁹ of the distance.
+    pub iterations: usize,
+    /// Tensor type of a GGUF output (F32 or F16).
+    pub gguf_type: GgmlType,
+    /// Tokens the logit check scores (the aligned model against model B as loaded).
+    pub check_tokens: usize,
+    /// Window of the logit check.
+    pub context: usize,
+    /// The check fails when max |Δlogit| exceeds this.
+    pub tolerance: f64,
+    /// Model B was made from model A by `rotate` with this kind and
+    /// [`WeightAlignOptions::seed`]: compare the fitted map with that `Qᵀ`.
+    pub true_rotation: Option<RotationKind>,
+    /// Seed of `true_rotation`.
+    pub seed: u64,
+}
+
+impl Default for WeightAlignOptions {
+    /// The residual rotation only (at most 8 alternating rounds when heads or FFN units are
+    /// fitted too), written as F32, checked as `rotate` checks (256 tokens in windows of
+    /// 128, within 1e-2).
+    fn default() -> Self {
+        let r = RotateOptions::default();
+        WeightAlignOptions {
+            residual: ResidualFit::Rotation,
+            heads: false,
+            permute_ffn: false,
+            iterations: 8,
+            gguf_type: r.gguf_type,
+            check_tokens: r.check_tokens,
+            context: r.context,
+            tolerance: r.tolerance,
+            true_rotation: None,
+            seed: 0,
+        }
+    }
+}

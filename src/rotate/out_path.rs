@@ -25,8 +25,14 @@ pub(crate) fn parent_of(out: &Path) -> PathBuf {
 /// process may be writing it. Reads only metadata, so it runs before the model is loaded; the
 /// [`Claim`] is held until the outputs are written.
 pub fn claim_outs(model: &Path, data: &[&Path], outs: &[PathBuf]) -> crate::Result<Claim> {
-    let mut inputs = vec![Input::new("model", model)];
-    inputs.extend(data.iter().map(|d| Input::new("data", d)));
+    let mut inputs = vec![("model", model)];
+    inputs.extend(data.iter().map(|d| ("data", *d)));
+    claim_outs_of(&inputs, outs)
+}
+
+/// [`claim_outs`] for any inputs, each named by its field (`model_b`, `data`, ...).
+pub fn claim_outs_of(inputs: &[(&str, &Path)], outs: &[PathBuf]) -> crate::Result<Claim> {
+    let inputs: Vec<Input<'_>> = inputs.iter().map(|(n, p)| Input::new(n, p)).collect();
     let outputs: Vec<Output<'_>> = outs
         .iter()
         .map(|o| {

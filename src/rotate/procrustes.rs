@@ -14,6 +14,26 @@ pub struct Procrustes {
     pub identity_residual: f64,
 }
 
+/// The orthogonal factor `U·Vᵀ` of `m = U·Σ·Vᵀ` (`c x c`, row-major, SVD in f64): the
+/// orthogonal `R` maximising `tr(Rᵀ·m)`, so for `m = Xᵀ·Y` the one minimising `‖X·R − Y‖_F`.
+pub fn polar(m: &[f64], c: usize) -> Result<Vec<f64>, RotateError> {
+    if m.iter().any(|x| !x.is_finite()) {
+        return Err(RotateError::Invalid(
+            "Procrustes on weights or hidden states that are not finite".into(),
+        ));
+    }
+    let mat = faer::Mat::<f64>::from_fn(c, c, |i, j| m[i * c + j]);
+    let svd = mat
+        .svd()
+        .map_err(|e| RotateError::Invalid(format!("SVD did not converge: {e:?}")))?;
+    let (u, v) = (svd.U(), svd.V());
+    let u: Vec<f64> = (0..c * c).map(|i| u[(i / c, i % c)]).collect();
+    let vt: Vec<f64> = (0..c * c).map(|i| v[(i % c, i / c)]).collect();
+    let mut r = vec![0.0f64; c * c];
+    crate::nn::matmul_f64::matmul_f64(&mut r, &u, &vt, c, c, c);
+    Ok(r)
+}
+
 /// Fits `R` for `a`, `b` of `n x c` (row-major, f32 hidden states).
 pub fn procrustes(a: &[f32], b: &[f32], c: usize) -> Result<Procrustes, RotateError> {
     if c == 0 || a.len() != b.len() || !a.len().is_multiple_of(c) || a.is_empty() {
@@ -36,17 +56,7 @@ pub fn procrustes(a: &[f32], b: &[f32], c: usize) -> Result<Procrustes, RotateEr
                 .for_each(|(o, &y)| *o += x * f64::from(y));
         }
     }
-    let mat = faer::Mat::<f64>::from_fn(c, c, |i, j| m[i * c + j]);
-    let svd = mat
-        .svd()
-        .map_err(|e| RotateError::Invalid(format!("SVD did not converge: {e:?}")))?;
-    let (u, v) = (svd.U(), svd.V());
-    let mut r = vec![0.0f64; c * c];
-    for i in 0..c {
-        for j in 0..c {
-            r[i * c + j] = (0..c).map(|k| u[(i, k)] * v[(j, k)]).sum();
-        }
-    }
+    let r = polar(&m, c)?;
     let (mut res, mut id, mut nb) = (0.0f64, 0.0f64, 0.0f64);
     for t in 0..n {
         let (ar, br) = (&a[t * c..(t + 1) * c], &b[t * c..(t + 1) * c]);

@@ -7,6 +7,7 @@
 mod common;
 
 mod align_procrustes;
+mod align_weights;
 mod causal_lm;
 mod data_tokenizers;
 mod fuzz_folders;

@@ -109,6 +109,31 @@ fn generate_eval_rotate_quantize_align() {
     ]));
     assert!(a["distance_to_true_q"].as_f64().unwrap() < 1e-4, "{a}");
     assert!(a["relative_residual"].as_f64().unwrap() < 1e-4);
+    // The same rotation from the weights alone, exactly; the aligned model is B's function.
+    let w = json(&run(&[
+        "align",
+        "--weights",
+        "--model",
+        m,
+        "--model-b",
+        out.to_str().unwrap(),
+        "--true-rotation",
+        "hadamard",
+        "--seed",
+        "5",
+        "--check-tokens",
+        "48",
+        "--context",
+        "48",
+        "--json",
+    ]));
+    assert!(
+        w["distance_to_true_inverse"].as_f64().unwrap() < 1e-6,
+        "{w}"
+    );
+    assert!(w["distance_after"].as_f64().unwrap() < 1e-6, "{w}");
+    assert!(w["distance_before"].as_f64().unwrap() > 0.5, "{w}");
+    assert_eq!(w["check_passed"], true);
 
     let q = json(&run(&[
         "quantize",

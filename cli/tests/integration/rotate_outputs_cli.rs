@@ -176,3 +176,35 @@ fn quantize_writes(dir: &Scratch) {
         assert!(!dir.join(".q.gguf.staged").exists());
     }
 }
+
+#[test]
+fn align_weights_flags_are_checked() {
+    let dir = Scratch::new("rotate_outputs_cli", "align");
+    tiny(&dir);
+    let base = ["align", "--model", "tiny.gguf", "--model-b", "tiny.gguf"];
+    let with = |extra: &[&str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let go = |extra: &[&str]| {
+        let args = with(extra);
+        run(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    refused(&go(&["--layer", "1", "--out", "x"]), "--weights");
+    refused(&go(&["--weights", "--layer", "1"]), "--layer");
+    refused(&go(&["--weights", "--iterations", "0"]), "--iterations");
+    refused(&go(&["--weights", "--out", "tiny.gguf"]), "itself");
+    refused(&go(&["--weights", "--context", "4096"]), "--context");
+    // The model aligned to itself: a check that passes, the output written.
+    let o = go(&[
+        "--weights",
+        "--heads",
+        "--permute-ffn",
+        "--out",
+        "same",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["check_passed"], true, "{r}");
+    assert!(dir.join("same").join("model.safetensors").is_file());
+}
