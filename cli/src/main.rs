@@ -102,7 +102,8 @@ pub enum Command {
     Rotate(rotate::RotateArgs),
     /// Quantise a pretrained model, with and without rotation, and measure perplexity.
     Quantize(quantize::QuantizeArgs),
-    /// Orthogonal Procrustes alignment of two models' hidden states.
+    /// Orthogonal Procrustes alignment of two models: their hidden states, or (--weights) their
+    /// weights, writing B aligned to A.
     Align(align::AlignArgs),
 }
 
