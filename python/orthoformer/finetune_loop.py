@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .errors import TrainingStopped
-from .torch.lora import LINEARS, add_lora_, check_lora, lora_deltas, update_ranks
+from .torch.lora import LINEARS, add_lora_, check_lora, lora_deltas, owner_of, update_ranks
 from .validate import integer, number
 from .validate import seed as seed_check
 
@@ -269,8 +269,7 @@ def _targets(model: Any, targets: Sequence[str]) -> dict[str, Any]:
     out = {}
     for i, block in enumerate(layers):
         for t in targets:
-            owner = block.self_attn if t in ("q_proj", "k_proj", "v_proj", "o_proj") else block.mlp
-            out[f"layers.{i}.{t}"] = getattr(owner, t).weight
+            out[f"layers.{i}.{t}"] = getattr(owner_of(block, t), t).weight
     return out
 
 

@@ -26,6 +26,11 @@ from ..validate import InputError, integer, number
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
+def owner_of(block: Any, target: str) -> Any:
+    """The submodule of a decoder layer holding the linear ``target``: attention or the MLP."""
+    return block.self_attn if target in LINEARS[:4] else block.mlp
+
+
 class LoRALinear(nn.Module):
     """``base`` (frozen) plus ``(alpha/rank)·B·A``; ``A`` drawn from ``generator``."""
 
@@ -89,7 +94,7 @@ def add_lora_(model: Any, rank: int, alpha: float, targets: Sequence[str], *, se
     names = []
     for i, block in enumerate(layers):
         for t in targets:
-            owner = block.self_attn if t in ("q_proj", "k_proj", "v_proj", "o_proj") else block.mlp
+            owner = owner_of(block, t)
             base = getattr(owner, t, None)
             if not isinstance(base, nn.Linear):
                 raise ValueError(f"layer {i} has no linear {t}: LoRA cannot target it")
