@@ -86,9 +86,10 @@ pub struct BenchArgs {
     /// its side uses too) or f32.
     #[arg(long, default_value_t = BenchOptions::default().kv_cache, value_parser = super::generate::parse_kv_cache)]
     pub kv_cache: orthoformer::model::llama::KvDtype,
-    /// With --model: what our decode multiplies Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 weights with: the f32
-    /// activations (exact) or activations rounded to 8 bits per 32 for integer dot products
-    /// (q8, what llama.cpp's side does).
+    /// With --model: what our decode multiplies Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K
+    /// weights with: activations rounded to 8 bits per 32 for integer dot products (q8, what
+    /// llama.cpp's side does, and `generate`'s default), the f32 activations (exact), or q8 in
+    /// the prefill's products too (q8-all).
     #[arg(long, default_value_t = BenchOptions::default().dot, value_parser = super::common::library_values(&MatvecInput::NAMES, str::parse::<MatvecInput>))]
     pub dot: MatvecInput,
 }

@@ -90,12 +90,20 @@ fn run_native(
             .output()
             .with_context(|| format!("running {}", bin.display()))?;
         if !out.status.success() {
+            // A peer that dies is an error, never a slow figure; a signal (the SIGILL of a
+            // CPU that advertises what it faults on) says to rebuild.
             let err = String::from_utf8_lossy(&out.stderr);
-            anyhow::bail!(
-                "{} failed: {}",
-                bin.display(),
-                err.lines().last().unwrap_or("")
-            );
+            let last = err.lines().last().unwrap_or("");
+            #[cfg(unix)]
+            if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&out.status) {
+                anyhow::bail!(
+                    "{} died with signal {sig} ({}): rebuild it with scripts/build_llamacpp.sh, \
+                     which checks the build and falls back to explicit ISA flags {last}",
+                    bin.display(),
+                    signal_name(sig)
+                );
+            }
+            anyhow::bail!("{} failed ({}): {last}", bin.display(), out.status);
         }
         records.extend(
             llamacpp_native::parse_llama_bench(&String::from_utf8_lossy(&out.stdout))
@@ -103,7 +111,28 @@ fn run_native(
         );
     }
     let dir = bin.parent().unwrap_or(bin);
-    llamacpp_native::timing_from_records(&records, p, g, dir).map_err(anyhow::Error::msg)
+    // BUILD-INFO sits beside bin/; a build without one is described as unknown, not guessed.
+    let info = dir
+        .parent()
+        .and_then(|d| orthoformer::io::safe_file::read_regular_text(&d.join("BUILD-INFO")).ok());
+    let build = info
+        .as_deref()
+        .and_then(llamacpp_native::build_description)
+        .unwrap_or_else(|| "flags unknown: no BUILD-INFO".into());
+    llamacpp_native::timing_from_records(&records, p, g, dir, &build).map_err(anyhow::Error::msg)
+}
+
+/// The usual name of a Unix signal number (those a crashing peer meets), else `?`.
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        _ => "?",
+    }
 }
 
 /// Runs `scripts/bench_llamacpp.py` (the PyPI wheel) on the same file and prompt.

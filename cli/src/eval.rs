@@ -12,6 +12,7 @@ use super::Outcome;
 use super::common::{LazyBar, emit};
 use orthoformer::infer::eval::InductionOptions;
 use orthoformer::infer::eval_job::{self, EvalJob};
+use orthoformer::nn::qmatvec::MatvecInput;
 use orthoformer::train::checkpoint;
 use orthoformer::train::checkpoint::probes::Probes;
 
@@ -53,6 +54,12 @@ pub struct EvalArgs {
     /// Refused with --checkpoint (its GPT has no KV cache), even when f32.
     #[arg(long, value_parser = super::generate::parse_kv_cache)]
     pub kv_cache: Option<orthoformer::model::llama::KvDtype>,
+    /// Model mode: what the products multiply quantised weights with: the f32 activations
+    /// (exact), or the activations rounded to 8 bits per 32 for integer dot products in every
+    /// product (q8-all: the perplexity of `generate --dot q8`'s decode steps) [default: f32].
+    /// q8 (decode steps only) is refused here, as is --dot with --checkpoint.
+    #[arg(long, value_parser = super::common::library_values(&MatvecInput::NAMES, str::parse::<MatvecInput>))]
+    pub dot: Option<MatvecInput>,
     /// Model mode: activation quantisation and R3.
     #[command(flatten)]
     pub quant: super::quantize_flags::RuntimeQuantArgs,
@@ -90,6 +97,7 @@ impl EvalArgs {
                 .kv_cache
                 .unwrap_or(orthoformer::model::llama::KvDtype::F32),
             runtime: self.quant.runtime()?,
+            dot: self.dot.unwrap_or_default(),
         })
     }
 
@@ -121,9 +129,10 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<Outcome> {
         bar.finish();
         emit(&report?, args.json)?;
     } else if let Some(dir) = &args.checkpoint {
-        if args.quant.any() || args.kv_cache.is_some() {
+        if args.quant.any() || args.kv_cache.is_some() || args.dot.is_some() {
             anyhow::bail!(
-                "--abits, --act-clip, --act-asym, --qk-hadamard and --kv-cache apply to --model only"
+                "--abits, --act-clip, --act-asym, --qk-hadamard, --kv-cache and --dot apply to \
+                 --model only"
             );
         }
         let report = checkpoint::probes::run(dir, &job, &args.probes(), &mut progress);

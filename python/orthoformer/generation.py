@@ -38,10 +38,10 @@ def generate(
     generation stops after ``max_new_tokens`` (default 200) or the model's end-of-sequence
     token. ``temperature`` (default 1; 0 is greedy), ``top_k`` (0: all), ``top_p`` (1: all)
     and ``seed`` (default 0) choose the sampling; ``kv_cache`` (``"f16"``, the default, or
-    ``"f32"``) how a pretrained model caches keys and values; ``dot`` (``"f32"``, the
-    default, or ``"q8"``) what its decode multiplies Q8_0/Q4_0/Q4_1 weights with: the
-    activations exactly, or rounded to 8 bits per 32 for integer dot products (llama.cpp's
-    way, faster, slightly different logits); both apply to ``model`` only, and a checkpoint
+    ``"f32"``) how a pretrained model caches keys and values; ``dot`` (``"q8"``, the
+    default, ``"f32"`` or ``"q8-all"``) what its decode multiplies the quantised weights
+    with: the activations rounded to 8 bits per 32 for integer dot products (llama.cpp's way,
+    faster, perplexity within 0.5% of exact), or exactly; both apply to ``model`` only, and a checkpoint
     refuses them. ``max_new_tokens`` is at most :data:`MAX_NEW_TOKENS`; Ctrl-C stops the
     generation between two tokens and raises ``KeyboardInterrupt``. This is the library's one
     generate operation, as ``orthoformer generate`` runs it: both refuse the same inputs with

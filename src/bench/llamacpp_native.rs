@@ -108,13 +108,31 @@ pub fn parse_llama_bench(text: &str) -> Result<Vec<LlamaBenchRecord>, String> {
     Ok(recs)
 }
 
+/// How the cached build was made, from the script's `BUILD-INFO` text: its `flags:` line
+/// (`-DGGML_NATIVE=ON ...`, or the explicit ISA flags of a build whose native attempt failed
+/// its check) and the `note:` saying why, if any. `None` when the text names no flags.
+pub fn build_description(info: &str) -> Option<String> {
+    let field = |k: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim().to_string())
+    };
+    let flags = field("flags:").filter(|f| !f.is_empty())?;
+    Some(match field("note:") {
+        Some(n) => format!("{flags}; {n}"),
+        None => flags,
+    })
+}
+
 /// Our figures from the records of the two invocations of [`llama_bench_args`]: the best
 /// repetition of the prompt test and of the generation test (as ours reports its best round).
+/// `build` says how the binaries were built ([`build_description`]).
 pub fn timing_from_records(
     records: &[LlamaBenchRecord],
     prompt: usize,
     generated: usize,
     bin_dir: &Path,
+    build: &str,
 ) -> Result<LlamaCppTiming, String> {
     let best = |pick: &dyn Fn(&LlamaBenchRecord) -> bool, what: &str| {
         records
@@ -135,7 +153,7 @@ pub fn timing_from_records(
         decode_tokens_per_s: decode,
         first_generated: Vec::new(),
         system_info: format!(
-            "native build (GGML_NATIVE) in {}, commit {}, KV cache {}, CPU {}",
+            "native build ({build}) in {}, commit {}, KV cache {}, CPU {}",
             bin_dir.display(),
             r.build_commit,
             r.type_k,
@@ -193,7 +211,7 @@ mod tests {
     fn records_give_the_best_repetition_of_each_phase() {
         let mut recs = parse_llama_bench(PREFILL).unwrap();
         recs.extend(parse_llama_bench(DECODE).unwrap());
-        let t = timing_from_records(&recs, 256, 128, Path::new("/b")).unwrap();
+        let t = timing_from_records(&recs, 256, 128, Path::new("/b"), "-DGGML_NATIVE=ON").unwrap();
         assert_eq!(
             (t.prefill_tokens_per_s, t.decode_tokens_per_s),
             (310.25, 131.5)
@@ -201,9 +219,33 @@ mod tests {
         assert_eq!(t.source, "native");
         assert!(t.first_generated.is_empty());
         assert!(t.system_info.contains("0c1e570") && t.system_info.contains("KV cache f16"));
+        assert!(
+            t.system_info.contains("(-DGGML_NATIVE=ON)"),
+            "{}",
+            t.system_info
+        );
         // A decode test at another depth is not ours.
-        let e = timing_from_records(&recs, 256, 64, Path::new("/b")).unwrap_err();
+        let e = timing_from_records(&recs, 256, 64, Path::new("/b"), "x").unwrap_err();
         assert!(e.contains("generation-after-prompt"), "{e}");
+    }
+
+    #[test]
+    fn the_build_is_described_by_its_flags_and_why() {
+        let native =
+            "cpu: AMD EPYC [avx avx2]\nflags: -DGGML_NATIVE=ON Release static\ncheck: passed";
+        assert_eq!(
+            build_description(native).as_deref(),
+            Some("-DGGML_NATIVE=ON Release static")
+        );
+        let explicit = "flags: -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AMX_TILE=OFF\n\
+            note: native build (GGML_NATIVE=ON) failed its check: prompt processing died with signal 4 (ILL)\n";
+        let d = build_description(explicit).unwrap();
+        assert!(
+            d.starts_with("-DGGML_NATIVE=OFF") && d.ends_with("signal 4 (ILL)"),
+            "{d}"
+        );
+        assert_eq!(build_description("cpu: x\n"), None);
+        assert_eq!(build_description("flags:   \n"), None);
     }
 
     #[test]

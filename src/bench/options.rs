@@ -100,7 +100,8 @@ pub struct BenchOptions {
     pub eval_tokens: usize,
     /// `--model`: how the KV cache stores keys and values.
     pub kv_cache: crate::model::llama::KvDtype,
-    /// `--model`: what decode's matrix-vector products multiply quantised weights with.
+    /// `--model`: what decode's matrix-vector products multiply quantised weights with
+    /// (`generate`'s default unless set).
     pub dot: crate::nn::qmatvec::MatvecInput,
 }
 
@@ -123,7 +124,7 @@ impl Default for BenchOptions {
             gen_tokens: 128,
             eval_tokens: 1024,
             kv_cache: crate::model::llama::KvDtype::F16,
-            dot: crate::nn::qmatvec::MatvecInput::F32,
+            dot: crate::infer::generate_job::GenerateJob::DEFAULT_DOT,
         }
     }
 }

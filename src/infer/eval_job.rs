@@ -13,6 +13,7 @@ use super::eval_report::ModelEval;
 use super::text::{read_tokens, text_name};
 use crate::Result;
 use crate::model::llama::{KvDtype, RuntimeQuant, load_engine};
+use crate::nn::qmatvec::MatvecInput;
 
 /// A pretrained model's evaluation window when none is given (Hugging Face's `max_length`).
 pub const DEFAULT_CONTEXT: usize = 256;
@@ -39,6 +40,11 @@ pub struct EvalJob {
     pub kv_cache: KvDtype,
     /// Pretrained models only: the engine's run-time activation quantisation and `R3`.
     pub runtime: RuntimeQuant,
+    /// Pretrained models only: what the products multiply quantised weights with [default:
+    /// f32, exact]; [`MatvecInput::Q8All`] measures the perplexity of the integer dot
+    /// products (that of `q8`'s decode steps). `q8` is refused: it rounds only products of one
+    /// or two rows, which evaluation windows are not, so it would report f32's perplexity.
+    pub dot: MatvecInput,
 }
 
 /// A bad request: the message names the job's field.
@@ -76,6 +82,13 @@ impl EvalJob {
         if max_tokens == 0 {
             return Err(invalid("`max_tokens` must be at least 1".into()));
         }
+        if self.dot == MatvecInput::Q8 {
+            return Err(invalid(
+                "`dot` q8 rounds only decode steps' products, and evaluation windows are not \
+                 decode steps: use q8-all to measure the integer products' perplexity"
+                    .into(),
+            ));
+        }
         if let Some(s) = self.stride
             && (s == 0 || s >= context)
         {
@@ -110,6 +123,7 @@ pub fn run_pretrained(
     let ids = read_tokens(&loaded.tokenizer, data, max_tokens)?;
     let mut model = loaded.model;
     model.kv_dtype = job.kv_cache;
+    model.dot = job.dot;
     model.set_runtime(&job.runtime)?;
     let (report, seconds) = timed(&mut model, &ids, &options, progress)?;
     Ok(ModelEval {

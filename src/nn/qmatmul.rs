@@ -6,14 +6,18 @@
 //! and multiplies it with `gemm` single-threaded into its own columns of `Y`; an F32 weight is
 //! read in place. The panel split depends only on the shape, so results do not depend on the
 //! thread count. One or two rows go through [`matvec_many_with`] instead, which
-//! reads each weight once per row without dequantising a panel.
+//! reads each weight once per row without dequantising a panel. With activations rounded to
+//! 8 bits in every product ([`MatvecInput::Q8All`]) a panel is multiplied by integer dot
+//! products in its stored form instead of dequantised.
 
 use std::cell::RefCell;
 
 use rayon::prelude::*;
 
 use super::matmul::{Operand, Trans, matmul_raw};
-use super::qmatvec::{MatvecInput, Q8Vector, QMatrix, dequantize_rows, matvec_many_with};
+use super::qmatvec::{
+    MatvecInput, Q8Vector, QMatrix, dequantize_rows, matvec_many_with, matvec_row_q8, q8_supports,
+};
 
 /// Weight rows per task: a 64 x 1536 f32 panel is 384 KiB, within a core's L2.
 const PANEL: usize = 64;
@@ -46,9 +50,12 @@ pub fn matmul_xwt_many(jobs: &mut [(&mut [f32], QMatrix)], x: &[f32], n: usize) 
     matmul_xwt_many_with(jobs, x, n, MatvecInput::F32, &mut Q8Vector::default());
 }
 
-/// [`matmul_xwt_many`] whose rows, when they go through matrix-vector products (one or two
-/// rows: a decode step), read their input as `input` says (rounded into `scratch` for
-/// [`MatvecInput::Q8`]); the panel products read f32.
+/// [`matmul_xwt_many`] whose input is read as `input` says. One or two rows (a decode step)
+/// round their input for [`MatvecInput::Q8`] and `Q8All`; longer blocks only for
+/// [`MatvecInput::Q8All`]: the rows
+/// are rounded once into `scratch` and every weight with an integer dot product
+/// ([`q8_supports`]) multiplies them in integers, panel by panel, each panel's rows kept in
+/// cache while every row of `X` passes; other weights read f32.
 pub fn matmul_xwt_many_with(
     jobs: &mut [(&mut [f32], QMatrix)],
     x: &[f32],
@@ -82,6 +89,16 @@ pub fn matmul_xwt_many_with(
         }
         return;
     }
+    // Integer products: the whole block of rows rounded once, each weight type that has an
+    // integer dot product reads it; the others read f32.
+    let cols = jobs[0].1.cols();
+    let q8 = input == MatvecInput::Q8All
+        && cols.is_multiple_of(32)
+        && jobs.iter().any(|(_, w)| q8_supports(w.ty()));
+    if q8 {
+        scratch.quantize(x);
+    }
+    let xq = &*scratch;
     // (output, its weight, index of its first panel in the flat panel list)
     let mut first = 0;
     let parts: Vec<(Out, QMatrix, usize)> = jobs
@@ -95,8 +112,31 @@ pub fn matmul_xwt_many_with(
     (0..first).into_par_iter().for_each(|i| {
         let j = parts.partition_point(|p| p.2 <= i) - 1;
         let (out, w, start) = parts[j];
-        panel_product(out, w, x, n, (i - start) * PANEL);
+        if q8 && q8_supports(w.ty()) {
+            q8_panel_product(out, w, xq, n, (i - start) * PANEL);
+        } else {
+            panel_product(out, w, x, n, (i - start) * PANEL);
+        }
     });
+}
+
+/// Weight rows per integer product call: 16 rows of 1536 4-bit weights are 13.5 KiB, kept in
+/// L1 while every row of `X` passes.
+const Q8_ROWS: usize = 16;
+
+/// Columns `r0..r0 + PANEL` of `y = x·Wᵀ` by integer dot products with the rounded rows `xq`.
+fn q8_panel_product(out: Out, w: QMatrix, xq: &Q8Vector, n: usize, r0: usize) {
+    let (rows, cols) = (w.rows(), w.cols());
+    let end = (r0 + PANEL).min(rows);
+    for s0 in (r0..end).step_by(Q8_ROWS) {
+        let sub = w.slice_rows(s0..(s0 + Q8_ROWS).min(end));
+        for i in 0..n {
+            // SAFETY: columns s0..s0 + sub.rows() of row i of `y` (row stride `rows`) are in
+            // bounds (lengths asserted by the caller) and written by this panel's task only.
+            let y = unsafe { std::slice::from_raw_parts_mut(out.0.add(i * rows + s0), sub.rows()) };
+            matvec_row_q8(y, sub, xq.row(i, cols));
+        }
+    }
 }
 
 /// Columns `r0..r0 + PANEL` of `y = x·Wᵀ` (fewer at the end).

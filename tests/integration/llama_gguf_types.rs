@@ -324,7 +324,7 @@ fn qwen2_gguf_runs_with_its_biases_in_hugging_face_order() {
 }
 
 #[test]
-fn q8_dot_products_change_decode_only_and_stay_close_to_f32() {
+fn q8_dot_products_change_decode_q8_all_prefill_too_and_stay_close_to_f32() {
     let (d, f, h, kv, v) = (128u64, 256u64, 4u64, 2u64, 96u64);
     let kvd = kv * (d / h);
     let mut r = Mix(5);
@@ -370,7 +370,17 @@ fn q8_dot_products_change_decode_only_and_stay_close_to_f32() {
     };
     let (p32, d32) = run(MatvecInput::F32);
     let (p8, d8) = run(MatvecInput::Q8);
-    assert_eq!(p32, p8, "a five-row prefill reads f32 whatever `dot` says");
+    assert_eq!(p32, p8, "a five-row prefill reads f32 with `dot` q8");
+    let (pa, da) = run(MatvecInput::Q8All);
+    for (i, (a, b)) in da.iter().zip(&d8).enumerate() {
+        // The cache differs (the prompt's keys came from other products), the steps do not.
+        assert_close(a, b, 3e-2, &format!("decode step {i}, q8-all vs q8"));
+    }
+    assert_ne!(
+        pa, p32,
+        "q8-all takes the integer products in the prefill too"
+    );
+    assert_close(&pa, &p32, 3e-2, "prefill, q8-all vs f32");
     assert!(d32.iter().flatten().all(|x| x.is_finite()));
     assert_ne!(d32, d8, "q8 must take the integer path");
     for (i, (a, b)) in d8.iter().zip(&d32).enumerate() {

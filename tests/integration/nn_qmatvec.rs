@@ -251,8 +251,14 @@ fn q8_products_equal_the_rounded_input_product_on_every_body() {
         GgmlType::Q4_1,
         GgmlType::Q5_0,
         GgmlType::Q5_1,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
     ] {
-        for cols in [32, 96, 576, 1536] {
+        for cols in [32usize, 96, 256, 576, 1536] {
+            if !cols.is_multiple_of(ty.block().0) {
+                continue;
+            }
             let data = random_matrix(ty, rows, cols, cols as u64 * 17 + ty.id() as u64);
             let w = QMatrix::new(ty, rows, cols, &data).expect("valid matrix");
             let mut deq = vec![0.0f32; rows * cols];
@@ -339,6 +345,67 @@ fn matvec_many_with_q8_rounds_once_and_leaves_other_types_exact() {
     matvec(&mut g, wa, &x);
     assert_eq!(f, g);
     assert_ne!(f, ra, "the rounded input must change some result");
+}
+
+/// A prefill block with `dot` q8: each row of every integer-product weight equals that row's
+/// matrix-vector product with the row rounded alone (the same kernel, so exactly), and a
+/// weight without one (F16) equals its f32 product; panels of 64 rows and sub-panels of 16
+/// with a ragged end (150 rows) and several jobs in one loop.
+#[test]
+fn q8_prefill_rounds_each_row_and_multiplies_panels_in_integers() {
+    let (n, cols) = (5, 512);
+    let types = [
+        GgmlType::Q4_K,
+        GgmlType::Q4_0,
+        GgmlType::Q6_K,
+        GgmlType::F16,
+    ];
+    let rows = [150, 64, 33, 40];
+    let data: Vec<Vec<u8>> = types
+        .iter()
+        .zip(rows)
+        .enumerate()
+        .map(|(i, (&ty, r))| random_matrix(ty, r, cols, 40 + i as u64))
+        .collect();
+    let ws: Vec<QMatrix> = types
+        .iter()
+        .zip(rows)
+        .zip(&data)
+        .map(|((&ty, r), d)| QMatrix::new(ty, r, cols, d).unwrap())
+        .collect();
+    let x: Vec<f32> = (0..n * cols)
+        .map(|i| (i as f32 * 0.61).sin() * 1.7)
+        .collect();
+    let mut ys: Vec<Vec<f32>> = rows.iter().map(|&r| vec![f32::NAN; n * r]).collect();
+    let mut jobs: Vec<(&mut [f32], QMatrix)> = ys
+        .iter_mut()
+        .zip(&ws)
+        .map(|(y, &w)| (y.as_mut_slice(), w))
+        .collect();
+    let mut scratch = Q8Vector::default();
+    matmul_xwt_many_with(&mut jobs, &x, n, MatvecInput::Q8All, &mut scratch);
+    for (j, (&w, y)) in ws.iter().zip(&ys).enumerate() {
+        let r = w.rows();
+        for i in 0..n {
+            let xi = &x[i * cols..(i + 1) * cols];
+            let mut want = vec![0.0f32; r];
+            if j == 3 {
+                matmul_xwt(&mut want, xi, 1, w);
+                let got = &y[i * r..(i + 1) * r];
+                for (a, b) in got.iter().zip(&want) {
+                    assert!(
+                        (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                        "F16 row {i}: {a} vs {b}"
+                    );
+                }
+            } else {
+                let mut xq = Q8Vector::default();
+                xq.quantize(xi);
+                matvec_rows_q8(&mut want, w, &xq);
+                assert_eq!(&y[i * r..(i + 1) * r], &want[..], "{:?} row {i}", w.ty());
+            }
+        }
+    }
 }
 
 #[test]

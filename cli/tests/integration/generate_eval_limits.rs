@@ -102,7 +102,11 @@ fn eval_rechecks_the_recorded_text() {
     // `--kv-cache` is refused with a checkpoint even at its default.
     refused(
         &run(&dir, &["eval", "--checkpoint", "run", "--kv-cache", "f32"]),
-        &["--kv-cache apply to --model only"],
+        &["--kv-cache and --dot apply to --model only"],
+    );
+    refused(
+        &run(&dir, &["eval", "--checkpoint", "run", "--dot", "q8"]),
+        &["--dot apply to --model only"],
     );
 }
 

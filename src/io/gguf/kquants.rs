@@ -41,6 +41,29 @@ pub fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
     }
 }
 
+/// The eight scales then the eight minimums of [`scale_min_k4`] at once, unpacked from the
+/// 12 bytes `s` with whole-word masks (llama.cpp's `kmask` trick), for the integer kernels
+/// that need all sixteen per block.
+#[inline]
+pub fn scale_min_k4_all(s: &[u8]) -> [u8; 16] {
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let w = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+    let (a, b, c) = (w(0), w(1), w(2));
+    let words = [
+        a & LOW6,
+        (c & LOW4) | (((a >> 6) & LOW2) << 4),
+        b & LOW6,
+        ((c >> 4) & LOW4) | (((b >> 6) & LOW2) << 4),
+    ];
+    let mut out = [0u8; 16];
+    for (o, v) in out.chunks_exact_mut(4).zip(words) {
+        o.copy_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
 /// `(d·sc_j, dmin·m_j)` for every sub-block of a `Q4_K`/`Q5_K` block `b`.
 #[inline]
 pub fn k4_scales(b: &[u8]) -> [(f32, f32); 8] {
@@ -106,5 +129,27 @@ fn q6(ql: &[u8], qh: &[u8], i: usize) -> i8 {
 pub fn dequantize_bf16(raw: &[u8], out: &mut [f32]) {
     for (o, c) in out.iter_mut().zip(raw.chunks_exact(2)) {
         *o = f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word-mask unpacking gives every scale and minimum of the byte-by-byte rule, for
+    /// every value of each of the 12 bytes (the others random).
+    #[test]
+    fn all_scales_at_once_equal_one_by_one() {
+        let mut r = crate::init::rng::seeded(11);
+        for byte in 0..12 {
+            for v in 0..=255u8 {
+                let mut s: [u8; 12] = std::array::from_fn(|_| rand::Rng::random(&mut r));
+                s[byte] = v;
+                let all = scale_min_k4_all(&s);
+                for j in 0..8 {
+                    assert_eq!((all[j], all[8 + j]), scale_min_k4(j, &s), "{s:?} j {j}");
+                }
+            }
+        }
     }
 }

@@ -51,9 +51,10 @@ pub struct Llama {
     pub hessians: Option<Hessians>,
     /// How the caches of [`new_cache`](Self::new_cache) store keys and values (f32 unless set).
     pub kv_dtype: KvDtype,
-    /// What the matrix-vector products multiply quantised weights with (f32 unless set):
-    /// products of one or two rows (a decode step, and the head at the last prompt position)
-    /// use it; longer prefills and evaluation windows read f32.
+    /// What the products multiply quantised weights with (f32 unless set): `Q8` rounds the
+    /// input of products of one or two rows (a decode step, and the head at the last prompt
+    /// position), `Q8All` that of every product (prefills and evaluation windows too), for the
+    /// types with integer dot products ([`crate::nn::qmatvec::q8_supports`]).
     pub dot: MatvecInput,
 }
 

@@ -27,16 +27,19 @@ mod avx2_q5;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod q8;
+mod q8_k;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86_q8;
+#[cfg(target_arch = "x86_64")]
+mod x86_q8_k;
 
 use rayon::prelude::*;
 
 use super::simd::{self, Isa};
 use crate::io::gguf::GgmlType;
 pub use crate::io::gguf::dtype::dequantize;
-pub use q8::{Q8Vector, supports as q8_supports};
+pub use q8::{Q8Row, Q8Vector, supports as q8_supports};
 
 /// What a matrix-vector product multiplies quantised weights with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -45,20 +48,28 @@ pub enum MatvecInput {
     #[default]
     F32,
     /// The activations rounded to 8 bits per block of 32, multiplied in integers with Q8_0,
-    /// Q4_0, Q4_1, Q5_0 and Q5_1 weights ([`Q8Vector`]), as llama.cpp does; other types (the
-    /// K-quants, IQ4_NL, IQ4_XS, F16, BF16, F32) read f32.
+    /// Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K weights ([`Q8Vector`]), as llama.cpp
+    /// does; other types (IQ4_NL, IQ4_XS, F16, BF16, F32) read f32. Only products of one or
+    /// two rows (a decode step) round their input: longer prompts and evaluation windows go
+    /// through the f32 panel products, which are faster where the f32 GEMM outruns these
+    /// integer kernels (AVX2 without VNNI; docs/BENCHMARKS.md).
     Q8,
+    /// [`Q8`](Self::Q8) in every product, prompts and evaluation windows included: each row is
+    /// rounded alone and multiplied by the decode kernel, so a prompt row's logits equal those
+    /// a decode step would give (`eval --dot q8-all` measures the perplexity of `q8`'s decode).
+    Q8All,
 }
 
 impl MatvecInput {
     /// The names `FromStr` accepts, in order.
-    pub const NAMES: [&'static str; 2] = ["f32", "q8"];
+    pub const NAMES: [&'static str; 3] = ["f32", "q8", "q8-all"];
 
     /// The name `FromStr` accepts.
     pub fn name(self) -> &'static str {
         match self {
             MatvecInput::F32 => "f32",
             MatvecInput::Q8 => "q8",
+            MatvecInput::Q8All => "q8-all",
         }
     }
 }
@@ -70,6 +81,7 @@ impl std::str::FromStr for MatvecInput {
         match s {
             "f32" => Ok(MatvecInput::F32),
             "q8" => Ok(MatvecInput::Q8),
+            "q8-all" => Ok(MatvecInput::Q8All),
             _ => Err(format!(
                 "`dot` {s:?} is not a dot-product input: use one of {}",
                 Self::NAMES.join(", ")
@@ -200,7 +212,7 @@ fn for_each_chunk(jobs: &mut [(&mut [f32], QMatrix)], f: impl Fn(&mut [f32], QMa
     });
 }
 
-/// [`matvec_many`] with the input `input`: for [`MatvecInput::Q8`], `x` is rounded once into
+/// [`matvec_many`] with the input `input`: for [`MatvecInput::Q8`] (or `Q8All`), `x` is rounded once into
 /// `scratch` (whose buffers only grow, so a steady decode allocates nothing) and every weight
 /// [`q8_supports`] takes multiplies it in integers.
 pub fn matvec_many_with(
@@ -231,6 +243,11 @@ pub fn matvec_many_with(
 /// `y = W·x` on the calling thread with `x` rounded ([`Q8Vector`]); `W`'s type must be one
 /// [`q8_supports`] takes.
 pub fn matvec_rows_q8(y: &mut [f32], w: QMatrix, x: &Q8Vector) {
+    matvec_row_q8(y, w, x.whole());
+}
+
+/// [`matvec_rows_q8`] with one row of a [`Q8Vector`] that holds several.
+pub fn matvec_row_q8(y: &mut [f32], w: QMatrix, x: Q8Row) {
     assert!(
         y.len() == w.rows && x.len() == w.cols && q8::supports(w.ty),
         "matvec_q8: y {} x {} for a {}x{} {:?} matrix",

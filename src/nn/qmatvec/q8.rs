@@ -8,7 +8,9 @@
 //! - Q4_0: `d_w·d·Σ n_w·q − 8·d_w·s` (nibbles `n_w` in 0..16);
 //! - Q4_1: `d_w·d·Σ n_w·q + m_w·s`;
 //! - Q5_0: `d_w·d·Σ n_w·q − 16·d_w·s` (5-bit `n_w` in 0..32: the nibble and a bit of `qh`);
-//! - Q5_1: `d_w·d·Σ n_w·q + m_w·s`.
+//! - Q5_1: `d_w·d·Σ n_w·q + m_w·s`;
+//! - Q4_K, Q5_K, Q6_K: their 32-weight sub-blocks line up with the blocks of `x`, so the same
+//!   terms with each sub-block's scale (`q8_k.rs`).
 //!
 //! The integer sums are exact, so the bodies (VNNI, AVX2, portable) differ only in the order
 //! of the f32 block sums. Rounding `x` changes the result against the f32 product by about
@@ -59,11 +61,65 @@ impl Q8Vector {
     }
 }
 
+/// One row of a [`Q8Vector`] that holds several (the rows of a prefill, rounded at once):
+/// what the kernels read.
+#[derive(Clone, Copy, Debug)]
+pub struct Q8Row<'a> {
+    pub(super) q: &'a [i8],
+    pub(super) d: &'a [f32],
+    pub(super) s: &'a [f32],
+}
+
+impl Q8Row<'_> {
+    /// Values held (a multiple of 32).
+    pub fn len(&self) -> usize {
+        self.q.len()
+    }
+
+    /// Whether no value is held.
+    pub fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+}
+
+impl Q8Vector {
+    /// All the values as one row.
+    pub fn whole(&self) -> Q8Row<'_> {
+        Q8Row {
+            q: &self.q,
+            d: &self.d,
+            s: &self.s,
+        }
+    }
+
+    /// Row `i` when the vector holds rows of `cols` values (a multiple of 32) each.
+    pub fn row(&self, i: usize, cols: usize) -> Q8Row<'_> {
+        assert!(
+            cols.is_multiple_of(BLOCK) && (i + 1) * cols <= self.q.len(),
+            "Q8Vector::row: row {i} of {cols} values in {}",
+            self.q.len()
+        );
+        let nb = cols / BLOCK;
+        Q8Row {
+            q: &self.q[i * cols..(i + 1) * cols],
+            d: &self.d[i * nb..(i + 1) * nb],
+            s: &self.s[i * nb..(i + 1) * nb],
+        }
+    }
+}
+
 /// Whether `ty` has an integer dot product with a [`Q8Vector`].
 pub fn supports(ty: GgmlType) -> bool {
     matches!(
         ty,
-        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1
+        GgmlType::Q8_0
+            | GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+            | GgmlType::Q4_K
+            | GgmlType::Q5_K
+            | GgmlType::Q6_K
     )
 }
 
@@ -109,7 +165,10 @@ fn u32_at(b: &[u8], i: usize) -> u32 {
 }
 
 /// `Σ_b` of one row's block terms (the portable body; the reference of the x86 ones).
-fn dot_row(ty: GgmlType, row: &[u8], x: &Q8Vector) -> f32 {
+fn dot_row(ty: GgmlType, row: &[u8], x: Q8Row<'_>) -> f32 {
+    if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
+        return super::q8_k::dot_row(ty, row, x);
+    }
     let (_, bytes) = ty.block();
     let mut sum = 0.0f32;
     for (b, blk) in row.chunks_exact(bytes).enumerate() {
@@ -152,7 +211,7 @@ fn dot_row(ty: GgmlType, row: &[u8], x: &Q8Vector) -> f32 {
 }
 
 /// `y[r] = Σ_c W[r, c]·x[c]` for every row of `data`, `ty` one of [`supports`].
-pub(super) fn matvec(ty: GgmlType, data: &[u8], cols: usize, x: &Q8Vector, y: &mut [f32]) {
+pub(super) fn matvec(ty: GgmlType, data: &[u8], cols: usize, x: Q8Row<'_>, y: &mut [f32]) {
     let (per, bytes) = ty.block();
     let rb = cols / per * bytes;
     for (o, row) in y.iter_mut().zip(data.chunks_exact(rb)) {

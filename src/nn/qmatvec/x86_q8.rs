@@ -7,13 +7,16 @@
 //! reduced to one lane (`sums8`), so the blocks' scales and offsets are multiplied as vectors
 //! of eight instead of one scalar conversion and broadcast per block.
 //!
+//! The super-block types (Q4_K, Q5_K, Q6_K) are in `x86_q8_k.rs`, built on the same
+//! reductions.
+//!
 //! Callers guarantee the CPU features and the shapes: `data` holds `y.len()` rows of `cols`
 //! weights of `ty`, and `x` holds `cols` rounded values.
 
 use std::arch::x86_64::*;
 
 use super::avx2::half;
-use super::q8::{BLOCK, Q8Vector};
+use super::q8::{BLOCK, Q8Row};
 use crate::io::gguf::GgmlType;
 
 /// The bodies for one instruction set: `$dp(w, x)` is the eight i32 sums of a block.
@@ -21,6 +24,7 @@ macro_rules! q8_bodies {
     ($module:ident, $features:literal, $dp:ident, $bits:ident) => {
         pub(super) mod $module {
             use super::*;
+            use crate::nn::qmatvec::x86_q8_k::$module as k;
 
             /// The 16 nibbles at `p` as 32 bytes: low nibbles (weights 0..16), then high.
             #[target_feature(enable = $features)]
@@ -59,7 +63,7 @@ macro_rules! q8_bodies {
                 ($name:ident, $bytes:expr, $weights:expr, $offset:expr, $offset8:expr) => {
                     #[target_feature(enable = $features)]
                     #[inline]
-                    unsafe fn $name(p: *const u8, x: &Q8Vector, nb: usize) -> f32 {
+                    unsafe fn $name(p: *const u8, x: Q8Row<'_>, nb: usize) -> f32 {
                         let (q, d, s) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
                         // Block b's eight i32 sums.
                         let sums_at = |b: usize| {
@@ -142,7 +146,7 @@ macro_rules! q8_bodies {
             /// Lane `i` the sum of the eight i32 lanes of `one(i)`.
             #[target_feature(enable = $features)]
             #[inline]
-            fn sums8(one: impl Fn(usize) -> __m256i) -> __m256i {
+            pub(in crate::nn::qmatvec) fn sums8(one: impl Fn(usize) -> __m256i) -> __m256i {
                 // Pairs, then quads: u0 holds the half sums of blocks 0..4 (low then high 128
                 // bits of each), u1 those of 4..8; adding the halves finishes them.
                 let pairs = |i: usize| _mm256_hadd_epi32(one(i), one(i + 1));
@@ -220,7 +224,7 @@ macro_rules! q8_bodies {
             /// `Σ_b (d_w·d_x)·Σ w·q` over the `nb` Q8_0 blocks of one row.
             #[target_feature(enable = $features)]
             #[inline]
-            unsafe fn dot_q8_0(p: *const u8, x: &Q8Vector, nb: usize) -> f32 {
+            unsafe fn dot_q8_0(p: *const u8, x: Q8Row<'_>, nb: usize) -> f32 {
                 let (q, d) = (x.q.as_ptr(), x.d.as_ptr());
                 // Block b's eight i32 sums.
                 let sums_at = |b: usize| {
@@ -269,7 +273,7 @@ macro_rules! q8_bodies {
             /// The sum of the eight lanes.
             #[target_feature(enable = $features)]
             #[inline]
-            fn hsum(v: __m256) -> f32 {
+            pub(in crate::nn::qmatvec) fn hsum(v: __m256) -> f32 {
                 let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
                 let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
                 _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)))
@@ -282,7 +286,7 @@ macro_rules! q8_bodies {
                 ty: GgmlType,
                 data: &[u8],
                 cols: usize,
-                x: &Q8Vector,
+                x: Q8Row<'_>,
                 y: &mut [f32],
             ) {
                 let (per, bytes) = ty.block();
@@ -299,7 +303,10 @@ macro_rules! q8_bodies {
                             GgmlType::Q4_1 => dot_q4_1(row, x, nb),
                             GgmlType::Q5_0 => dot_q5_0(row, x, nb),
                             GgmlType::Q5_1 => dot_q5_1(row, x, nb),
-                            _ => unreachable!("q8::supports admits 8-, 5- and 4-bit blocks only"),
+                            GgmlType::Q4_K => k::dot_k4::<false>(row, x, nb / 8),
+                            GgmlType::Q5_K => k::dot_k4::<true>(row, x, nb / 8),
+                            GgmlType::Q6_K => k::dot_q6_k(row, x, nb / 8),
+                            _ => unreachable!("q8::supports admits the types above only"),
                         }
                     };
                 }
@@ -311,14 +318,14 @@ macro_rules! q8_bodies {
 /// Eight i32 sums of `u8 × i8` products, four adjacent each, by AVX-512 VNNI.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 #[inline]
-fn dp_vnni(w: __m256i, x: __m256i) -> __m256i {
+pub(super) fn dp_vnni(w: __m256i, x: __m256i) -> __m256i {
     _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x)
 }
 
 /// The same sums by AVX2: pairs into i16, then pairs of those into i32.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn dp_avx2(w: __m256i, x: __m256i) -> __m256i {
+pub(super) fn dp_avx2(w: __m256i, x: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1))
 }
 
