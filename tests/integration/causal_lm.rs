@@ -96,6 +96,10 @@ fn gpt_cache_rows_and_perplexity_match_the_model() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn llama_greedy_generation_through_the_trait_says_paris_and_stops() {
     let path = common::smollm2();
     let loaded = load_engine(&path).unwrap();

