@@ -91,7 +91,7 @@ pub fn matmul_xwt_many_with(
     }
     // Integer products: the whole block of rows rounded once, each weight type that has an
     // integer dot product reads it; the others read f32.
-    let cols = jobs[0].1.cols();
+    let cols = jobs.first().map_or(0, |(_, w)| w.cols());
     let q8 = input == MatvecInput::Q8All
         && cols.is_multiple_of(32)
         && jobs.iter().any(|(_, w)| q8_supports(w.ty()));
