@@ -118,7 +118,7 @@ pub fn dequantize_q6_k(raw: &[u8], out: &mut [f32]) {
 /// runs of 32 take the low nibbles of `ql[0..32]`, of `ql[32..64]`, then the high nibbles of
 /// the same, with bit pairs 0-1, 2-3, 4-5, 6-7 of `qh[0..32]` on top.
 #[inline]
-fn q6(ql: &[u8], qh: &[u8], i: usize) -> i8 {
+pub(crate) fn q6(ql: &[u8], qh: &[u8], i: usize) -> i8 {
     let (half, run, l) = (i / 128, (i % 128) / 32, i % 32);
     let lo = (ql[64 * half + l + 32 * (run % 2)] >> (4 * (run / 2))) & 0x0F;
     let hi = (qh[32 * half + l] >> (2 * run)) & 3;

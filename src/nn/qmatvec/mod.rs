@@ -55,8 +55,9 @@ pub enum MatvecInput {
     /// integer kernels (AVX2 without VNNI; docs/BENCHMARKS.md).
     Q8,
     /// [`Q8`](Self::Q8) in every product, prompts and evaluation windows included: each row is
-    /// rounded alone and multiplied by the decode kernel, so a prompt row's logits equal those
-    /// a decode step would give (`eval --dot q8-all` measures the perplexity of `q8`'s decode).
+    /// rounded alone and multiplied by the decode kernel, so a prompt row's products equal
+    /// those of a decode step on the same input (`eval --dot q8-all` measures the perplexity of
+    /// `q8`'s arithmetic).
     Q8All,
 }
 

@@ -15,55 +15,50 @@
 use super::q8::{BLOCK, Q8Row};
 use crate::io::gguf::GgmlType;
 use crate::io::gguf::dtype::f16_at;
-use crate::io::gguf::kquants::scale_min_k4_all;
+use crate::io::gguf::kquants::{q6, scale_min_k4_all};
 
 /// `Σ` over one row's super-blocks of `ty` (one of Q4_K, Q5_K, Q6_K).
 pub(super) fn dot_row(ty: GgmlType, row: &[u8], x: Q8Row<'_>) -> f32 {
     let (_, bytes) = ty.block();
     let mut sum = 0.0f32;
     for (sb, blk) in row.chunks_exact(bytes).enumerate() {
+        // Sub-block j of this super-block meets block 8·sb + j of `x`.
+        let block = |j: usize| &x.q[(8 * sb + j) * BLOCK..(8 * sb + j + 1) * BLOCK];
+        if ty == GgmlType::Q6_K {
+            let d = f16_at(blk, 208);
+            let (ql, qh, sc) = (&blk[..128], &blk[128..192], &blk[192..208]);
+            for j in 0..8 {
+                let q = block(j);
+                // Two 16-weight halves, each with its signed scale.
+                let scaled: i32 = (0..2)
+                    .map(|h| {
+                        let part: i32 = (16 * h..16 * h + 16)
+                            .map(|l| (i32::from(q6(ql, qh, 32 * j + l)) - 32) * i32::from(q[l]))
+                            .sum();
+                        i32::from(sc[2 * j + h] as i8) * part
+                    })
+                    .sum();
+                sum += d * x.d[8 * sb + j] * scaled as f32;
+            }
+            continue;
+        }
+        let (d, dmin) = (f16_at(blk, 0), f16_at(blk, 2));
+        let sm = scale_min_k4_all(&blk[4..16]);
+        let (qh, qs) = match ty {
+            GgmlType::Q5_K => (Some(&blk[16..48]), &blk[48..]),
+            _ => (None, &blk[16..]),
+        };
         for j in 0..8 {
-            let k = 8 * sb + j;
-            let q = &x.q[k * BLOCK..(k + 1) * BLOCK];
-            let dot = |w: &dyn Fn(usize) -> i32| -> i32 {
-                (0..BLOCK).map(|l| w(l) * i32::from(q[l])).sum()
-            };
-            sum += match ty {
-                GgmlType::Q6_K => {
-                    let d = f16_at(blk, 208);
-                    let (ql, qh, sc) = (&blk[..128], &blk[128..192], &blk[192..208]);
-                    // Sub-block j: half j / 4 of the block, run j % 4 of that half.
-                    let (half, run) = (j / 4, j % 4);
-                    let n = |l: usize| {
-                        let lo = (ql[64 * half + 32 * (run % 2) + l] >> (4 * (run / 2))) & 15;
-                        let hi = (qh[32 * half + l] >> (2 * run)) & 3;
-                        i32::from(lo | (hi << 4)) - 32
-                    };
-                    let scaled: i32 = (0..2)
-                        .map(|h| {
-                            let part: i32 =
-                                (16 * h..16 * h + 16).map(|l| n(l) * i32::from(q[l])).sum();
-                            i32::from(sc[2 * j + h] as i8) * part
-                        })
-                        .sum();
-                    d * x.d[k] * scaled as f32
-                }
-                _ => {
-                    let (d, dmin) = (f16_at(blk, 0), f16_at(blk, 2));
-                    let sm = scale_min_k4_all(&blk[4..16]);
-                    let (qh, qs) = match ty {
-                        GgmlType::Q5_K => (Some(&blk[16..48]), &blk[48..]),
-                        _ => (None, &blk[16..]),
-                    };
-                    let nib = &qs[32 * (j / 2)..32 * (j / 2) + 32];
-                    let n = |l: usize| {
-                        let fifth = qh.map_or(0, |h| ((h[l] >> j) & 1) << 4);
-                        i32::from(((nib[l] >> (4 * (j % 2))) & 15) | fifth)
-                    };
-                    let (sc, m) = (f32::from(sm[j]), f32::from(sm[8 + j]));
-                    (d * sc) * x.d[k] * dot(&n) as f32 - (dmin * m) * x.s[k]
-                }
-            };
+            let q = block(j);
+            let nib = &qs[32 * (j / 2)..32 * (j / 2) + 32];
+            let dot: i32 = (0..BLOCK)
+                .map(|l| {
+                    let fifth = qh.map_or(0, |h| ((h[l] >> j) & 1) << 4);
+                    i32::from(((nib[l] >> (4 * (j % 2))) & 15) | fifth) * i32::from(q[l])
+                })
+                .sum();
+            let (sc, m) = (f32::from(sm[j]), f32::from(sm[8 + j]));
+            sum += (d * sc) * x.d[8 * sb + j] * dot as f32 - (dmin * m) * x.s[8 * sb + j];
         }
     }
     sum
