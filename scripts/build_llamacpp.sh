@@ -12,7 +12,7 @@
 # there, the script rebuilds with explicit ISA flags (GGML_NATIVE=OFF, each of AVX, AVX2, FMA,
 # F16C, BMI2, AVX-512 F/VBMI/VNNI/BF16 and AVX-VNNI that /proc/cpuinfo lists, AMX off) and
 # checks that build the same way; a build that fails its check is never cached.
-# Result: $ORTHOFORMER_CACHE/llamacpp-<version>/bin/{llama-completion,llama-bench,llama-perplexity,
+# Result: $ORTHOFORMER_CACHE/llamacpp-<version>/bin/{llama-completion,llama-bench,llama-batched-bench,llama-perplexity,
 # llama-quantize,llama-imatrix} and a BUILD-INFO file (version, CPU, flags, the check, compiler).
 #
 # Idempotent: when every binary exists and BUILD-INFO names this machine's CPU and a passed
@@ -35,7 +35,7 @@ PY="${PYTHON:-python3}"
 JOBS="$(nproc 2>/dev/null || echo 2)"
 # llama-completion is the one-shot text CLI (in this llama.cpp, llama-cli is a chat client built
 # on the HTTP server, which needs LLAMA_BUILD_SERVER and its web UI).
-TOOLS=(llama-completion llama-bench llama-perplexity llama-quantize llama-imatrix)
+TOOLS=(llama-completion llama-bench llama-batched-bench llama-perplexity llama-quantize llama-imatrix)
 PRINT_ONLY=0
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 CHECK_MODEL=""

@@ -79,6 +79,11 @@ pub struct BenchArgs {
     /// With --model: the PyTorch Llama eval script.
     #[arg(long, default_value = "scripts/bench_llama_torch.py")]
     pub llama_torch_script: PathBuf,
+    /// With --model: batch sizes (comma-separated, 1 to 256) to time batch decoding at
+    /// instead: that many sequences, each reading its own --prompt-tokens prompt, then
+    /// decoding --gen-tokens tokens together, beside llama.cpp's `llama-batched-bench`.
+    #[arg(long, value_delimiter = ',')]
+    pub batch: Vec<usize>,
     /// With --model: skip llama.cpp.
     #[arg(long)]
     pub no_llamacpp: bool,

@@ -19,6 +19,9 @@ use orthoformer::bench::{llama_run, llamacpp_native};
 
 /// Runs the `--model` mode of `orthoformer bench`.
 pub fn run(args: &BenchArgs, opts: &BenchOptions) -> anyhow::Result<Outcome> {
+    if !args.batch.is_empty() {
+        return super::bench_batch::run(args, opts);
+    }
     opts.validate_model()?;
     let threads = opts.setup_threads()?;
     let mut rows = Vec::new();
@@ -57,9 +60,7 @@ fn run_llamacpp(
     prompt: &[u32],
     threads: usize,
 ) -> anyhow::Result<LlamaCppTiming> {
-    let env = |k| std::env::var_os(k).map(std::path::PathBuf::from);
-    let dir =
-        llamacpp_native::cache_dir(env("ORTHOFORMER_CACHE").as_deref(), env("HOME").as_deref());
+    let dir = native_dir();
     let bin = dir.as_ref().map(|d| d.join("bin").join("llama-bench"));
     match bin {
         Some(b) if b.is_file() && !path.is_dir() => run_native(&b, opts, path, threads),
@@ -85,41 +86,54 @@ fn run_native(
     let (p, g) = (opts.prompt_tokens, opts.gen_tokens);
     let mut records = Vec::new();
     for argv in llamacpp_native::llama_bench_args(path, threads, p, g, opts.rounds()) {
-        let out = Command::new(bin)
-            .args(&argv)
-            .output()
-            .with_context(|| format!("running {}", bin.display()))?;
-        if !out.status.success() {
-            // A peer that dies is an error, never a slow figure; a signal (the SIGILL of a
-            // CPU that advertises what it faults on) says to rebuild.
-            let err = String::from_utf8_lossy(&out.stderr);
-            let last = err.lines().last().unwrap_or("");
-            #[cfg(unix)]
-            if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&out.status) {
-                anyhow::bail!(
-                    "{} died with signal {sig} ({}): rebuild it with scripts/build_llamacpp.sh, \
-                     which checks the build and falls back to explicit ISA flags {last}",
-                    bin.display(),
-                    signal_name(sig)
-                );
-            }
-            anyhow::bail!("{} failed ({}): {last}", bin.display(), out.status);
-        }
-        records.extend(
-            llamacpp_native::parse_llama_bench(&String::from_utf8_lossy(&out.stdout))
-                .map_err(anyhow::Error::msg)?,
-        );
+        let stdout = run_peer(bin, &argv)?;
+        records.extend(llamacpp_native::parse_llama_bench(&stdout).map_err(anyhow::Error::msg)?);
     }
     let dir = bin.parent().unwrap_or(bin);
-    // BUILD-INFO sits beside bin/; a build without one is described as unknown, not guessed.
-    let info = dir
+    llamacpp_native::timing_from_records(&records, p, g, dir, &build_info(bin))
+        .map_err(anyhow::Error::msg)
+}
+
+/// The cache folder of the native llama.cpp build (`ORTHOFORMER_CACHE`, else `~/.cache`).
+pub fn native_dir() -> Option<std::path::PathBuf> {
+    let env = |k| std::env::var_os(k).map(std::path::PathBuf::from);
+    llamacpp_native::cache_dir(env("ORTHOFORMER_CACHE").as_deref(), env("HOME").as_deref())
+}
+
+/// How the native build of `bin` was made, from the BUILD-INFO beside `bin/` (a build
+/// without one is described as unknown, not guessed).
+pub fn build_info(bin: &Path) -> String {
+    let info = bin
         .parent()
+        .and_then(Path::parent)
         .and_then(|d| orthoformer::io::safe_file::read_regular_text(&d.join("BUILD-INFO")).ok());
-    let build = info
-        .as_deref()
+    info.as_deref()
         .and_then(llamacpp_native::build_description)
-        .unwrap_or_else(|| "flags unknown: no BUILD-INFO".into());
-    llamacpp_native::timing_from_records(&records, p, g, dir, &build).map_err(anyhow::Error::msg)
+        .unwrap_or_else(|| "flags unknown: no BUILD-INFO".into())
+}
+
+/// Runs a peer binary and returns its stdout. A peer that dies is an error, never a slow
+/// figure; a signal (the SIGILL of a CPU that advertises what it faults on) says to rebuild.
+pub fn run_peer(bin: &Path, argv: &[String]) -> anyhow::Result<String> {
+    let out = Command::new(bin)
+        .args(argv)
+        .output()
+        .with_context(|| format!("running {}", bin.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().last().unwrap_or("");
+        #[cfg(unix)]
+        if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&out.status) {
+            anyhow::bail!(
+                "{} died with signal {sig} ({}): rebuild it with scripts/build_llamacpp.sh, \
+                 which checks the build and falls back to explicit ISA flags {last}",
+                bin.display(),
+                signal_name(sig)
+            );
+        }
+        anyhow::bail!("{} failed ({}): {last}", bin.display(), out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The usual name of a Unix signal number (those a crashing peer meets), else `?`.

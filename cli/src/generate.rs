@@ -8,7 +8,10 @@ use std::path::PathBuf;
 
 use super::Outcome;
 use crate::output::{StdoutError, out, outln};
+use std::sync::atomic::AtomicBool;
+
 use orthoformer::infer::generate::{GenerateReport, SampleOptions};
+use orthoformer::infer::generate_batch::{self, BatchJob};
 use orthoformer::infer::generate_job::{self, GenerateJob};
 use orthoformer::infer::{CausalLm, TextModel};
 use orthoformer::model::llama::KvDtype;
@@ -26,9 +29,15 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// The text to continue; empty starts from the model's beginning-of-sequence token (id 0
-    /// for a checkpoint).
-    #[arg(long, default_value_t)]
-    pub prompt: String,
+    /// for a checkpoint). Given more than once, each prompt is its own sequence and the
+    /// sequences decode together in one batch (their texts printed when all are done).
+    #[arg(long)]
+    pub prompt: Vec<String>,
+    /// Sequences per prompt, decoded together in one batch; sequence i samples with seed
+    /// `--seed` + i, so with the default integer products it makes the text a single
+    /// generation with that seed makes [at most 1024 sequences in all].
+    #[arg(long, default_value_t = 1)]
+    pub parallel: usize,
     /// How many tokens to generate: at most 1048576 (2^20, the library's cap); with --model,
     /// prompt and continuation together at most the model's context.
     #[arg(long, default_value_t = SampleOptions::default().max_new_tokens)]
@@ -73,10 +82,31 @@ pub fn parse_kv_cache(s: &str) -> Result<KvDtype, String> {
 }
 
 impl GenerateArgs {
-    /// The library's job these flags ask for.
+    /// Whether the flags ask for a batch (several prompts or `--parallel` above 1).
+    pub fn is_batch(&self) -> bool {
+        self.prompt.len() > 1 || self.parallel != 1
+    }
+
+    /// The library's batch these flags ask for.
+    pub fn batch_job(&self) -> BatchJob {
+        let one = self.job();
+        BatchJob {
+            prompts: if self.prompt.is_empty() {
+                vec![String::new()]
+            } else {
+                self.prompt.clone()
+            },
+            parallel: self.parallel,
+            options: one.options,
+            kv_cache: one.kv_cache,
+            dot: one.dot,
+        }
+    }
+
+    /// The library's job these flags ask for (one sequence: the first prompt).
     pub fn job(&self) -> GenerateJob {
         GenerateJob {
-            prompt: self.prompt.clone(),
+            prompt: self.prompt.first().cloned().unwrap_or_default(),
             options: SampleOptions {
                 max_new_tokens: self.max_new_tokens,
                 temperature: self.temperature,
@@ -92,6 +122,9 @@ impl GenerateArgs {
 
 /// Runs `orthoformer generate`.
 pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
+    if args.is_batch() {
+        return run_batch(args);
+    }
     let report = match (&args.model, &args.checkpoint) {
         (Some(path), _) => {
             let runtime = args.quant.runtime()?;
@@ -115,6 +148,52 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<Outcome> {
     };
     if args.json {
         super::common::print_json(&report)?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// `orthoformer generate` with several sequences: one batch, printed when it is done (each
+/// sequence's prompt and text under a header), with the count of tokens made on stderr
+/// while it runs.
+fn run_batch(args: &GenerateArgs) -> anyhow::Result<Outcome> {
+    let job = args.batch_job();
+    job.validate()?;
+    let never = AtomicBool::new(false);
+    let total = job.sequences().saturating_mul(job.options.max_new_tokens);
+    let bar = super::common::progress_bar(total as u64, "generate", args.json);
+    let mut on_step = |made: usize| {
+        bar.set_position(made as u64);
+        Ok(())
+    };
+    let report = match (&args.model, &args.checkpoint) {
+        (Some(path), _) => {
+            let runtime = args.quant.runtime()?;
+            let open = || {
+                TextModel::pretrained(path, job.sequence(0).kv_cache())?
+                    .with_dot(job.sequence(0).dot())
+                    .with_runtime(&runtime)
+            };
+            generate_batch::run(&job, open, &never, &mut on_step)?
+        }
+        (None, Some(dir)) => {
+            if args.quant.any() {
+                anyhow::bail!(
+                    "--abits, --act-clip, --act-asym and --qk-hadamard apply to --model only"
+                );
+            }
+            job.check_checkpoint()?;
+            generate_batch::run(&job, || load_text_model(dir), &never, &mut on_step)?
+        }
+        (None, None) => anyhow::bail!("pass --checkpoint DIR or --model FILE"),
+    };
+    bar.finish_and_clear();
+    if args.json {
+        super::common::print_json(&report)?;
+        return Ok(Outcome::Success);
+    }
+    for (i, s) in report.sequences.iter().enumerate() {
+        outln!("--- sequence {i} (seed {}) ---", s.seed)?;
+        outln!("{}{}", s.prompt, s.text)?;
     }
     Ok(Outcome::Success)
 }

@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 
 mod align;
 mod bench;
+mod bench_batch;
 mod bench_llama;
 mod common;
 mod compare;

@@ -19,7 +19,7 @@ from .accounting import params
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .config import GPTConfig
 from .data import BatchSampler, Data
-from .generation import generate
+from .generation import generate, generate_batch
 from .model import RustGPT
 from .rotation import align_weights, rotate
 
@@ -44,6 +44,7 @@ __all__ = [
     "config",
     "data",
     "generate",
+    "generate_batch",
     "generation",
     "init",
     "load_checkpoint",

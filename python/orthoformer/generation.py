@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from os import PathLike
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 from . import _native, validate
 
@@ -62,6 +62,77 @@ def generate(
         validate.seed("seed", seed)
     report = _native.generate_text(
         prompt,
+        None if checkpoint is None else os.fspath(checkpoint),
+        None if model is None else os.fspath(model),
+        max_new_tokens,
+        temperature,
+        top_k,
+        top_p,
+        seed,
+        kv_cache,
+        dot,
+    )
+    return json.loads(report)
+
+
+#: The most sequences one batch generates: the library's cap.
+MAX_SEQUENCES: int = _native.MAX_SEQUENCES
+
+
+def generate_batch(
+    prompts: Sequence[str],
+    *,
+    parallel: int = 1,
+    checkpoint: Optional[PathArg] = None,
+    model: Optional[PathArg] = None,
+    max_new_tokens: Optional[int] = None,
+    temperature: Optional[float] = None,
+    top_k: Optional[int] = None,
+    top_p: Optional[float] = None,
+    seed: Optional[int] = None,
+    kv_cache: Optional[str] = None,
+    dot: Optional[str] = None,
+) -> dict[str, Any]:
+    """Continues every text of ``prompts`` (``parallel`` sequences each) in one batch: each
+    prompt is read on its own, then the sequences decode together, one batched step making
+    the next token of every sequence still running (each weight read once per step for the
+    whole batch). Sequence ``p * parallel + j`` continues ``prompts[p]`` and samples with
+    seed ``seed + p * parallel + j``; with the default integer products (``dot="q8"``) it is
+    the text :func:`generate` makes with that seed. The other arguments are
+    :func:`generate`'s. At most :data:`MAX_SEQUENCES` sequences; Ctrl-C stops the batch
+    between two steps (``KeyboardInterrupt``). Returns the report (``sequences``: a list of
+    ``prompt``, ``seed``, ``text``, ``prompt_tokens``, ``new_tokens``, ``stopped_on_eos``;
+    ``prompt_tokens_per_s`` and ``decode_tokens_per_s`` of the whole batch) as a dict; bad
+    inputs raise ``ValueError``/``OSError``, as ``orthoformer generate --prompt A --prompt
+    B --parallel N`` refuses them.
+    """
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
+        raise validate.InputError(
+            f"prompts must be a list of texts, not {validate._show(prompts)}: "
+            "use generate() for one prompt"
+        )
+    texts = [validate.text(f"prompts[{i}]", p) for i, p in enumerate(prompts)]
+    if len(texts) > MAX_SEQUENCES:
+        raise validate.InputError(
+            f"prompts holds {len(texts)} texts, more than one batch makes ({MAX_SEQUENCES}): "
+            "split them over several calls"
+        )
+    validate.integer("parallel", parallel, lo=1, hi=MAX_SEQUENCES, hint="sequences per prompt")
+    if max_new_tokens is not None:
+        validate.integer(
+            "max_new_tokens",
+            max_new_tokens,
+            lo=0,
+            hi=MAX_NEW_TOKENS,
+            hint="ask for fewer tokens, or continue the text in several calls",
+        )
+    if top_k is not None:
+        validate.integer("top_k", top_k, lo=0, hint="0 keeps every token")
+    if seed is not None:
+        validate.seed("seed", seed)
+    report = _native.generate_batch_text(
+        texts,
+        parallel,
         None if checkpoint is None else os.fspath(checkpoint),
         None if model is None else os.fspath(model),
         max_new_tokens,

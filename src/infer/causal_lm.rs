@@ -36,6 +36,13 @@ pub trait CausalLm {
     /// (Llama) refuses `cap` beyond its context or beyond the machine's memory.
     fn new_cache(&self, cap: usize) -> Result<Self::Cache>;
 
+    /// The bytes [`Self::new_cache`] sets aside for `cap` positions (`None` past `usize`),
+    /// so that a caller making many caches can check their sum first; `0` for a cache that
+    /// grows with use.
+    fn cache_bytes(&self, _cap: usize) -> Option<usize> {
+        Some(0)
+    }
+
     /// Forgets every position of `cache` (keeps its memory).
     fn clear_cache(&self, cache: &mut Self::Cache);
 
@@ -52,6 +59,25 @@ pub trait CausalLm {
     /// Runs one token after the positions in `cache` and returns its logits (`V`).
     fn decode_one<'c>(&mut self, token: u32, cache: &'c mut Self::Cache) -> Result<&'c [f32]> {
         self.prefill(&[token], cache, 0)
+    }
+
+    /// One decode step of each sequence named in `steps`: `(i, token)` runs `token` after the
+    /// positions of `caches[i]` (each `i` at most once), and `logits` becomes their logits
+    /// (`steps.len() x V`, in the order of `steps`). The default steps them one after
+    /// another; a model that multiplies the batch's rows in one product overrides it.
+    fn decode_batch(
+        &mut self,
+        caches: &mut [Self::Cache],
+        steps: &[(usize, u32)],
+        logits: &mut Vec<f32>,
+    ) -> Result<()> {
+        crate::model::llama::batch::check_steps(steps, caches.len())?;
+        logits.clear();
+        for &(i, token) in steps {
+            let row = self.decode_one(token, &mut caches[i])?;
+            logits.extend_from_slice(row);
+        }
+        Ok(())
     }
 
     /// The negative log-likelihood, summed in f64, of the scored targets of `windows` of
@@ -167,6 +193,10 @@ impl CausalLm for crate::model::llama::Llama {
         crate::model::llama::Llama::new_cache(self, cap)
     }
 
+    fn cache_bytes(&self, cap: usize) -> Option<usize> {
+        crate::model::llama::KvCache::bytes_needed(self.config(), cap, self.kv_dtype)
+    }
+
     fn clear_cache(&self, cache: &mut Self::Cache) {
         cache.clear();
     }
@@ -182,5 +212,17 @@ impl CausalLm for crate::model::llama::Llama {
 
     fn decode_one<'c>(&mut self, token: u32, cache: &'c mut Self::Cache) -> Result<&'c [f32]> {
         crate::model::llama::Llama::decode_one(self, token, cache)
+    }
+
+    fn decode_batch(
+        &mut self,
+        caches: &mut [Self::Cache],
+        steps: &[(usize, u32)],
+        logits: &mut Vec<f32>,
+    ) -> Result<()> {
+        let rows = crate::model::llama::Llama::decode_batch(self, caches, steps)?;
+        logits.clear();
+        logits.extend_from_slice(rows);
+        Ok(())
     }
 }

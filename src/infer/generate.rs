@@ -98,23 +98,7 @@ pub fn generate_ids<M: CausalLm>(
     let window = &prompt[prompt.len().saturating_sub(model.context())..];
     let mut cache = model.new_cache(window.len().saturating_add(opts.max_new_tokens))?;
     let mut rng = seeded(opts.seed);
-    // NaN or +inf logits would be sampled as the lowest id (every comparison fails): a
-    // broken model is refused, not continued.
-    let draw = |logits: &[f32], rng: &mut _| -> Result<u32> {
-        if let Some(bad) = logits.iter().find(|l| l.is_nan() || **l == f32::INFINITY) {
-            return Err(crate::data::invalid(format!(
-                "the model's next-token logits hold {bad} (its weights hold NaN or infinity, or \
-                 its logits overflow): nothing to sample"
-            )));
-        }
-        Ok(sample_next(
-            logits,
-            opts.temperature,
-            opts.top_k,
-            opts.top_p,
-            rng,
-        ))
-    };
+    let draw = |logits: &[f32], rng: &mut _| draw_next(logits, &opts, rng);
     let mut next = draw(
         model.prefill(window, &mut cache, window.len() - 1)?,
         &mut rng,
@@ -127,6 +111,29 @@ pub fn generate_ids<M: CausalLm>(
         }
         next = draw(model.decode_one(next, &mut cache)?, &mut rng)?;
     }
+}
+
+/// The next id drawn from a row of logits as `opts` says. NaN or +inf logits would be
+/// sampled as the lowest id (every comparison fails): a broken model is refused, not
+/// continued.
+pub(crate) fn draw_next(
+    logits: &[f32],
+    opts: &SampleOptions,
+    rng: &mut crate::init::rng::Rng,
+) -> Result<u32> {
+    if let Some(bad) = logits.iter().find(|l| l.is_nan() || **l == f32::INFINITY) {
+        return Err(crate::data::invalid(format!(
+            "the model's next-token logits hold {bad} (its weights hold NaN or infinity, or its \
+             logits overflow): nothing to sample"
+        )));
+    }
+    Ok(sample_next(
+        logits,
+        opts.temperature,
+        opts.top_k,
+        opts.top_p,
+        rng,
+    ))
 }
 
 /// Receives each new piece of generated text.

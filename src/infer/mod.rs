@@ -10,6 +10,7 @@ pub mod eval;
 pub mod eval_job;
 pub mod eval_report;
 pub mod generate;
+pub mod generate_batch;
 pub mod generate_job;
 pub mod sample;
 pub mod text;

@@ -17,7 +17,7 @@ use orthoformer::model::llama::{Llama, LlamaConfig};
 use orthoformer::nn::qmatvec::{MatvecInput, dequantize};
 
 /// SplitMix64.
-struct Mix(u64);
+pub(crate) struct Mix(pub u64);
 
 impl Mix {
     fn next(&mut self) -> u64 {
@@ -33,7 +33,7 @@ impl Mix {
     }
 }
 
-fn scratch(name: &str) -> std::path::PathBuf {
+pub(crate) fn scratch(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("ortho-gguf-types-{}-{name}", std::process::id()))
 }
 
@@ -62,7 +62,10 @@ fn random_bytes(ty: GgmlType, n: usize, r: &mut Mix) -> Vec<u8> {
 }
 
 /// Random tensors of the given names, dims and types (F32 ones are norm weights near 1).
-fn raw_tensors<N: ToString>(shapes: &[(N, Vec<u64>, GgmlType)], r: &mut Mix) -> Vec<RawTensor> {
+pub(crate) fn raw_tensors<N: ToString>(
+    shapes: &[(N, Vec<u64>, GgmlType)],
+    r: &mut Mix,
+) -> Vec<RawTensor> {
     shapes
         .iter()
         .map(|(name, dims, ty)| {
@@ -89,7 +92,7 @@ fn logits(model: &mut Llama, ids: &[u32]) -> Vec<f32> {
     model.forward(ids, &mut cache, 0).unwrap()
 }
 
-fn assert_close(a: &[f32], b: &[f32], tol: f32, what: &str) {
+pub(crate) fn assert_close(a: &[f32], b: &[f32], tol: f32, what: &str) {
     let scale = b.iter().fold(1.0f32, |m, v| m.max(v.abs()));
     let worst = a
         .iter()

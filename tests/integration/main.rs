@@ -19,6 +19,7 @@ mod hf_export_llama;
 mod hf_shards;
 mod init_orthogonal;
 mod init_toolkit;
+mod llama_batch;
 mod llama_declared_config;
 mod llama_gguf_types;
 mod llama_kv_f16;

@@ -84,6 +84,57 @@ fn generate_caps_its_budget_and_refuses_what_a_checkpoint_ignores() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
+/// Issue 50 item 4: `generate` with several prompts or `--parallel` runs one batch whose
+/// sequence i is the single generation with seed `--seed` + i; bad batches are refused in
+/// one line before the model is read.
+#[test]
+fn a_generate_batch_is_its_single_generations_and_bad_batches_are_refused() {
+    let dir = Scratch::new("limits", "batch");
+    std::fs::write(dir.join("text.txt"), &TINY_SHAKESPEARE[..8_000]).unwrap();
+    train(&dir, "text.txt");
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["generate", "--checkpoint", "run", "--max-new-tokens", "6"];
+        all.extend_from_slice(args);
+        all.extend(["--seed", "7", "--json"]);
+        let o = run(&dir, &all);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let batch = json(&["--prompt", "A", "--prompt", "B", "--parallel", "2"]);
+    let seqs = batch["sequences"].as_array().unwrap();
+    assert_eq!(seqs.len(), 4);
+    for (i, s) in seqs.iter().enumerate() {
+        let prompt = ["A", "B"][i / 2];
+        assert_eq!(
+            (s["prompt"].as_str(), s["seed"].as_u64()),
+            (Some(prompt), Some(7 + i as u64))
+        );
+        let seed = (7 + i).to_string();
+        let mut all = vec!["generate", "--checkpoint", "run", "--max-new-tokens", "6"];
+        all.extend(["--prompt", prompt, "--seed", &seed, "--json"]);
+        let o = run(&dir, &all);
+        let one: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(s["text"], one["text"], "sequence {i}");
+    }
+    let generate = |extra: &[&str]| {
+        let mut args = vec!["generate", "--checkpoint", "no-such-run", "--prompt", "A"];
+        args.extend_from_slice(extra);
+        run(&dir, &args)
+    };
+    refused(
+        &generate(&["--parallel", "0"]),
+        &["--parallel 0: every prompt needs at least 1 sequence"],
+    );
+    refused(
+        &generate(&["--prompt", "B", "--parallel", "513"]),
+        &["2 prompts x --parallel 513 is 1026 sequences", "(1024)"],
+    );
+    refused(
+        &generate(&["--parallel", "2", "--max-new-tokens", "1000000000000"]),
+        &["--max-new-tokens 1000000000000 is more than"],
+    );
+}
+
 #[test]
 fn eval_rechecks_the_recorded_text() {
     let dir = Scratch::new("limits", "eval-text");

@@ -44,20 +44,16 @@ impl KvCache {
         }
         check_dtype(dtype, cfg.head_dim())?;
         let kvd = cfg.n_kv_head * cfg.head_dim();
-        // K and V of every layer (and a quantised cache's f32 staging rows): checked before
-        // the allocation, not after an abort.
-        let row = dtype.row_bytes(kvd, cfg.head_dim());
-        let staging = if dtype == KvDtype::F32 { 0 } else { 8 * kvd };
+        // Checked before the allocation, not after an abort.
         crate::io::memory::check_fits(
-            crate::io::memory::bytes(&[cap, cfg.n_layer, 2, row])
-                .and_then(|b| b.checked_add(cap.checked_mul(staging)?)),
+            Self::bytes_needed(cfg, cap, dtype),
             format_args!("a KV cache of {cap} positions"),
         )?;
         let half = cfg.head_dim() / 2;
         let (mut cos, mut sin) = (vec![0.0; cap * half], vec![0.0; cap * half]);
         rope::tables(&mut cos, &mut sin, 0..cap, cfg.head_dim(), cfg.rope_theta);
         let mut s = Scratch::default();
-        s.ensure(cfg, 1, cap, 1);
+        s.ensure(cfg, 1, cfg.n_head * cap, 1);
         Ok(KvCache {
             store: KvStore::new(dtype, cfg.n_layer, cap * kvd, kvd, cfg.head_dim()),
             len: 0,
@@ -66,6 +62,16 @@ impl KvCache {
             sin,
             s,
         })
+    }
+
+    /// The bytes of keys and values of a cache of `cap` positions stored as `dtype` (a
+    /// quantised cache's f32 staging rows included); `None` on overflow.
+    pub fn bytes_needed(cfg: &LlamaConfig, cap: usize, dtype: KvDtype) -> Option<usize> {
+        let kvd = cfg.n_kv_head * cfg.head_dim();
+        let row = dtype.row_bytes(kvd, cfg.head_dim());
+        let staging = if dtype == KvDtype::F32 { 0 } else { 8 * kvd };
+        crate::io::memory::bytes(&[cap, cfg.n_layer, 2, row])
+            .and_then(|b| b.checked_add(cap.checked_mul(staging)?))
     }
 
     /// Number of cached positions.
@@ -143,6 +149,11 @@ pub(super) struct Scratch {
     pub had: Vec<f32>,
     /// A linear layer's input rounded to 8 bits, when decode multiplies in integers.
     pub q8: crate::nn::qmatvec::Q8Vector,
+    /// Keys and values of a pass over several sequences, before each goes to its store
+    /// (`rows x K·D`; empty until such a pass).
+    pub k: Vec<f32>,
+    /// Values, as `k`.
+    pub v: Vec<f32>,
     /// Attention scores (`H x rows x keys`).
     pub scores: Vec<f32>,
     /// Logits of the scored rows (`rows x V`).
@@ -150,15 +161,16 @@ pub(super) struct Scratch {
 }
 
 /// Grows `v` to at least `n` elements (never shrinks, so steady state allocates nothing).
-fn grow(v: &mut Vec<f32>, n: usize) {
+pub(super) fn grow(v: &mut Vec<f32>, n: usize) {
     if v.len() < n {
         v.resize(n, 0.0);
     }
 }
 
 impl Scratch {
-    /// Makes room for `rows` tokens attending to `keys` keys, `logit_rows` of them scored.
-    pub fn ensure(&mut self, c: &LlamaConfig, rows: usize, keys: usize, logit_rows: usize) {
+    /// Makes room for `rows` tokens, `scores` attention scores (the largest segment's `H x
+    /// rows x keys`) and `logit_rows` scored rows.
+    pub fn ensure(&mut self, c: &LlamaConfig, rows: usize, scores: usize, logit_rows: usize) {
         let (d, f) = (c.d_model, c.d_ff);
         let qd = c.n_head * c.head_dim();
         grow(&mut self.x, rows * d);
@@ -168,7 +180,7 @@ impl Scratch {
         grow(&mut self.y, rows * d);
         grow(&mut self.g, rows * f);
         grow(&mut self.u, rows * f);
-        grow(&mut self.scores, c.n_head * rows * keys);
+        grow(&mut self.scores, scores);
         grow(&mut self.logits, logit_rows * c.vocab_size);
     }
 
@@ -184,6 +196,8 @@ impl Scratch {
             &self.u,
             &self.xq,
             &self.had,
+            &self.k,
+            &self.v,
             &self.scores,
             &self.logits,
         ]

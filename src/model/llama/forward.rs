@@ -12,10 +12,14 @@
 //! lives in the [`KvCache`], so a decode step allocates nothing. In the last layer only the
 //! rows whose logits are wanted go past attention.
 
-use super::cache::{KvCache, KvDtype};
+use std::ops::Range;
+
+use super::cache::{KvCache, KvDtype, Scratch, grow};
 use super::config::LlamaConfig;
 use super::hessian::Hessians;
-use super::linear::ModelWeights;
+use super::hooks::Hooks;
+use super::kv_store::KvStore;
+use super::linear::{Layer, ModelWeights};
 use super::quant::{ActStats, LinearSite};
 use super::weights::LlamaWeights;
 use crate::io::gguf::GgufFile;
@@ -23,8 +27,7 @@ use crate::model::ModelError;
 use crate::nn::attention::{HeadLayout, Heads, HeadsMut};
 use crate::nn::group_quant::GroupQuant;
 use crate::nn::hadamard_rows::OnlineHadamard;
-use crate::nn::qmatmul::matmul_xwt_many_with;
-use crate::nn::qmatvec::{MatvecInput, Q8Vector, QMatrix, dequantize_rows};
+use crate::nn::qmatvec::{MatvecInput, dequantize_rows};
 use crate::nn::{attention_cached, rmsnorm, rope, simd, swiglu};
 
 /// A model ready to run: weights, and what runs around them: QuaRot's online Hadamard
@@ -65,6 +68,8 @@ pub(super) enum Stop {
     Logits { from: usize },
     /// The residual stream after `layer` layers (all of them when `layer ≥ L`).
     Hidden { layer: usize },
+    /// Logits of each segment's last row ([`Llama::run_segments`]).
+    LastRows,
 }
 
 impl Llama {
@@ -187,6 +192,41 @@ impl Llama {
         start: Option<(usize, &[f32])>,
         stop: Stop,
     ) -> crate::Result<()> {
+        let KvCache {
+            store,
+            len,
+            cap,
+            cos,
+            sin,
+            s,
+        } = cache;
+        let mut seg = [Segment {
+            store,
+            cos,
+            sin,
+            p0: *len,
+            cap: *cap,
+            rows: 0..tokens.len(),
+        }];
+        self.run_segments(tokens, &mut seg, s, start, stop)?;
+        if !matches!(stop, Stop::Hidden { layer } if layer < self.cfg.n_layer) {
+            *len += tokens.len();
+        }
+        Ok(())
+    }
+
+    /// One pass over the rows of every segment, stacked in `tokens` (each segment's rows run
+    /// after the positions its store holds): the linear layers multiply all rows at once,
+    /// RoPE and attention run per segment over its own cache. `s` is the pass's scratch.
+    /// Several segments take [`Stop::LastRows`] only, and the caller advances their lengths.
+    pub(super) fn run_segments(
+        &mut self,
+        tokens: &[u32],
+        segs: &mut [Segment<'_>],
+        s: &mut Scratch,
+        start: Option<(usize, &[f32])>,
+        stop: Stop,
+    ) -> crate::Result<()> {
         let Llama {
             cfg,
             w,
@@ -201,14 +241,21 @@ impl Llama {
         let (c, t, f) = (cfg.d_model, tokens.len(), cfg.d_ff);
         let (nh, nkv, dh) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim());
         let (qd, kvd, half) = (nh * dh, nkv * dh, dh / 2);
-        let p0 = cache.len;
-        if t == 0 || p0 + t > cache.cap {
-            return Err(ModelError::Config(format!(
-                "context overflow: {p0} cached + {t} new positions (at least 1) exceed the \
-                 cache of {}",
-                cache.cap
-            ))
-            .into());
+        let multi = segs.len() > 1;
+        assert!(
+            !segs.is_empty() && (!multi || (stop == Stop::LastRows && start.is_none())),
+            "run_segments: several segments run from the embedding to their last rows' logits"
+        );
+        for g in segs.iter() {
+            let n = g.rows.len();
+            if n == 0 || g.p0 + n > g.cap {
+                return Err(ModelError::Config(format!(
+                    "context overflow: {} cached + {n} new positions (at least 1) exceed the \
+                     cache of {}",
+                    g.p0, g.cap
+                ))
+                .into());
+            }
         }
         if let Some(&bad) = tokens.iter().find(|&&x| x as usize >= cfg.vocab_size) {
             return Err(ModelError::Config(format!(
@@ -217,32 +264,40 @@ impl Llama {
             ))
             .into());
         }
-        let from = match stop {
-            Stop::Logits { from } => from,
-            Stop::Hidden { .. } => t,
+        let (from, logit_rows) = match stop {
+            Stop::Logits { from } => (from, t - from),
+            Stop::Hidden { .. } => (t, 0),
+            Stop::LastRows => (0, segs.len()),
         };
-        let KvCache {
-            store,
-            cos,
-            sin,
-            s,
-            cap,
-            ..
-        } = cache;
-        s.ensure(cfg, t, p0 + t, t - from);
+        let scores = segs
+            .iter()
+            .map(|g| nh * g.rows.len() * (g.p0 + g.rows.len()))
+            .max()
+            .unwrap_or(0);
+        s.ensure(cfg, t, scores, logit_rows);
+        if multi {
+            grow(&mut s.k, t * kvd);
+            grow(&mut s.v, t * kvd);
+        }
+        // A batch of decode steps (one row per segment) multiplies as decode steps do.
+        let dot = match *dot {
+            MatvecInput::Q8 if multi && t == segs.len() => MatvecInput::Q8All,
+            d => d,
+        };
         let mut hooks = Hooks {
             act_quant: *act_quant,
             stats,
             xq: &mut s.xq,
             hessians,
             layer: 0,
-            dot: *dot,
+            dot,
             q8: &mut s.q8,
         };
         let had = &mut s.had;
         let (x, h) = (&mut s.x[..t * c], &mut s.h[..t * c]);
         let (q, att, y) = (&mut s.q[..t * qd], &mut s.att[..t * qd], &mut s.y[..t * c]);
         let (g, u) = (&mut s.g[..t * f], &mut s.u[..t * f]);
+        let (kb, vb) = (&mut s.k, &mut s.v);
         let first = match start {
             Some((l0, x0)) => {
                 x.copy_from_slice(x0);
@@ -256,14 +311,25 @@ impl Llama {
                 0
             }
         };
-        let (cos, sin) = (
-            &cos[p0 * half..(p0 + t) * half],
-            &sin[p0 * half..(p0 + t) * half],
-        );
         let eps = cfg.rms_eps;
         let scale = 1.0 / (dh as f32).sqrt();
         // Statistics count every row, so only a plain logits pass may drop rows.
         let trim = hooks.stats.is_none() && matches!(stop, Stop::Logits { .. });
+        // RoPE at positions p0.. of `ql`'s and `kl`'s rows, then QuaRot's R3 when set.
+        let qk_hadamard = &*qk_hadamard;
+        let rope_rows = |(cos, sin, p0): (&[f32], &[f32], usize),
+                         ql: &mut [f32],
+                         kl: &mut [f32],
+                         had: &mut Vec<f32>| {
+            let at = p0 * half..p0 * half + kl.len() / kvd * half;
+            let (cos, sin) = (&cos[at.clone()], &sin[at]);
+            rope::apply(ql, qd, nh, dh, cos, sin, w.rope);
+            rope::apply(kl, kvd, nkv, dh, cos, sin, w.rope);
+            if let Some(r3) = qk_hadamard {
+                r3.apply(ql, had);
+                r3.apply(kl, had);
+            }
+        };
         let n_layer = w.layers.len();
         for (l, layer) in w.layers.iter().enumerate() {
             if stop == (Stop::Hidden { layer: l }) {
@@ -277,48 +343,55 @@ impl Llama {
             let n = t - r0;
             hooks.layer = l;
             rmsnorm::forward(h, x, &layer.attn_norm, eps);
-            let (kl, vl) = store.new_rows(l, p0 * kvd..(p0 + t) * kvd);
-            let mut qkv = [
-                (&mut q[..], layer.q.view()),
-                (kl, layer.k.view()),
-                (vl, layer.v.view()),
-            ];
-            hooks.linear(LinearSite::AttnIn, &mut qkv, h, t);
-            let [(ql, _), (kl, _), (vl, _)] = qkv;
-            if let Some(b) = &layer.qkv_bias {
-                b.add(ql, kl, vl);
+            if multi {
+                // Keys and values of every segment in scratch, then into each one's store.
+                let (kl, vl) = (&mut kb[..t * kvd], &mut vb[..t * kvd]);
+                project_qkv(&mut hooks, layer, [&mut q[..], kl, vl], h, t);
+                for seg in segs.iter_mut() {
+                    let (a, b) = (seg.rows.start, seg.rows.end);
+                    let (kr, vr) = (&mut kb[a * kvd..b * kvd], &vb[a * kvd..b * kvd]);
+                    rope_rows(seg.angles(), &mut q[a * qd..b * qd], kr, had);
+                    let (sk, sv) = seg.store.new_rows(l, seg.kv_rows(kvd));
+                    sk.copy_from_slice(kr);
+                    sv.copy_from_slice(vr);
+                }
+            } else {
+                // One segment writes its keys and values straight into its store.
+                let seg = &mut segs[0];
+                let (angles, at) = (seg.angles(), seg.kv_rows(kvd));
+                let (kl, vl) = seg.store.new_rows(l, at);
+                project_qkv(&mut hooks, layer, [&mut q[..], &mut *kl, vl], h, t);
+                rope_rows(angles, q, kl, had);
             }
-            rope::apply(ql, qd, nh, dh, cos, sin, w.rope);
-            rope::apply(kl, kvd, nkv, dh, cos, sin, w.rope);
-            if let Some(r3) = qk_hadamard {
-                r3.apply(ql, had);
-                r3.apply(kl, had);
+            for seg in segs.iter_mut() {
+                seg.store.commit(l, seg.kv_rows(kvd));
+                let (a, b) = (seg.rows.start + r0, seg.rows.end);
+                let ql = HeadLayout::rows(b - a, qd, dh);
+                let cl = HeadLayout::rows(seg.cap, kvd, dh);
+                seg.store.attend(
+                    l,
+                    seg.p0,
+                    HeadsMut {
+                        x: &mut att[a * qd..b * qd],
+                        layout: ql,
+                    },
+                    &mut s.scores,
+                    Heads {
+                        x: &q[a * qd..b * qd],
+                        layout: ql,
+                    },
+                    cl,
+                    attention_cached::CachedDims {
+                        b: 1,
+                        h: nh,
+                        kv_h: nkv,
+                        t: b - a,
+                        past: seg.p0 + r0,
+                        d: dh,
+                    },
+                    scale,
+                );
             }
-            store.commit(l, p0 * kvd..(p0 + t) * kvd);
-            let (ql, cl) = (HeadLayout::rows(n, qd, dh), HeadLayout::rows(*cap, kvd, dh));
-            store.attend(
-                l,
-                p0,
-                HeadsMut {
-                    x: &mut att[r0 * qd..],
-                    layout: ql,
-                },
-                &mut s.scores,
-                Heads {
-                    x: &q[r0 * qd..],
-                    layout: ql,
-                },
-                cl,
-                attention_cached::CachedDims {
-                    b: 1,
-                    h: nh,
-                    kv_h: nkv,
-                    t: n,
-                    past: p0 + r0,
-                    d: dh,
-                },
-                scale,
-            );
             let (xr, hr, yr) = (&mut x[r0 * c..], &mut h[r0 * c..], &mut y[r0 * c..]);
             let (gr, ur) = (&mut g[..n * f], &mut u[..n * f]);
             hooks.linear(
@@ -338,25 +411,86 @@ impl Llama {
             hooks.linear(LinearSite::DownIn, &mut [(yr, layer.down.view())], gr, n);
             simd::add_assign_par(xr, yr);
         }
-        cache.len = p0 + t;
-        if let Stop::Logits { from } = stop {
-            let rows = t - from;
-            let hf = &mut s.h[..rows * c];
-            rmsnorm::forward(hf, &s.x[from * c..t * c], &w.final_norm, eps);
-            let logits = &mut s.logits[..rows * cfg.vocab_size];
-            let mut head = [(logits, w.head().view())];
-            let mut hooks = Hooks {
-                act_quant: *act_quant,
-                stats,
-                xq: &mut s.xq,
-                hessians,
-                layer: n_layer,
-                dot: *dot,
-                q8: &mut s.q8,
-            };
-            hooks.linear(LinearSite::HeadIn, &mut head, hf, rows);
-        }
+        let rows = match stop {
+            Stop::Hidden { .. } => return Ok(()),
+            Stop::Logits { from } => {
+                rmsnorm::forward(
+                    &mut s.h[..(t - from) * c],
+                    &s.x[from * c..t * c],
+                    &w.final_norm,
+                    eps,
+                );
+                t - from
+            }
+            Stop::LastRows => {
+                for (hf, seg) in s.h.chunks_exact_mut(c).zip(segs.iter()) {
+                    let last = (seg.rows.end - 1) * c;
+                    rmsnorm::forward(hf, &s.x[last..last + c], &w.final_norm, eps);
+                }
+                segs.len()
+            }
+        };
+        let logits = &mut s.logits[..rows * cfg.vocab_size];
+        let mut head = [(logits, w.head().view())];
+        let mut hooks = Hooks {
+            act_quant: *act_quant,
+            stats,
+            xq: &mut s.xq,
+            hessians,
+            layer: n_layer,
+            // Each segment's last row is the one a decode step or a prompt's end would score.
+            dot: if stop == Stop::LastRows && dot == MatvecInput::Q8 {
+                MatvecInput::Q8All
+            } else {
+                dot
+            },
+            q8: &mut s.q8,
+        };
+        hooks.linear(LinearSite::HeadIn, &mut head, &s.h[..rows * c], rows);
         Ok(())
+    }
+}
+
+/// One sequence's part of a pass ([`Llama::run_segments`]): rows `rows` of the stacked
+/// chunk, at positions `p0..` of the cache whose store, capacity and RoPE tables these are.
+pub(super) struct Segment<'a> {
+    pub store: &'a mut KvStore,
+    pub cos: &'a [f32],
+    pub sin: &'a [f32],
+    pub p0: usize,
+    pub cap: usize,
+    pub rows: Range<usize>,
+}
+
+impl<'a> Segment<'a> {
+    /// The elements of a layer's key (or value) rows this segment writes.
+    fn kv_rows(&self, kv_width: usize) -> Range<usize> {
+        self.p0 * kv_width..(self.p0 + self.rows.len()) * kv_width
+    }
+
+    /// The RoPE tables and the first position.
+    fn angles(&self) -> (&'a [f32], &'a [f32], usize) {
+        (self.cos, self.sin, self.p0)
+    }
+}
+
+/// `q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ` (+ biases) for `t` rows.
+fn project_qkv(
+    hooks: &mut Hooks<'_>,
+    layer: &Layer,
+    [q, k, v]: [&mut [f32]; 3],
+    h: &[f32],
+    t: usize,
+) {
+    let mut qkv = [
+        (q, layer.q.view()),
+        (k, layer.k.view()),
+        (v, layer.v.view()),
+    ];
+    hooks.linear(LinearSite::AttnIn, &mut qkv, h, t);
+    if let Some(b) = &layer.qkv_bias {
+        let [(q, _), (k, _), (v, _)] = qkv;
+        b.add(q, k, v);
     }
 }
 
@@ -367,55 +501,4 @@ impl Llama {
 /// still spinning between loops.
 pub(super) fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     rayon::scope(|_| f())
-}
-
-/// The research hooks around every linear layer: statistics of its input, and simulated
-/// quantisation of it.
-struct Hooks<'a> {
-    act_quant: Option<GroupQuant>,
-    stats: &'a mut Option<ActStats>,
-    xq: &'a mut Vec<f32>,
-    hessians: &'a mut Option<Hessians>,
-    /// The decoder layer being run (`L` for the head).
-    layer: usize,
-    /// What decode's matrix-vector products multiply the weights with.
-    dot: MatvecInput,
-    /// The rounded input of the integer products.
-    q8: &'a mut Q8Vector,
-}
-
-impl Hooks<'_> {
-    /// `y_j (rows x out_j) = x (rows x in) · W_jᵀ` for every job (the linear layers reading
-    /// one input), after recording statistics of `x` and quantising it when asked.
-    fn linear(
-        &mut self,
-        site: LinearSite,
-        jobs: &mut [(&mut [f32], QMatrix)],
-        x: &[f32],
-        rows: usize,
-    ) {
-        let in_dim = jobs.first().map_or(0, |j| j.1.cols());
-        if let Some(s) = self.stats.as_mut() {
-            for _ in jobs.iter() {
-                s.record(site, x, in_dim);
-            }
-        }
-        if let Some(hs) = self.hessians.as_mut() {
-            hs.record(self.layer, site, x, in_dim);
-        }
-        // lm_head's input stays in full precision, as in QuaRot.
-        let x = match self.act_quant {
-            Some(q) if site != LinearSite::HeadIn => {
-                if self.xq.len() < x.len() {
-                    self.xq.resize(x.len(), 0.0);
-                }
-                let xq = &mut self.xq[..x.len()];
-                xq.copy_from_slice(x);
-                q.fake_quant_rows(xq, in_dim);
-                &*xq
-            }
-            _ => x,
-        };
-        matmul_xwt_many_with(jobs, x, rows, self.dot, self.q8);
-    }
 }

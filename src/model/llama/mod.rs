@@ -2,12 +2,14 @@
 //! embeddings): configuration, weights, tokenizer, and inference with a KV cache, loaded from
 //! GGUF or from Hugging Face `model.safetensors` + `config.json`.
 
+pub(crate) mod batch;
 pub(crate) mod cache;
 pub mod config;
 pub(crate) mod fields;
 pub(crate) mod forward;
 pub mod gguf_vocab;
 pub(crate) mod hessian;
+pub(crate) mod hooks;
 pub mod kv_quant;
 pub(crate) mod kv_store;
 pub(crate) mod layer_step;
