@@ -16,7 +16,8 @@ use rayon::prelude::*;
 
 use super::matmul::{Operand, Trans, matmul_raw};
 use super::qmatvec::{
-    MatvecInput, Q8Vector, QMatrix, dequantize_rows, matvec_many_with, matvec_row_q8, q8_supports,
+    MatvecInput, Q8Vector, QMatrix, dequantize_rows, matvec_many_with, matvec_row_q8,
+    matvec4_row_q8, q8_supports,
 };
 
 /// Weight rows per task: a 64 x 1536 f32 panel is 384 KiB, within a core's L2.
@@ -130,11 +131,20 @@ fn q8_panel_product(out: Out, w: QMatrix, xq: &Q8Vector, n: usize, r0: usize) {
     let end = (r0 + PANEL).min(rows);
     for s0 in (r0..end).step_by(Q8_ROWS) {
         let sub = w.slice_rows(s0..(s0 + Q8_ROWS).min(end));
-        for i in 0..n {
-            // SAFETY: columns s0..s0 + sub.rows() of row i of `y` (row stride `rows`) are in
-            // bounds (lengths asserted by the caller) and written by this panel's task only.
-            let y = unsafe { std::slice::from_raw_parts_mut(out.0.add(i * rows + s0), sub.rows()) };
-            matvec_row_q8(y, sub, xq.row(i, cols));
+        // SAFETY: columns s0..s0 + sub.rows() of row i of `y` (row stride `rows`) are in
+        // bounds (lengths asserted by the caller) and written by this panel's task only.
+        let y = |i: usize| unsafe {
+            std::slice::from_raw_parts_mut(out.0.add(i * rows + s0), sub.rows())
+        };
+        // Four rows of X per pass over the weights (each block unpacked once for them).
+        let mut i = 0;
+        while i + 4 <= n {
+            let xs = [0, 1, 2, 3].map(|j| xq.row(i + j, cols));
+            matvec4_row_q8([y(i), y(i + 1), y(i + 2), y(i + 3)], sub, xs);
+            i += 4;
+        }
+        for i in i..n {
+            matvec_row_q8(y(i), sub, xq.row(i, cols));
         }
     }
 }

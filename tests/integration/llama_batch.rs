@@ -44,14 +44,30 @@ fn quantised_model() -> GgufFile {
     g
 }
 
+/// Sequences of the tests: five, so a batch holds a group of four rows (products that unpack
+/// each weight block once for four) and one more.
+const N: usize = 5;
+
 /// Prompts of different lengths, and the fixed tokens each sequence decodes (sequence 1
-/// leaves after two steps).
-const PROMPTS: [&[u32]; 3] = [&[1, 17, 95, 42, 5], &[3, 9], &[60, 61, 62, 63, 64, 65, 66]];
-const STEPS: [&[u32]; 3] = [&[7, 8, 9, 10], &[11, 12], &[13, 14, 15, 16]];
+/// leaves after two steps, sequence 3 after three).
+const PROMPTS: [&[u32]; N] = [
+    &[1, 17, 95, 42, 5],
+    &[3, 9],
+    &[60, 61, 62, 63, 64, 65, 66],
+    &[8],
+    &[20, 21, 22],
+];
+const STEPS: [&[u32]; N] = [
+    &[7, 8, 9, 10],
+    &[11, 12],
+    &[13, 14, 15, 16],
+    &[1, 2, 3],
+    &[4, 5, 6, 7],
+];
 
 /// Each sequence alone: its prompt, then its steps one decode at a time.
 fn alone(model: &mut Llama) -> Vec<Vec<Vec<f32>>> {
-    (0..3)
+    (0..N)
         .map(|i| {
             let mut cache = model.new_cache(16).unwrap();
             model.forward(PROMPTS[i], &mut cache, 0).unwrap();
@@ -65,14 +81,14 @@ fn alone(model: &mut Llama) -> Vec<Vec<Vec<f32>>> {
 
 /// The same sequences with their steps batched (step k of every sequence that has one).
 fn batched(model: &mut Llama) -> Vec<Vec<Vec<f32>>> {
-    let mut caches: Vec<_> = (0..3).map(|_| model.new_cache(16).unwrap()).collect();
+    let mut caches: Vec<_> = (0..N).map(|_| model.new_cache(16).unwrap()).collect();
     for (i, cache) in caches.iter_mut().enumerate() {
         model.forward(PROMPTS[i], cache, 0).unwrap();
     }
-    let mut out = vec![Vec::new(); 3];
+    let mut out = vec![Vec::new(); N];
     for k in 0..4 {
         // In reverse order: rows come back in the order of the steps, not of the caches.
-        let steps: Vec<(usize, u32)> = (0..3)
+        let steps: Vec<(usize, u32)> = (0..N)
             .rev()
             .filter_map(|i| STEPS[i].get(k).map(|&t| (i, t)))
             .collect();
@@ -170,7 +186,7 @@ fn a_batch_generation_makes_the_texts_of_single_generations() {
         ..SampleOptions::default()
     };
     let prompts: Vec<Vec<u32>> = PROMPTS.iter().map(|p| p.to_vec()).collect();
-    let seeds = [5u64, 6, 7];
+    let seeds: Vec<u64> = (5..5 + N as u64).collect();
     // Token 4 stops a sequence when drawn.
     let stop = [4u32];
     let mut steps = Vec::new();

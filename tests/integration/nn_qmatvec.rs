@@ -10,7 +10,7 @@ use orthoformer::nn::qmatmul::matmul_xwt;
 use orthoformer::nn::qmatmul::matmul_xwt_many_with;
 use orthoformer::nn::qmatvec::{
     MatvecInput, Q8Vector, QMatrix, dequantize, dequantize_rows, matvec, matvec_many,
-    matvec_many_with, matvec_rows, matvec_rows_q8,
+    matvec_many_with, matvec_row_q8, matvec_rows, matvec_rows_q8, matvec4_row_q8,
 };
 use orthoformer::nn::simd::{available, with_isa};
 
@@ -306,6 +306,57 @@ fn q8_products_equal_the_rounded_input_product_on_every_body() {
                         exact[r].0
                     );
                 }
+            }
+        }
+    }
+}
+
+/// Issue 50 item 4: four rows of X against each weight block unpacked once give each row
+/// exactly (bit for bit) what the one-row product gives it, on every body and type, so a
+/// batch of decode steps equals the steps alone.
+#[test]
+fn q8_four_row_products_equal_the_one_row_products_bit_for_bit() {
+    let rows = 21;
+    for ty in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ] {
+        for cols in [32usize, 96, 256, 288, 576] {
+            if !cols.is_multiple_of(ty.block().0) {
+                continue;
+            }
+            let data = random_matrix(ty, rows, cols, cols as u64 * 5 + ty.id() as u64);
+            let w = QMatrix::new(ty, rows, cols, &data).expect("valid matrix");
+            let x: Vec<f32> = (0..4 * cols)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) * (1.0 + (i / 32 % 3) as f32 * 10.0))
+                .collect();
+            let mut xq = Q8Vector::default();
+            xq.quantize(&x);
+            for isa in available() {
+                let one: Vec<Vec<f32>> = (0..4)
+                    .map(|j| {
+                        let mut y = vec![f32::NAN; rows];
+                        with_isa(isa, || matvec_row_q8(&mut y, w, xq.row(j, cols)));
+                        y
+                    })
+                    .collect();
+                let mut four = vec![vec![f32::NAN; rows]; 4];
+                let [a, b, c, d] = &mut four[..] else {
+                    unreachable!()
+                };
+                let xs = [0, 1, 2, 3].map(|j| xq.row(j, cols));
+                with_isa(isa, || matvec4_row_q8([a, b, c, d], w, xs));
+                let bits = |v: &[Vec<f32>]| -> Vec<u32> {
+                    v.concat().iter().map(|x| x.to_bits()).collect()
+                };
+                assert_eq!(bits(&four), bits(&one), "{ty:?} {cols} cols, {isa:?}");
+                assert!(one.concat().iter().all(|v| v.is_finite()));
             }
         }
     }

@@ -263,12 +263,49 @@ pub fn matvec_row_q8(y: &mut [f32], w: QMatrix, x: Q8Row) {
         // SAFETY: `isa` reports AVX-512 only when the CPU has it, and VNNI is checked here;
         // shapes checked above.
         Isa::Avx512 if simd::has_avx512_vnni() => unsafe {
-            x86_q8::vnni::matvec(w.ty, w.data, w.cols, x, y)
+            x86_q8::vnni::matvec(w.ty, w.data, w.cols, &[x], &mut [y])
         },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX-512 CPUs have AVX2/FMA/F16C, and so do the CPUs `isa` reports AVX2 on.
-        Isa::Avx512 | Isa::Avx2 => unsafe { x86_q8::avx2::matvec(w.ty, w.data, w.cols, x, y) },
+        Isa::Avx512 | Isa::Avx2 => unsafe {
+            x86_q8::avx2::matvec(w.ty, w.data, w.cols, &[x], &mut [y])
+        },
         _ => q8::matvec(w.ty, w.data, w.cols, x, y),
+    }
+}
+
+/// [`matvec_row_q8`] of four rounded rows at once (a batch's or a prompt's rows): each
+/// weight block is unpacked once for the four, and `ys[j]` equals `matvec_row_q8` of
+/// `xs[j]` alone, bit for bit.
+pub fn matvec4_row_q8(ys: [&mut [f32]; 4], w: QMatrix, xs: [Q8Row; 4]) {
+    for (y, x) in ys.iter().zip(&xs) {
+        assert!(
+            y.len() == w.rows && x.len() == w.cols && q8::supports(w.ty),
+            "matvec4_q8: y {} x {} for a {}x{} {:?} matrix",
+            y.len(),
+            x.len(),
+            w.rows,
+            w.cols,
+            w.ty
+        );
+    }
+    let mut ys = ys;
+    match simd::isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `matvec_row_q8`; shapes checked above.
+        Isa::Avx512 if simd::has_avx512_vnni() => unsafe {
+            x86_q8::vnni::matvec(w.ty, w.data, w.cols, &xs, &mut ys)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `matvec_row_q8`.
+        Isa::Avx512 | Isa::Avx2 => unsafe {
+            x86_q8::avx2::matvec(w.ty, w.data, w.cols, &xs, &mut ys)
+        },
+        _ => {
+            for (y, x) in ys.into_iter().zip(xs) {
+                q8::matvec(w.ty, w.data, w.cols, x, y);
+            }
+        }
     }
 }
 

@@ -49,77 +49,101 @@ macro_rules! q8_bodies {
                 }
             }
 
-            /// `Σ_b (d_w·d_x)·Σ n·q + o_w·s_x` over the `nb` 4- or 5-bit blocks of one row:
-            /// `$bytes` bytes a block, weights from `$weights(block)`, offset `o_w` given by
-            /// `$offset(block, d_w)`, or for eight blocks at once by `$offset8(first block,
-            /// $bytes, their d_w)`.
+            /// `Σ_b (d_w·d_x)·Σ n·q + o_w·s_x` over the `nb` 4- or 5-bit blocks of one row,
+            /// for each of the `R` rounded rows `xs`: `$bytes` bytes a block, weights from
+            /// `$weights(block)`, offset `o_w` given by `$offset(block, d_w)`, or for eight
+            /// blocks at once by `$offset8(first block, $bytes, their d_w)`.
             ///
             /// Eight blocks at a time, each block's integer sum is reduced to one lane, so the
             /// scales, offsets and their products are vectors of eight blocks: per block that
             /// saves the two scalar half-precision conversions, a broadcast and a conversion
             /// of the sums, which made this loop limited by instructions rather than by
-            /// memory. The rest (fewer than eight blocks) goes block by block.
+            /// memory. The eight blocks' weights, scales and offsets are unpacked once for all
+            /// `R` rows (a batch or a prompt); each row's floating-point operations are those
+            /// of `R = 1`, in the same order, so its result does not depend on `R`. The rest
+            /// (fewer than eight blocks) goes block by block.
             macro_rules! dot4 {
                 ($name:ident, $bytes:expr, $weights:expr, $offset:expr, $offset8:expr) => {
                     #[target_feature(enable = $features)]
                     #[inline]
-                    unsafe fn $name(p: *const u8, x: Q8Row<'_>, nb: usize) -> f32 {
-                        let (q, d, s) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
-                        // Block b's eight i32 sums.
-                        let sums_at = |b: usize| {
-                            // SAFETY: block b of the row and of `x` exist (the caller's
-                            // contract).
-                            unsafe {
-                                let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
-                                $dp($weights(p.add(b * $bytes)), xq)
-                            }
-                        };
-                        // Block b's scaled sums and its offset term.
-                        let block = |b: usize| {
-                            // SAFETY: as above; `x` has `nb` scales.
-                            unsafe {
-                                let blk = p.add(b * $bytes);
-                                let dw = half(blk);
-                                let dot = _mm256_cvtepi32_ps(sums_at(b));
-                                let scale = _mm256_set1_ps(dw * *d.add(b));
-                                (dot, scale, $offset(blk, dw) * *s.add(b))
-                            }
-                        };
-                        // Lane i of `acc8`/`off8` sums the blocks b with b % 8 == i.
-                        let (mut acc8, mut off8) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                    unsafe fn $name<const R: usize>(
+                        p: *const u8,
+                        xs: &[Q8Row<'_>; R],
+                        nb: usize,
+                    ) -> [f32; R] {
+                        // Lane i of `acc8[r]`/`off8[r]` sums row r's blocks b with b % 8 == i.
+                        let mut acc8 = [_mm256_setzero_ps(); R];
+                        let mut off8 = [_mm256_setzero_ps(); R];
                         let mut b = 0;
                         while b + 8 <= nb {
-                            // SAFETY: blocks b..b + 8 of the row and of `x` exist.
+                            // SAFETY: blocks b..b + 8 of the row and of every `x` exist (the
+                            // caller's contract).
                             unsafe {
                                 let p8 = p.add(b * $bytes);
-                                let sums = sums8(|i| sums_at(b + i));
+                                let w = |i: usize| $weights(p8.add(i * $bytes));
                                 let dw = halves8(p8, $bytes, 0);
-                                let scale = _mm256_mul_ps(dw, _mm256_loadu_ps(d.add(b)));
-                                acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc8);
-                                let sx = _mm256_loadu_ps(s.add(b));
-                                off8 = _mm256_fmadd_ps($offset8(p8, $bytes, dw), sx, off8);
+                                let o8 = $offset8(p8, $bytes, dw);
+                                let xq = |r: usize, i: usize| {
+                                    _mm256_loadu_si256(xs[r].q.as_ptr().add((b + i) * BLOCK).cast())
+                                };
+                                let mut finish = |r: usize, sums: __m256i| {
+                                    let (d, s) = (xs[r].d.as_ptr(), xs[r].s.as_ptr());
+                                    let scale = _mm256_mul_ps(dw, _mm256_loadu_ps(d.add(b)));
+                                    acc8[r] =
+                                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc8[r]);
+                                    off8[r] =
+                                        _mm256_fmadd_ps(o8, _mm256_loadu_ps(s.add(b)), off8[r]);
+                                };
+                                if R == 1 {
+                                    // One row: each block unpacked as it is multiplied (no
+                                    // eight registers held for later rows).
+                                    finish(0, sums8(|i| $dp(w(i), xq(0, i))));
+                                } else {
+                                    let ws = [w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7)];
+                                    for r in 0..R {
+                                        finish(r, sums8(|i| $dp(ws[i], xq(r, i))));
+                                    }
+                                }
                             }
                             b += 8;
                         }
-                        // Two accumulators (named: an indexed array is kept on the stack),
-                        // so consecutive blocks' multiply-adds overlap.
-                        let (mut a0, mut a1) = (acc8, _mm256_setzero_ps());
-                        let (mut o0, mut o1) = (hsum(off8), 0.0f32);
-                        while b + 2 <= nb {
-                            let (v0, s0, f0) = block(b);
-                            let (v1, s1, f1) = block(b + 1);
-                            a0 = _mm256_fmadd_ps(v0, s0, a0);
-                            a1 = _mm256_fmadd_ps(v1, s1, a1);
-                            o0 += f0;
-                            o1 += f1;
-                            b += 2;
+                        let mut out = [0.0; R];
+                        for r in 0..R {
+                            let (q, d, s) = (xs[r].q.as_ptr(), xs[r].d.as_ptr(), xs[r].s.as_ptr());
+                            // Block b's scaled sums and its offset term.
+                            let block = |b: usize| {
+                                // SAFETY: as above; `x` has `nb` scales.
+                                unsafe {
+                                    let blk = p.add(b * $bytes);
+                                    let dw = half(blk);
+                                    let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
+                                    let dot = _mm256_cvtepi32_ps($dp($weights(blk), xq));
+                                    let scale = _mm256_set1_ps(dw * *d.add(b));
+                                    (dot, scale, $offset(blk, dw) * *s.add(b))
+                                }
+                            };
+                            // Two accumulators (named: an indexed array is kept on the stack),
+                            // so consecutive blocks' multiply-adds overlap.
+                            let (mut a0, mut a1) = (acc8[r], _mm256_setzero_ps());
+                            let (mut o0, mut o1) = (hsum(off8[r]), 0.0f32);
+                            let mut b = b;
+                            while b + 2 <= nb {
+                                let (v0, s0, f0) = block(b);
+                                let (v1, s1, f1) = block(b + 1);
+                                a0 = _mm256_fmadd_ps(v0, s0, a0);
+                                a1 = _mm256_fmadd_ps(v1, s1, a1);
+                                o0 += f0;
+                                o1 += f1;
+                                b += 2;
+                            }
+                            if b < nb {
+                                let (v0, s0, f0) = block(b);
+                                a0 = _mm256_fmadd_ps(v0, s0, a0);
+                                o0 += f0;
+                            }
+                            out[r] = hsum(_mm256_add_ps(a0, a1)) + (o0 + o1);
                         }
-                        if b < nb {
-                            let (v0, s0, f0) = block(b);
-                            a0 = _mm256_fmadd_ps(v0, s0, a0);
-                            o0 += f0;
-                        }
-                        hsum(_mm256_add_ps(a0, a1)) + (o0 + o1)
+                        out
                     }
                 };
             }
@@ -221,53 +245,67 @@ macro_rules! q8_bodies {
             dot4!(dot_q5_0, 22, w_q5_0, q5_0_offset, q5_0_offset8);
             dot4!(dot_q5_1, 24, w_q5_1, q4_1_offset, q4_1_offset8);
 
-            /// `Σ_b (d_w·d_x)·Σ w·q` over the `nb` Q8_0 blocks of one row.
+            /// `Σ_b (d_w·d_x)·Σ w·q` over the `nb` Q8_0 blocks of one row, for each of the
+            /// `R` rows `xs` (the eight blocks' weights and scales loaded once for all; each
+            /// row's result that of `R = 1`, as in `dot4`).
             #[target_feature(enable = $features)]
             #[inline]
-            unsafe fn dot_q8_0(p: *const u8, x: Q8Row<'_>, nb: usize) -> f32 {
-                let (q, d) = (x.q.as_ptr(), x.d.as_ptr());
-                // Block b's eight i32 sums.
-                let sums_at = |b: usize| {
-                    // SAFETY: as in the 4-bit bodies.
-                    unsafe {
-                        let w = _mm256_loadu_si256(p.add(b * 34 + 2).cast());
-                        let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
-                        $dp(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w))
-                    }
-                };
+            unsafe fn dot_q8_0<const R: usize>(
+                p: *const u8,
+                xs: &[Q8Row<'_>; R],
+                nb: usize,
+            ) -> [f32; R] {
+                // `|w|·(x with w's sign)`: `vpmaddubsw` multiplies unsigned by signed bytes.
+                let dp8 =
+                    |w: __m256i, xq: __m256i| $dp(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
                 // Eight blocks at a time, as the 4-bit bodies (`dot4`) do.
-                let mut acc8 = _mm256_setzero_ps();
+                let mut acc8 = [_mm256_setzero_ps(); R];
                 let mut b = 0;
                 while b + 8 <= nb {
-                    // SAFETY: blocks b..b + 8 of the row and of `x` exist.
+                    // SAFETY: blocks b..b + 8 of the row and of every `x` exist.
                     unsafe {
-                        let sums = sums8(|i| sums_at(b + i));
-                        let scale =
-                            _mm256_mul_ps(halves8(p.add(b * 34), 34, 0), _mm256_loadu_ps(d.add(b)));
-                        acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc8);
+                        let w = |i: usize| _mm256_loadu_si256(p.add((b + i) * 34 + 2).cast());
+                        let ws = [w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7)];
+                        let dw = halves8(p.add(b * 34), 34, 0);
+                        for r in 0..R {
+                            let q = xs[r].q.as_ptr();
+                            let sums = sums8(|i| {
+                                dp8(ws[i], _mm256_loadu_si256(q.add((b + i) * BLOCK).cast()))
+                            });
+                            let scale = _mm256_mul_ps(dw, _mm256_loadu_ps(xs[r].d.as_ptr().add(b)));
+                            acc8[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc8[r]);
+                        }
                     }
                     b += 8;
                 }
-                let block = |b: usize| {
-                    // SAFETY: as in the 4-bit bodies.
-                    unsafe {
-                        let dot = _mm256_cvtepi32_ps(sums_at(b));
-                        (dot, _mm256_set1_ps(half(p.add(b * 34)) * *d.add(b)))
+                let mut out = [0.0; R];
+                for r in 0..R {
+                    let (q, d) = (xs[r].q.as_ptr(), xs[r].d.as_ptr());
+                    let block = |b: usize| {
+                        // SAFETY: as in the 4-bit bodies.
+                        unsafe {
+                            let w = _mm256_loadu_si256(p.add(b * 34 + 2).cast());
+                            let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
+                            let dot = _mm256_cvtepi32_ps(dp8(w, xq));
+                            (dot, _mm256_set1_ps(half(p.add(b * 34)) * *d.add(b)))
+                        }
+                    };
+                    let (mut a0, mut a1) = (acc8[r], _mm256_setzero_ps());
+                    let mut b = b;
+                    while b + 2 <= nb {
+                        let (v0, s0) = block(b);
+                        let (v1, s1) = block(b + 1);
+                        a0 = _mm256_fmadd_ps(v0, s0, a0);
+                        a1 = _mm256_fmadd_ps(v1, s1, a1);
+                        b += 2;
                     }
-                };
-                let (mut a0, mut a1) = (acc8, _mm256_setzero_ps());
-                while b + 2 <= nb {
-                    let (v0, s0) = block(b);
-                    let (v1, s1) = block(b + 1);
-                    a0 = _mm256_fmadd_ps(v0, s0, a0);
-                    a1 = _mm256_fmadd_ps(v1, s1, a1);
-                    b += 2;
+                    if b < nb {
+                        let (v0, s0) = block(b);
+                        a0 = _mm256_fmadd_ps(v0, s0, a0);
+                    }
+                    out[r] = hsum(_mm256_add_ps(a0, a1));
                 }
-                if b < nb {
-                    let (v0, s0) = block(b);
-                    a0 = _mm256_fmadd_ps(v0, s0, a0);
-                }
-                hsum(_mm256_add_ps(a0, a1))
+                out
             }
 
             /// The sum of the eight lanes.
@@ -279,36 +317,51 @@ macro_rules! q8_bodies {
                 _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)))
             }
 
-            /// `y[r] = Σ_c W[r, c]·x[c]` for every row of `data` (`ty` one of
-            /// [`super::super::q8::supports`]).
+            /// `ys[j][r] = Σ_c W[r, c]·xs[j][c]` for every row `r` of `data` and each of the
+            /// `R` rounded rows `xs` (`ty` one of [`super::super::q8::supports`]): each
+            /// weight block is unpacked once for the `R` rows (the super-block types, row by
+            /// row), and `ys[j]` equals the product of `xs[j]` alone, bit for bit.
             #[target_feature(enable = $features)]
-            pub(in crate::nn::qmatvec) unsafe fn matvec(
+            pub(in crate::nn::qmatvec) unsafe fn matvec<const R: usize>(
                 ty: GgmlType,
                 data: &[u8],
                 cols: usize,
-                x: Q8Row<'_>,
-                y: &mut [f32],
+                xs: &[Q8Row<'_>; R],
+                ys: &mut [&mut [f32]; R],
             ) {
                 let (per, bytes) = ty.block();
                 let rb = cols / per * bytes;
                 let nb = cols / BLOCK;
-                for (r, o) in y.iter_mut().enumerate() {
-                    // SAFETY: row r of `data` is in bounds (the caller's contract); `x` holds
-                    // `nb` blocks.
-                    *o = unsafe {
+                for r in 0..ys[0].len() {
+                    // SAFETY: row r of `data` is in bounds (the caller's contract); every `x`
+                    // holds `nb` blocks.
+                    let out = unsafe {
                         let row = data.as_ptr().add(r * rb);
+                        // One row of `x` at a time.
+                        macro_rules! each {
+                            ($f:expr) => {{
+                                let mut o = [0.0; R];
+                                for (o, x) in o.iter_mut().zip(xs) {
+                                    *o = $f(*x);
+                                }
+                                o
+                            }};
+                        }
                         match ty {
-                            GgmlType::Q8_0 => dot_q8_0(row, x, nb),
-                            GgmlType::Q4_0 => dot_q4_0(row, x, nb),
-                            GgmlType::Q4_1 => dot_q4_1(row, x, nb),
-                            GgmlType::Q5_0 => dot_q5_0(row, x, nb),
-                            GgmlType::Q5_1 => dot_q5_1(row, x, nb),
-                            GgmlType::Q4_K => k::dot_k4::<false>(row, x, nb / 8),
-                            GgmlType::Q5_K => k::dot_k4::<true>(row, x, nb / 8),
-                            GgmlType::Q6_K => k::dot_q6_k(row, x, nb / 8),
+                            GgmlType::Q8_0 => dot_q8_0(row, xs, nb),
+                            GgmlType::Q4_0 => dot_q4_0(row, xs, nb),
+                            GgmlType::Q4_1 => dot_q4_1(row, xs, nb),
+                            GgmlType::Q5_0 => dot_q5_0(row, xs, nb),
+                            GgmlType::Q5_1 => dot_q5_1(row, xs, nb),
+                            GgmlType::Q4_K => each!(|x| k::dot_k4::<false>(row, x, nb / 8)),
+                            GgmlType::Q5_K => each!(|x| k::dot_k4::<true>(row, x, nb / 8)),
+                            GgmlType::Q6_K => each!(|x| k::dot_q6_k(row, x, nb / 8)),
                             _ => unreachable!("q8::supports admits the types above only"),
                         }
                     };
+                    for (y, o) in ys.iter_mut().zip(out) {
+                        y[r] = o;
+                    }
                 }
             }
         }
