@@ -19,6 +19,23 @@ PathArg = Union[str, "PathLike[str]"]
 MAX_NEW_TOKENS: int = _native.MAX_NEW_TOKENS
 
 
+def _check_counts(max_new_tokens: Any, top_k: Any, seed: Any) -> None:
+    """The whole-number settings, checked before the native call (which would see a float
+    or a bool as a type error, not as the setting it is)."""
+    if max_new_tokens is not None:
+        validate.integer(
+            "max_new_tokens",
+            max_new_tokens,
+            lo=0,
+            hi=MAX_NEW_TOKENS,
+            hint="ask for fewer tokens, or continue the text in several calls",
+        )
+    if top_k is not None:
+        validate.integer("top_k", top_k, lo=0, hint="0 keeps every token")
+    if seed is not None:
+        validate.seed("seed", seed)
+
+
 def generate(
     prompt: str = "",
     *,
@@ -48,18 +65,7 @@ def generate(
     the same message. Returns the report (``text``, ``prompt_tokens``, ``new_tokens``,
     ``stopped_on_eos``, speeds) as a dict; bad inputs raise ``ValueError``/``OSError``.
     """
-    if max_new_tokens is not None:
-        validate.integer(
-            "max_new_tokens",
-            max_new_tokens,
-            lo=0,
-            hi=MAX_NEW_TOKENS,
-            hint="ask for fewer tokens, or continue the text in several calls",
-        )
-    if top_k is not None:
-        validate.integer("top_k", top_k, lo=0, hint="0 keeps every token")
-    if seed is not None:
-        validate.seed("seed", seed)
+    _check_counts(max_new_tokens, top_k, seed)
     report = _native.generate_text(
         prompt,
         None if checkpoint is None else os.fspath(checkpoint),
@@ -108,8 +114,7 @@ def generate_batch(
     """
     if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
         raise validate.InputError(
-            f"prompts must be a list of texts, not {validate._show(prompts)}: "
-            "use generate() for one prompt"
+            f"prompts must be a list of texts, not {validate._show(prompts)}: use generate() for one prompt"
         )
     texts = [validate.text(f"prompts[{i}]", p) for i, p in enumerate(prompts)]
     if len(texts) > MAX_SEQUENCES:
@@ -118,18 +123,7 @@ def generate_batch(
             "split them over several calls"
         )
     validate.integer("parallel", parallel, lo=1, hi=MAX_SEQUENCES, hint="sequences per prompt")
-    if max_new_tokens is not None:
-        validate.integer(
-            "max_new_tokens",
-            max_new_tokens,
-            lo=0,
-            hi=MAX_NEW_TOKENS,
-            hint="ask for fewer tokens, or continue the text in several calls",
-        )
-    if top_k is not None:
-        validate.integer("top_k", top_k, lo=0, hint="0 keeps every token")
-    if seed is not None:
-        validate.seed("seed", seed)
+    _check_counts(max_new_tokens, top_k, seed)
     report = _native.generate_batch_text(
         texts,
         parallel,

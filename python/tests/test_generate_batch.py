@@ -29,8 +29,19 @@ def test_a_batch_makes_the_texts_of_single_generations_on_smollm2(cli) -> None:
             assert s[key] == one[key], (i, key, s, one)
     assert got["decode_tokens_per_s"] > 0 and got["prompt_tokens_per_s"] > 0
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in opts.items()]
-    p = cli("generate", "--model", model, "--prompt", prompts[0], "--prompt", prompts[1],
-            "--parallel", 2, *flags, "--json")
+    p = cli(
+        "generate",
+        "--model",
+        model,
+        "--prompt",
+        prompts[0],
+        "--prompt",
+        prompts[1],
+        "--parallel",
+        2,
+        *flags,
+        "--json",
+    )
     assert [s["text"] for s in json.loads(p.stdout)["sequences"]] == [s["text"] for s in seqs]
     text = cli("generate", "--model", model, "--prompt", prompts[0], "--parallel", 2, *flags).stdout
     assert text.startswith("--- sequence 0 (seed 3) ---\n" + prompts[0] + seqs[0]["text"]), text
