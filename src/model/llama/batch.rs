@@ -10,8 +10,9 @@
 //! [`MatvecInput::Q8`]: crate::nn::qmatvec::MatvecInput::Q8
 
 use super::cache::{KvCache, Scratch};
-use super::forward::{Llama, Segment, Stop, on_pool};
+use super::forward::{Llama, Stop, on_pool};
 use super::kv_store::KvStore;
+use super::segment::Segment;
 
 impl Llama {
     /// One decode step of each sequence named in `steps`: `(i, token)` runs `token` after the

@@ -12,15 +12,13 @@
 //! lives in the [`KvCache`], so a decode step allocates nothing. In the last layer only the
 //! rows whose logits are wanted go past attention.
 
-use std::ops::Range;
-
 use super::cache::{KvCache, KvDtype, Scratch, grow};
 use super::config::LlamaConfig;
 use super::hessian::Hessians;
 use super::hooks::Hooks;
-use super::kv_store::KvStore;
 use super::linear::{Layer, ModelWeights};
 use super::quant::{ActStats, LinearSite};
+use super::segment::Segment;
 use super::weights::LlamaWeights;
 use crate::io::gguf::GgufFile;
 use crate::model::ModelError;
@@ -448,29 +446,6 @@ impl Llama {
         };
         hooks.linear(LinearSite::HeadIn, &mut head, &s.h[..rows * c], rows);
         Ok(())
-    }
-}
-
-/// One sequence's part of a pass ([`Llama::run_segments`]): rows `rows` of the stacked
-/// chunk, at positions `p0..` of the cache whose store, capacity and RoPE tables these are.
-pub(super) struct Segment<'a> {
-    pub store: &'a mut KvStore,
-    pub cos: &'a [f32],
-    pub sin: &'a [f32],
-    pub p0: usize,
-    pub cap: usize,
-    pub rows: Range<usize>,
-}
-
-impl<'a> Segment<'a> {
-    /// The elements of a layer's key (or value) rows this segment writes.
-    fn kv_rows(&self, kv_width: usize) -> Range<usize> {
-        self.p0 * kv_width..(self.p0 + self.rows.len()) * kv_width
-    }
-
-    /// The RoPE tables and the first position.
-    fn angles(&self) -> (&'a [f32], &'a [f32], usize) {
-        (self.cos, self.sin, self.p0)
     }
 }
 

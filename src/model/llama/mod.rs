@@ -17,6 +17,7 @@ pub(crate) mod linear;
 pub(crate) mod load;
 pub mod online;
 pub mod quant;
+pub(crate) mod segment;
 pub(crate) mod special_tokens;
 pub(crate) mod supported;
 pub(crate) mod tensor_names;
