@@ -43,6 +43,10 @@ pub struct LadderArgs {
     /// Only write the report of the finished ladder in --out (trained by either engine).
     #[arg(long)]
     pub report_only: bool,
+    /// With --report-only: report the rungs whose runs are all finished and name the others
+    /// (a ladder still training, or continued elsewhere); reads --out only.
+    #[arg(long)]
+    pub partial: bool,
 }
 
 /// Runs `orthoformer ladder`.
@@ -56,11 +60,14 @@ pub fn run(args: &LadderArgs) -> anyhow::Result<Outcome> {
         stop_at: args.stop_at,
     }
     .validate()?;
+    if args.partial && !args.report_only {
+        anyhow::bail!("--partial goes with --report-only (a report of the finished rungs)");
+    }
     if args.report_only {
         if args.plan.is_some() || args.stop_at.is_some() || args.jobs.is_some() {
-            anyhow::bail!("--report-only takes --out (and --json) only");
+            anyhow::bail!("--report-only takes --out (and --json, --partial) only");
         }
-        let report = ladder::report::write(out)?;
+        let report = ladder::report::write(out, args.partial)?;
         return finished(&report, out, args.json);
     }
     // Claimed before the plan is read or a run trained: `--out` may not be, hold or sit

@@ -33,9 +33,6 @@ from .validate import ArgumentParser, InputError, choice, device, input_file, in
 
 #: ``--dtype`` and ``--compile`` choices (as ``python -m orthoformer.train``).
 DTYPES, COMPILES = ("auto", "fp32", "bf16", "fp16"), ("auto", "on", "off")
-#: The most passes of pending → train → pending: each pass after the first only trains the
-#: runs of rates added beyond an edge, at most ``extend`` of them per edge.
-MAX_PASSES = 64
 
 
 def parser() -> argparse.ArgumentParser:
@@ -58,6 +55,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     p.add_argument("--report-only", action="store_true", help="write the report of the finished runs only")
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="with --report-only: report the rungs whose runs are all finished and name the others",
+    )
     return p
 
 
@@ -72,6 +74,8 @@ def _check(args: argparse.Namespace) -> Optional[int]:
         stop_at = integer("--stop-at", _int_or_text(args.stop_at), lo=1)
     if args.report_only and stop_at is not None:
         raise InputError("--report-only trains nothing: leave --stop-at out")
+    if args.partial and not args.report_only:
+        raise InputError("--partial goes with --report-only (a report of the finished rungs)")
     if args.plan is None and not (args.resume or args.report_only):
         raise InputError("--plan is required to start a ladder (or --resume one in --out)")
     if args.plan is not None:
@@ -100,10 +104,18 @@ def run_all(out: str, train: Any, stop_at: Optional[int], say: Any) -> bool:
     """Trains pending runs (``train(specs)``) until none is left (True) or ``stop_at`` cut
     them (False)."""
     seen: set[str] = set()
-    for _ in range(MAX_PASSES):
+    # One pass per rung, and one per rate added beyond an edge (at most ``extend`` per edge),
+    # then the look that finds none pending: more than that means the runs are not finishing.
+    plan = json.loads((pathlib.Path(out) / "ladder.json").read_text(encoding="utf-8"))
+    passes = len(plan["rungs"]) * (1 + 2 * plan["extend"])
+    for _ in range(passes + 1):
         todo = pending(out)
         if not todo:
             return True
+        if stop_at is None:
+            # One rung a pass, as the Rust engine does: a rung's due rates are trained before
+            # the next rung starts, so a finished rung is final and ran on one machine.
+            todo = [s for s in todo if s["rung"] == todo[0]["rung"]]
         again = [s["dir"] for s in todo if s["dir"] in seen]
         if again and stop_at is None:
             raise ValueError(f"{again[0]} is still pending after it was trained: see its folder")
@@ -111,7 +123,7 @@ def run_all(out: str, train: Any, stop_at: Optional[int], say: Any) -> bool:
         seen.update(s["dir"] for s in todo)
         if stop_at is not None:
             return not pending(out)
-    raise ValueError(f"the ladder in {out} still has pending runs after {MAX_PASSES} passes")
+    raise ValueError(f"the ladder in {out} still has pending runs after {passes} passes")
 
 
 def label(i: int, n: int, spec: dict[str, Any]) -> str:
@@ -155,9 +167,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else print
         out = str(pathlib.Path(args.out).resolve()) if pathlib.Path(args.out).exists() else args.out
         # Claimed (checked against the plan, locked) before any work, as the CLI claims it: a
-        # second ladder into this folder, from either engine, is refused at once.
+        # second ladder into this folder, from either engine, is refused at once. A partial
+        # report only reads the runs, so it may run beside the engine training them.
         plan_in = [("plan", args.plan)] if args.plan is not None else []
-        claim = _native.claim_outputs(plan_in, [("out", args.out, "folder")])
+        if not args.partial:
+            claim = _native.claim_outputs(plan_in, [("out", args.out, "folder")])
         if args.plan is not None:
             _native.ladder_start(pathlib.Path(args.plan).read_text(encoding="utf-8"), out)
         done = True
@@ -190,7 +204,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if args.json:
                 print(json.dumps({"stopped_at": stop_at, "pending": len(pending(out))}))
             return 0
-        report = _native.ladder_report(out)
+        report = _native.ladder_report(out, partial=args.partial)
         if args.json:
             print(report)
         else:

@@ -36,11 +36,13 @@ fn ladder_pending(py: Python<'_>, out: &str) -> PyResult<String> {
 }
 
 /// Writes the report of the finished ladder in `out` (`report.json`, `report.md`, the plots)
-/// and returns `report.json`'s text.
+/// and returns `report.json`'s text; with `partial`, of the rungs whose runs are all
+/// finished (the others named in its `unfinished`).
 #[pyfunction]
-fn ladder_report(py: Python<'_>, out: &str) -> PyResult<String> {
+#[pyo3(signature = (out, partial = false))]
+fn ladder_report(py: Python<'_>, out: &str, partial: bool) -> PyResult<String> {
     compute(py, || {
-        let report = ladder::report::write(Path::new(out)).or_py()?;
+        let report = ladder::report::write(Path::new(out), partial).or_py()?;
         serde_json::to_string_pretty(&report).map_err(|e| value(e.to_string()))
     })
 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -155,6 +156,7 @@ def test_a_run_stopped_and_resumed_equals_the_run_trained_at_once(tokens, tmp_pa
         (["--out", "OUT", "--plan", "PLAN", "--device", "tpu"], "--device"),
         (["--out", "OUT", "--plan", "missing.json"], "missing.json"),
         (["--out", "OUT", "--report-only", "--stop-at", "3"], "leave --stop-at out"),
+        (["--out", "OUT", "--plan", "PLAN", "--partial"], "--partial goes with --report-only"),
         (["--out", "OUT", "--plan", "PLAN", "--bogus"], "unrecognized arguments: --bogus"),
     ],
 )
@@ -238,6 +240,22 @@ def test_stop_at_then_resume_equals_the_uninterrupted_ladder(tokens, tmp_path, c
         for key in ("heldout_loss", "val_loss", "transfer_loss", "steps", "flops", "params"):
             assert a[where][key] == b[where][key], (where, key)
     assert (cut / "report.json").is_file()
+    # Handed on as its plan and finished runs' result.json alone, one run of r2 missing: the
+    # partial report reads r1 only and names r2.
+    half = tmp_path / "half"
+    half.mkdir()
+    shutil.copy(whole / "ladder.json", half / "ladder.json")
+    runs = sorted(whole.rglob("result.json"))
+    missing = [r for r in runs if r.relative_to(whole).parts[0] == "r2"][-1]
+    for r in runs:
+        if r != missing:
+            (half / r.relative_to(whole)).parent.mkdir(parents=True)
+            shutil.copy(r, half / r.relative_to(whole))
+    capsys.readouterr()
+    assert ladder.main(["--out", str(half), "--report-only", "--partial", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unfinished"] == ["r2"]
+    assert {s["rung"] for s in report["selection"]} == {"r1"}
 
 
 def test_both_engines_give_the_same_steps_flops_and_parameters(tokens, tmp_path, cli):

@@ -43,6 +43,31 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The processor, as a run's record names the machine it ran on: Linux's first `model name`
+/// with its `cpu family` and `model` (e.g. `AMD EPYC, family 26 model 2`), `None` elsewhere
+/// or when `/proc/cpuinfo` cannot be read. Reads at most 64 KiB (one processor's entry is
+/// about 1.5 KiB).
+pub fn cpu_name() -> Option<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open("/proc/cpuinfo")
+        .ok()?
+        .take(64 << 10)
+        .read_to_string(&mut text)
+        .ok()?;
+    let field = |name: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name).then(|| v.trim().to_string())
+        })
+    };
+    let name = field("model name").filter(|n| !n.is_empty())?;
+    Some(match (field("cpu family"), field("model")) {
+        (Some(f), Some(m)) => format!("{name}, family {f} model {m}"),
+        _ => name,
+    })
+}
+
 /// Checks `RAYON_NUM_THREADS` as the pool will read it against the cap of
 /// [`MAX_WORKERS_PER_CORE`] per core (of `cores`). Unset, zero or a value that is not a number
 /// leaves rayon's default, one worker per core, and passes.

@@ -3,7 +3,9 @@
 //! with `assets/ladder/smoke.json`: 2 rungs × 2 variants × 2 seeds × 4 rates, a
 //! few steps each. Every `result.json` holds the documented fields; the report and plots are
 //! written; a ladder stopped with `--stop-at` and resumed (at other `--jobs`) gives the same
-//! results as one run straight through; bad plans and changed data are one line, exit 2.
+//! results as one run straight through, and so does one handed on as its finished runs'
+//! `result.json` alone; `--report-only --partial` reports the finished rungs; bad plans and
+//! changed data are one line, exit 2.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -158,6 +160,60 @@ fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
         &dir,
         &["ladder", "--out", "part", "--report-only", "--json"],
     ));
+
+    // A ladder handed on as its plan and finished runs' result.json only (no checkpoints),
+    // one run of rung b missing: the full report is refused, the partial one reports rung a
+    // alone, and --resume trains the missing run alone, to the same results.
+    let half = dir.join("half");
+    std::fs::create_dir_all(&half).unwrap();
+    std::fs::copy(dir.join("full/ladder.json"), half.join("ladder.json")).unwrap();
+    let missing = full.keys().rfind(|k| k.starts_with("b/")).unwrap().clone();
+    for path in full.keys().filter(|k| **k != missing) {
+        let to = half.join(path);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(dir.join("full").join(path), to).unwrap();
+    }
+    assert_refused(
+        &run(&dir, &["ladder", "--out", "half", "--report-only"]),
+        "1 of the ladder's runs are unfinished",
+    );
+    assert_refused(
+        &run(&dir, &["ladder", "--out", "half", "--partial"]),
+        "--partial goes with --report-only",
+    );
+    let partial = run(
+        &dir,
+        &[
+            "ladder",
+            "--out",
+            "half",
+            "--report-only",
+            "--partial",
+            "--json",
+        ],
+    );
+    ok(&partial);
+    let partial: serde_json::Value = serde_json::from_slice(&partial.stdout).unwrap();
+    assert_eq!(partial["unfinished"], serde_json::json!(["b"]));
+    let rungs: Vec<&str> = partial["selection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["rung"].as_str().unwrap())
+        .collect();
+    assert_eq!(rungs, ["a", "a"]);
+    assert!(
+        std::fs::read_to_string(half.join("report.md"))
+            .unwrap()
+            .contains("Partial report")
+    );
+    ok(&run(
+        &dir,
+        &[
+            "ladder", "--out", "half", "--resume", "--jobs", "1", "--json",
+        ],
+    ));
+    assert_eq!(results(&half), full);
 
     // Bad plans: one line, exit 2.
     let bad = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {

@@ -170,15 +170,7 @@ fn finish(model: &mut Gpt, tokens: &Tokens, spec: &RunSpec, state: &RunState) ->
         format: result::FORMAT.to_string(),
         version: 1,
         engine: ENGINE.to_string(),
-        device: format!(
-            "CPU, {} thread{}",
-            crate::nn::threads::current_threads(),
-            if crate::nn::threads::current_threads() == 1 {
-                ""
-            } else {
-                "s"
-            }
-        ),
+        device: device(),
         rung: spec.rung.clone(),
         variant: spec.variant.name().to_string(),
         seed: spec.seed,
@@ -259,4 +251,13 @@ impl Evaluate<Gpt> for CurveEval<'_> {
         let loss = score(model, self.tokens, t, self.batch).unwrap_or(f64::NAN) as f32;
         Ok((loss, loss))
     }
+}
+
+/// What a run's `device` says on this engine: the processor (where the system names it) and
+/// the threads the run had, e.g. `CPU (AMD EPYC, family 26 model 2), 1 thread`.
+fn device() -> String {
+    let threads = crate::nn::threads::current_threads();
+    let cpu = crate::nn::threads::cpu_name().map_or(String::new(), |n| format!(" ({n})"));
+    let s = if threads == 1 { "" } else { "s" };
+    format!("CPU{cpu}, {threads} thread{s}")
 }

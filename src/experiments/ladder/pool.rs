@@ -2,8 +2,9 @@
 //! (`--jobs`, compare's [`Jobs`] and observers), adds the rates that become due and trains
 //! them too, then writes the report.
 //!
-//! Workers take the pending runs in order from a shared counter, each on its own pool of
-//! threads; the first error stops them starting new runs, and the runs already training go
+//! A pass trains the pending runs of the smallest unfinished rung, then the rates it comes
+//! to need, before the next rung starts. Workers take a pass's runs in order from a shared
+//! counter, each on its own pool of threads; the first error stops them starting new runs, and the runs already training go
 //! on to their end (or their stop) so no work is lost. A stop (`--stop-at`, Ctrl-C) leaves
 //! every run at its checkpoint; [`run`] called again continues them.
 
@@ -90,12 +91,23 @@ fn run_with(out: &Path, limits: Limits<'_>, mut workers: Workers<'_>) -> Result<
     loop {
         let pending = super::pending(out)?;
         if pending.is_empty() {
-            return Ok(Outcome::Finished(Box::new(super::report::write(out)?)));
+            return Ok(Outcome::Finished(Box::new(super::report::write(
+                out, false,
+            )?)));
         }
         // `pending` may have added rates to the plan.
         let plan = super::read(out)?;
         let total = super::runs::all(&plan).len();
         let done_before = total - pending.len();
+        // One rung a pass: the rates a rung comes to need are added and trained before the
+        // next rung starts, so a finished rung is final (a partial report can read it) and
+        // all its runs ran on one machine, whose seconds its equal-time reading compares.
+        // `--stop-at` takes every run to its step, as documented.
+        let rung = pending[0].rung.clone();
+        let pending: Vec<RunSpec> = pending
+            .into_iter()
+            .filter(|s| limits.stop_at.is_some() || s.rung == rung)
+            .collect();
         let finished = pass(
             &plan,
             &tokens,

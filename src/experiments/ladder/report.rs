@@ -117,6 +117,10 @@ pub struct Report {
     pub multipliers: Vec<VariantMultiplier>,
     /// Per rung and variant other than softmax.
     pub readings: Vec<RungReadings>,
+    /// Rungs left out because some of their runs (or a rate that is due) are unfinished:
+    /// empty unless the report was asked for with `partial` ([`build_partial`]).
+    #[serde(default)]
+    pub unfinished: Vec<String>,
 }
 
 /// The report of the finished ladder in `out` (every run finished, no rate due).
@@ -135,6 +139,38 @@ pub fn build(out: &Path) -> Result<Report> {
     let status = super::status(&plan, out)?;
     let results = super::results(&status);
     Ok(assemble(plan, &results))
+}
+
+/// The report of the rungs of the ladder in `out` whose runs are all finished, with no rate
+/// due (the others named in [`Report::unfinished`]): a reading of a ladder still training, or
+/// of one continued elsewhere. Reads `out` only: rates that are due are added in memory, not
+/// written to `ladder.json`, so it may run beside the engine that trains the ladder.
+pub fn build_partial(out: &Path) -> Result<Report> {
+    let mut plan = super::read(out)?;
+    let status = loop {
+        let status = super::status(&plan, out)?;
+        if select::extend(&mut plan, &super::results(&status)).is_empty() {
+            break status;
+        }
+        plan.check()?;
+    };
+    let mut unfinished: Vec<String> = Vec::new();
+    for (spec, r) in &status {
+        if r.is_none() && !unfinished.contains(&spec.rung) {
+            unfinished.push(spec.rung.clone());
+        }
+    }
+    if unfinished.len() == plan.rungs.len() {
+        return Err(invalid(format!(
+            "no rung of the ladder in {} is finished yet: a partial report needs every run of              at least one rung",
+            out.display()
+        )));
+    }
+    let mut results = super::results(&status);
+    results.retain(|(rung, ..), _| !unfinished.contains(rung));
+    let mut report = assemble(plan, &results);
+    report.unfinished = unfinished;
+    Ok(report)
 }
 
 /// The report from the finished runs `results` of `plan`.
@@ -219,6 +255,7 @@ pub fn assemble(plan: LadderPlan, results: &Results) -> Report {
         multipliers,
         readings,
         plan,
+        unfinished: Vec::new(),
     }
 }
 
@@ -251,10 +288,15 @@ fn chosen_points(plan: &LadderPlan, selection: &[Selection], results: &Results) 
     out
 }
 
-/// Builds the report of the finished ladder in `out` and writes `report.json`, `report.md`
-/// and the plots, all or none (`io::file_set`).
-pub fn write(out: &Path) -> Result<Report> {
-    let report = build(out)?;
+/// Builds the report of the finished ladder in `out` (with `partial`, of its finished rungs:
+/// [`build_partial`]) and writes `report.json`, `report.md` and the plots, all or none
+/// (`io::file_set`).
+pub fn write(out: &Path, partial: bool) -> Result<Report> {
+    let report = if partial {
+        build_partial(out)?
+    } else {
+        build(out)?
+    };
     let json = serde_json::to_vec_pretty(&report)
         .map_err(|e| invalid(format!("serialising the report: {e}")))?;
     let table = super::table::markdown(&report);

@@ -68,6 +68,15 @@ pub fn markdown(r: &Report) -> String {
         r.engines.join(", "),
         r.devices.join("; ")
     );
+    if !r.unfinished.is_empty() {
+        let _ = writeln!(
+            out,
+            "**Partial report**: rung{} {} still training (or due a rate), left out of every \
+             table and fit below.\n",
+            if r.unfinished.len() == 1 { "" } else { "s" },
+            r.unfinished.join(", ")
+        );
+    }
     let _ = writeln!(
         out,
         "## Selection\n\nMean held-out loss over seeds per rate (chosen: **bold**; `+` an added \

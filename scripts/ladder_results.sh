@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Copies what a ladder needs to be continued elsewhere, and nothing heavier, from the ladder
+# folder SRC into DEST: ladder.json (the plan with its recorded data hashes and added rates),
+# every finished run's result.json, and the report if there is one; no checkpoints, no
+# transfer.bin (the engine writes it again). DEST is replaced as a whole (written beside it,
+# then moved), so a reader never sees half a copy. Continue the ladder from such a copy with
+#     cp -r DEST /work/ladder && orthoformer ladder --resume --out /work/ladder
+# (or python -m orthoformer.ladder --resume): finished runs are read from their result.json,
+# the rest train (docs/LADDER.md, "Handing a ladder on").
+#     scripts/ladder_results.sh /work/ladder/cpu-pilot results/ladder-cpu-pilot
+set -euo pipefail
+if [ $# -ne 2 ]; then
+  echo "usage: $0 SRC DEST (SRC a ladder folder, DEST the folder to write)" >&2
+  exit 2
+fi
+src=$1
+dest=$2
+if [ ! -f "$src/ladder.json" ] || [ -L "$src/ladder.json" ]; then
+  echo "error: $src holds no ladder (no ladder.json, or it is a link)" >&2
+  exit 2
+fi
+tmp="$dest.tmp.$$"
+rm -rf "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp"
+cp "$src/ladder.json" "$tmp/"
+for f in report.json report.md; do
+  if [ -f "$src/$f" ] && [ ! -L "$src/$f" ]; then cp "$src/$f" "$tmp/"; fi
+done
+n=0
+while IFS= read -r -d '' r; do
+  rel=${r#"$src"/}
+  mkdir -p "$tmp/$(dirname "$rel")"
+  cp "$r" "$tmp/$rel"
+  n=$((n + 1))
+done < <(find "$src" -mindepth 5 -maxdepth 5 -type f -name result.json -print0 | sort -z)
+rm -rf "$dest.old"
+if [ -e "$dest" ]; then mv "$dest" "$dest.old"; fi
+mv "$tmp" "$dest"
+rm -rf "$dest.old"
+trap - EXIT
+echo "copied $n finished runs and the plan of $src to $dest"
