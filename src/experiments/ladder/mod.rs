@@ -222,18 +222,29 @@ pub fn results(status: &[(RunSpec, Option<result::RunResult>)]) -> select::Resul
 /// in `ladder.json` first); empty when the ladder is done.
 pub fn pending(out: &Path) -> Result<Vec<RunSpec>> {
     let mut plan = read(out)?;
+    Ok(extend_due(&mut plan, out, true)?
+        .into_iter()
+        .filter(|(_, r)| r.is_none())
+        .map(|(s, _)| s)
+        .collect())
+}
+
+/// Adds to `plan` every rate that is due, until none is (writing `ladder.json` after each
+/// addition when `record`), and returns the status of every run of the widened plan.
+pub(crate) fn extend_due(
+    plan: &mut LadderPlan,
+    out: &Path,
+    record: bool,
+) -> Result<Vec<(RunSpec, Option<result::RunResult>)>> {
     loop {
-        let status = status(&plan, out)?;
-        let added = select::extend(&mut plan, &results(&status));
-        if added.is_empty() {
-            return Ok(status
-                .into_iter()
-                .filter(|(_, r)| r.is_none())
-                .map(|(s, _)| s)
-                .collect());
+        let status = status(plan, out)?;
+        if select::extend(plan, &results(&status)).is_empty() {
+            return Ok(status);
         }
         plan.check()?;
-        write(out, &plan)?;
+        if record {
+            write(out, plan)?;
+        }
     }
 }
 

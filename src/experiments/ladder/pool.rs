@@ -4,8 +4,8 @@
 //!
 //! A pass trains the pending runs of the smallest unfinished rung, then the rates it comes
 //! to need, before the next rung starts. Workers take a pass's runs in order from a shared
-//! counter, each on its own pool of threads; the first error stops them starting new runs, and the runs already training go
-//! on to their end (or their stop) so no work is lost. A stop (`--stop-at`, Ctrl-C) leaves
+//! counter, each on its own pool of threads; the first error stops them starting new runs,
+//! and the runs already training go on to their end (or their stop) so no work is lost. A stop (`--stop-at`, Ctrl-C) leaves
 //! every run at its checkpoint; [`run`] called again continues them.
 
 use std::path::Path;

@@ -147,13 +147,7 @@ pub fn build(out: &Path) -> Result<Report> {
 /// written to `ladder.json`, so it may run beside the engine that trains the ladder.
 pub fn build_partial(out: &Path) -> Result<Report> {
     let mut plan = super::read(out)?;
-    let status = loop {
-        let status = super::status(&plan, out)?;
-        if select::extend(&mut plan, &super::results(&status)).is_empty() {
-            break status;
-        }
-        plan.check()?;
-    };
+    let status = super::extend_due(&mut plan, out, false)?;
     let mut unfinished: Vec<String> = Vec::new();
     for (spec, r) in &status {
         if r.is_none() && !unfinished.contains(&spec.rung) {
@@ -162,7 +156,8 @@ pub fn build_partial(out: &Path) -> Result<Report> {
     }
     if unfinished.len() == plan.rungs.len() {
         return Err(invalid(format!(
-            "no rung of the ladder in {} is finished yet: a partial report needs every run of              at least one rung",
+            "no rung of the ladder in {} is finished yet: a partial report needs every run of \
+             at least one rung",
             out.display()
         )));
     }
