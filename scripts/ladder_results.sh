@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Copies what a ladder needs to be continued elsewhere, and nothing heavier, from the ladder
 # folder SRC into DEST: ladder.json (the plan with its recorded data hashes and added rates),
-# every finished run's result.json, and the report if there is one; no checkpoints, no
-# transfer.bin (the engine writes it again). DEST is replaced as a whole (written beside it,
-# then moved), so a reader never sees half a copy. Continue the ladder from such a copy with
+# every finished run's result.json, and the report with its SVG plots if there is one; no
+# checkpoints, no transfer.bin (the engine writes it again). DEST is replaced as a whole
+# (written beside it, then moved), so a reader never sees half a copy. Continue the ladder from such a copy with
 #     cp -r DEST /work/ladder && orthoformer ladder --resume --out /work/ladder
 # (or python -m orthoformer.ladder --resume): finished runs are read from their result.json,
 # the rest train (docs/LADDER.md, "Handing a ladder on").
@@ -24,7 +24,7 @@ rm -rf "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp"
 cp "$src/ladder.json" "$tmp/"
-for f in report.json report.md; do
+for f in report.json report.md loss-params.svg loss-flops.svg; do
   if [ -f "$src/$f" ] && [ ! -L "$src/$f" ]; then cp "$src/$f" "$tmp/"; fi
 done
 n=0

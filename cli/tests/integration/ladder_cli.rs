@@ -4,8 +4,8 @@
 //! few steps each. Every `result.json` holds the documented fields; the report and plots are
 //! written; a ladder stopped with `--stop-at` and resumed (at other `--jobs`) gives the same
 //! results as one run straight through, and so does one handed on as its finished runs'
-//! `result.json` alone; `--report-only --partial` reports the finished rungs; bad plans and
-//! changed data are one line, exit 2.
+//! `result.json` alone; `--report-only --partial` reports the finished rungs, and a report
+//! needs no token folder; bad plans and changed data are one line, exit 2.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -253,6 +253,22 @@ fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
     assert_refused(
         &run(&dir, &["ladder", "--out", "part", "--resume"]),
         "changed since it started",
+    );
+    // A report reads the plan and the result files only: with the changed data it is
+    // refused like a resume, and with no data at all (a ladder handed on without its token
+    // folder) it is written.
+    assert_refused(
+        &run(&dir, &["ladder", "--out", "part", "--report-only"]),
+        "changed since it started",
+    );
+    std::fs::remove_dir_all(dir.join("tokens")).unwrap();
+    ok(&run(
+        &dir,
+        &["ladder", "--out", "part", "--report-only", "--json"],
+    ));
+    assert_refused(
+        &run(&dir, &["ladder", "--out", "part", "--resume"]),
+        "tokens",
     );
 
     // A token file that is a FIFO (or a link to a device) is refused, not read forever.

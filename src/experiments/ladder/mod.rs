@@ -136,6 +136,18 @@ pub fn read(out: &Path) -> Result<LadderPlan> {
     Ok(plan)
 }
 
+/// Reads the ladder in `out` for a report, which reads only the plan and the runs' result
+/// files: the token folder may be absent (a ladder handed on as `scripts/ladder_results.sh`
+/// copies it, without its data), but where it is present its hash is checked as [`read`] does.
+pub fn read_for_report(out: &Path) -> Result<LadderPlan> {
+    let plan = read_unchecked(out)?;
+    let meta = Path::new(&plan.data).join(crate::data::token_files::META_FILE);
+    if std::fs::symlink_metadata(&meta).is_err() {
+        return Ok(plan);
+    }
+    read(out)
+}
+
 fn read_unchecked(out: &Path) -> Result<LadderPlan> {
     let path = out.join(PLAN_FILE);
     if std::fs::symlink_metadata(&path).is_err() {

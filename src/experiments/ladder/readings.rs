@@ -7,6 +7,9 @@
 //! run spent in all; at the training seconds the faster run took in all. The other run's
 //! curve is interpolated linearly between its evaluations there
 //! (`analysis::scaling::interpolate`).
+//!
+//! The rates were chosen on that held-out split, so two more readings at the end score the
+//! runs on text no choice saw: the validation split and the out-of-domain transfer text.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +22,7 @@ use crate::model::AttentionKind;
 pub const LEVEL: f64 = 0.95;
 
 /// One reading over the seeds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Reading {
     /// Mean over seeds of variant − softmax held-out loss.
     pub mean: f64,
@@ -48,6 +51,12 @@ pub struct RungReadings {
     pub equal_flops: Reading,
     /// At the training seconds the faster run took.
     pub equal_time: Reading,
+    /// At the end, on the validation split (no rate was chosen on it).
+    #[serde(default)]
+    pub validation: Reading,
+    /// At the end, on the out-of-domain transfer text.
+    #[serde(default)]
+    pub transfer: Reading,
 }
 
 /// `(x, held-out loss)` of a run's curve, `x` by `f`.
@@ -73,6 +82,22 @@ fn reading(
             at.push(x);
         }
     }
+    let (mean, interval) = paired_interval(&per_seed, LEVEL);
+    Reading {
+        mean,
+        interval,
+        per_seed,
+        at,
+    }
+}
+
+/// A reading of a final loss `f` of per-seed `(variant, softmax)` runs, read at the end.
+fn final_reading(pairs: &[(&RunResult, &RunResult)], f: fn(&RunResult) -> f64) -> Reading {
+    let per_seed: Vec<f64> = pairs.iter().map(|(v, s)| f(v) - f(s)).collect();
+    let at = pairs
+        .iter()
+        .map(|(v, _)| v.curve.last().map_or(0.0, |p| p.step as f64))
+        .collect();
     let (mean, interval) = paired_interval(&per_seed, LEVEL);
     Reading {
         mean,
@@ -125,6 +150,8 @@ pub fn readings(
                 equal_steps: reading(&pairs, |p| p.step as f64),
                 equal_flops: reading(&pairs, |p| p.flops as f64),
                 equal_time: reading(&pairs, |p| p.seconds),
+                validation: final_reading(&pairs, |r| r.val_loss),
+                transfer: final_reading(&pairs, |r| r.transfer_loss),
             });
         }
     }
@@ -192,5 +219,19 @@ mod tests {
         // Identical differences: a zero-width interval around them.
         let i = time.interval.unwrap();
         assert!((i.lo - i.hi).abs() < 1e-12);
+    }
+
+    /// The final readings pair each seed's end-of-run losses, not the held-out curve.
+    #[test]
+    fn final_readings_pair_the_end_of_run_losses() {
+        let (mut v0, mut s0) = (run(1, 1.0, &[5.0, 4.0]), run(1, 1.0, &[5.0, 1.0]));
+        (v0.val_loss, s0.val_loss) = (3.0, 2.0);
+        let (mut v1, mut s1) = (v0.clone(), s0.clone());
+        (v1.val_loss, s1.val_loss) = (4.0, 2.0);
+        let r = final_reading(&[(&v0, &s0), (&v1, &s1)], |r| r.val_loss);
+        assert_eq!(r.per_seed, vec![1.0, 2.0]);
+        assert!((r.mean - 1.5).abs() < 1e-12 && r.at == vec![10.0, 10.0]);
+        let i = r.interval.unwrap();
+        assert!(i.lo < 1.0 && i.hi > 2.0, "{i:?}");
     }
 }

@@ -125,8 +125,11 @@ pub struct Report {
 
 /// The report of the finished ladder in `out` (every run finished, no rate due).
 pub fn build(out: &Path) -> Result<Report> {
-    let pending = super::pending(out)?;
-    if let Some(first) = pending.first() {
+    // Rates that are due are added in memory only: a report never writes the plan.
+    let mut plan = super::read_for_report(out)?;
+    let status = super::extend_due(&mut plan, out, false)?;
+    let pending: Vec<_> = status.iter().filter(|(_, r)| r.is_none()).collect();
+    if let Some((first, _)) = pending.first() {
         return Err(invalid(format!(
             "{} of the ladder's runs are unfinished (the first: {}): train them first with \
              `orthoformer ladder --resume --out {}` or python -m orthoformer.ladder",
@@ -135,8 +138,6 @@ pub fn build(out: &Path) -> Result<Report> {
             out.display()
         )));
     }
-    let plan = super::read(out)?;
-    let status = super::status(&plan, out)?;
     let results = super::results(&status);
     Ok(assemble(plan, &results))
 }
@@ -146,7 +147,7 @@ pub fn build(out: &Path) -> Result<Report> {
 /// of one continued elsewhere. Reads `out` only: rates that are due are added in memory, not
 /// written to `ladder.json`, so it may run beside the engine that trains the ladder.
 pub fn build_partial(out: &Path) -> Result<Report> {
-    let mut plan = super::read(out)?;
+    let mut plan = super::read_for_report(out)?;
     let status = super::extend_due(&mut plan, out, false)?;
     let mut unfinished: Vec<String> = Vec::new();
     for (spec, r) in &status {
