@@ -14,29 +14,12 @@ use rand::Rng as _;
 
 use crate::Result;
 use crate::bench::options::BenchOptions;
-use crate::bench::step_report::{StepBenchReport, StepBenchRow};
+use crate::bench::step_report::{StepBenchReport, StepBenchRow, StepTiming};
 use crate::init::rng::seeded;
 use crate::model::{Gpt, GptConfig};
 use crate::nn::matmul::{Trans, matmul};
 use crate::train::adamw::{AdamW, AdamWConfig, groups_from};
 use crate::train::model_api::Trainable;
-
-/// Timing of one configuration.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct StepTiming {
-    /// Median milliseconds per step.
-    pub ms_per_step: f64,
-    /// Tokens per second at the median.
-    pub tokens_per_s: f64,
-    /// Counted FLOPs per step.
-    pub flops_per_step: f64,
-    /// Achieved GFLOP/s at the median.
-    pub gflops: f64,
-    /// Trainable parameters.
-    pub trainable: usize,
-    /// Loss of the last step (a sanity check that the step did real work).
-    pub last_loss: f32,
-}
 
 /// Times `steps` training steps (after 3 warm-up steps) of `cfg` at batch `b`.
 pub fn time_training_step(

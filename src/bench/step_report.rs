@@ -5,8 +5,24 @@
 
 use serde::Serialize;
 
-use crate::bench::step::StepTiming;
 use crate::io::table::{Align, Block, Report, Table};
+
+/// Timing of one configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepTiming {
+    /// Median milliseconds per step.
+    pub ms_per_step: f64,
+    /// Tokens per second at the median.
+    pub tokens_per_s: f64,
+    /// Counted FLOPs per step.
+    pub flops_per_step: f64,
+    /// Achieved GFLOP/s at the median.
+    pub gflops: f64,
+    /// Trainable parameters.
+    pub trainable: usize,
+    /// Loss of the last step (a sanity check that the step did real work).
+    pub last_loss: f32,
+}
 
 /// One shape and attention variant, each side at its best round.
 #[derive(Clone, Debug, PartialEq, Serialize)]

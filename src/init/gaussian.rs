@@ -19,7 +19,9 @@ use rand::RngCore;
 use rand::distr::Distribution;
 use rand_distr::StandardNormal;
 
-use super::rng::Rng;
+// `init::rng::Rng` is this type; named directly because the reading below needs ChaCha's
+// word positions, and so that `rng` can wrap this file without a circle between the two.
+use rand_chacha::ChaCha8Rng as Rng;
 
 /// Words read from the generator at a time (2 KiB).
 const BLOCK_WORDS: usize = 512;

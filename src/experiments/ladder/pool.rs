@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::data::Tokens;
 use super::engine::train_one;
+use super::plan::Architecture;
 use super::plan::LadderPlan;
 use super::report::Report;
 use super::runs::RunSpec;
-use super::shape::Architecture;
 use crate::Result;
 use crate::experiments::compare::runner::Workers;
 use crate::experiments::compare::{Jobs, ObserverFactory};

@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::data::{self, Ranges};
+use super::plan::{Architecture, Rung};
 use super::plan::{LadderPlan, Recorded};
-use super::shape::{self, Architecture, Params, Rung};
+use super::shape::{self, Params};
 use crate::Result;
 use crate::model::AttentionKind;
 use crate::train::adamw::AdamWConfig;

@@ -19,56 +19,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::LadderPlan;
+use super::plan::{Architecture, LadderPlan, Rung};
 use crate::Result;
 use crate::init::orthogonal::OrthoMethod;
 use crate::model::config::{NormPlacement, Temperature};
 use crate::model::{AttentionKind, GptConfig};
 use crate::train::invalid;
-
-/// The model family of a ladder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Architecture {
-    /// The library's GPT (both engines).
-    Gpt,
-    /// The Llama-style model of the PyTorch engine (RMSNorm, SwiGLU, RoPE, untied head).
-    Llama,
-}
-
-impl Architecture {
-    /// The plan's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Architecture::Gpt => "gpt",
-            Architecture::Llama => "llama",
-        }
-    }
-}
-
-/// One size of the ladder.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rung {
-    /// Its name (a folder name: letters, digits, `-`, `_`, `.`).
-    pub name: String,
-    /// Blocks `L`.
-    pub layers: usize,
-    /// Heads `H` (`width` divisible by it).
-    pub heads: usize,
-    /// Width `C`.
-    pub width: usize,
-    /// Feed-forward width `F` (default `4·width`; filled in by the normalised plan).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ffn: Option<usize>,
-}
-
-impl Rung {
-    /// The feed-forward width.
-    pub fn ffn(&self) -> usize {
-        self.ffn.unwrap_or(self.width.saturating_mul(4))
-    }
-}
 
 /// Parameter counts of one model (the `params` of `result.json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

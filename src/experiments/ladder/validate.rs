@@ -2,10 +2,11 @@
 //! then together (rates increasing, softmax listed, the rungs valid models for every variant
 //! and smallest first by non-embedding parameters).
 
+use super::plan::Architecture;
 use super::plan::{
     FORMAT, LadderPlan, MAX_CURVE_POINTS, MAX_EXTEND, MAX_LIST, TINY_SHAKESPEARE, VERSION,
 };
-use super::shape::{Architecture, cost, gpt_config};
+use super::shape::{cost, gpt_config};
 use crate::Result;
 use crate::model::AttentionKind;
 use crate::model::config::Position;

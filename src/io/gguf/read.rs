@@ -14,25 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::budget::{Budget, METADATA_LIMIT};
+use super::directory::TensorInfo;
 use super::dtype::{GgmlType, dequantize};
 use super::keys;
 use super::value::Value;
 use crate::io::FormatError;
-
-/// One entry of the tensor directory.
-#[derive(Debug, Clone)]
-pub struct TensorInfo {
-    /// Tensor name, e.g. `blk.0.attn_q.weight`.
-    pub name: String,
-    /// Dimensions, innermost (contiguous) first, as GGUF stores them.
-    pub dims: Vec<u64>,
-    /// Storage type.
-    pub ty: GgmlType,
-    /// Byte offset from the start of the data section.
-    pub offset: u64,
-    /// Number of weights (product of `dims`).
-    pub n_elements: u64,
-}
 
 /// The bytes of a GGUF file: mapped, or read into memory.
 enum Image {

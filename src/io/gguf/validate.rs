@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use super::read::TensorInfo;
+use super::directory::TensorInfo;
 use super::value::Value;
 
 /// Checks `metadata` and the tensor directory `tensors` against `alignment`; the error says

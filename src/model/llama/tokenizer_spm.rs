@@ -14,15 +14,6 @@ use splits::Splits;
 use crate::io::gguf::GgufFile;
 use crate::io::memory::{self, Budget};
 
-/// Bytes one merge takes in memory beyond its text while the tokenizer is built: its entry
-/// in the sort (32), its two JSON strings and array (about 150), and the `tokenizers` crate's
-/// pair of strings and its merge map entry (about 100).
-const MERGE_OVERHEAD: u64 = 288;
-
-/// Copies of a merge's text alive at once: the JSON value, the document's text, and the
-/// strings the `tokenizers` crate parses it into (one spare for its allocator).
-const TEXT_COPIES: u64 = 4;
-
 /// The `tokenizer.json` document of the SentencePiece vocabulary `tokens` (with `scores` and
 /// token `types`: 2 unknown, 3 control, 4 user-defined, 6 byte). Its merges are counted
 /// first and their memory checked against the budget ([`memory::budget`]) before any is

@@ -15,6 +15,15 @@
 
 use std::collections::HashMap;
 
+/// Bytes one merge takes in memory beyond its text while the tokenizer is built: its entry
+/// in the sort (32), its two JSON strings and array (about 150), and the `tokenizers` crate's
+/// pair of strings and its merge map entry (about 100).
+const MERGE_OVERHEAD: u64 = 288;
+
+/// Copies of a merge's text alive at once: the JSON value, the document's text, and the
+/// strings the `tokenizers` crate parses it into (one spare for its allocator).
+const TEXT_COPIES: u64 = 4;
+
 /// The multiplier of the polynomial hash (odd, so every power is invertible mod 2^64).
 const BASE: u64 = 0x0000_0100_0000_01b3;
 
@@ -31,13 +40,13 @@ pub struct MergeNeed {
 }
 
 impl MergeNeed {
-    /// Bytes of memory building them takes (see the constants of `tokenizer_spm`), `None`
+    /// Bytes of memory building them takes (see [`MERGE_OVERHEAD`] and [`TEXT_COPIES`]), `None`
     /// beyond 64 bits or the address space.
     pub fn bytes(&self) -> Option<usize> {
         let n = self
             .merges
-            .checked_mul(super::MERGE_OVERHEAD)?
-            .checked_add(self.text_bytes.checked_mul(super::TEXT_COPIES)?)?;
+            .checked_mul(MERGE_OVERHEAD)?
+            .checked_add(self.text_bytes.checked_mul(TEXT_COPIES)?)?;
         usize::try_from(n).ok()
     }
 }
