@@ -67,7 +67,7 @@ pub fn run(args: &LadderArgs) -> anyhow::Result<Outcome> {
         if args.plan.is_some() || args.stop_at.is_some() || args.jobs.is_some() {
             anyhow::bail!("--report-only takes --out (and --json, --partial) only");
         }
-        let report = ladder::report::write(out, args.partial)?;
+        let report = ladder::publish::write(out, args.partial)?;
         return finished(&report, out, args.json);
     }
     // Claimed before the plan is read or a run trained: `--out` may not be, hold or sit

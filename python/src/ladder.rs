@@ -42,7 +42,7 @@ fn ladder_pending(py: Python<'_>, out: &str) -> PyResult<String> {
 #[pyo3(signature = (out, partial = false))]
 fn ladder_report(py: Python<'_>, out: &str, partial: bool) -> PyResult<String> {
     compute(py, || {
-        let report = ladder::report::write(Path::new(out), partial).or_py()?;
+        let report = ladder::publish::write(Path::new(out), partial).or_py()?;
         serde_json::to_string_pretty(&report).map_err(|e| value(e.to_string()))
     })
 }

@@ -144,7 +144,7 @@ pub fn check_meta(doc: &Value) -> std::result::Result<TokenMeta, String> {
     let train_tokens = int("train_tokens", 1, max_tokens)? as usize;
     let val_tokens = int("val_tokens", 1, max_tokens)? as usize;
     let sha256 = need("sha256")?.as_str().unwrap_or_default().to_string();
-    if !crate::train::checkpoint::is_sha256_hex(&sha256) {
+    if !crate::io::file_set::is_sha256_hex(&sha256) {
         return Err("field sha256 must be 64 lower-case hex digits".to_string());
     }
     let tok = match m.get("tokenizer") {

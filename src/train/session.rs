@@ -291,10 +291,6 @@ impl Observer<Gpt> for Writer<'_> {
     }
 }
 
-/// The file that tests an output folder is writable (one fixed name, so a crash leaves at
-/// most one, which the next checkpoint open removes).
-pub const WRITE_TEST: &str = ".write-test";
-
 /// Checks that training `cfg` on batches of `batch` sequences of its context fits this
 /// machine, before anything large is allocated: the model's account (weights, gradients,
 /// AdamW moments, activations, the checkpoint write buffer; see `model::accounting`) and the
@@ -327,7 +323,7 @@ pub fn create_out(out: &Path, kind: FolderKind) -> Result<()> {
     };
     std::fs::create_dir_all(out).map_err(fail)?;
     crate::io::folder_kind::claim(out, kind)?;
-    let probe = out.join(WRITE_TEST);
+    let probe = out.join(super::checkpoint::WRITE_TEST);
     crate::io::safe_file::create_fresh(&probe).map_err(fail)?;
     // A reader recovering the folder may have removed it already.
     match std::fs::remove_file(&probe) {

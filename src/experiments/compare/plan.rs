@@ -321,7 +321,7 @@ impl ComparePlan {
             ..p
         })
         .map_err(|e| invalid(format!("{} is invalid: {e}", path.display())))?;
-        if !crate::train::checkpoint::is_sha256_hex(&checked.data.sha256) {
+        if !crate::io::file_set::is_sha256_hex(&checked.data.sha256) {
             return Err(invalid(format!(
                 "{} is invalid: the text's SHA-256 is not 64 hex digits",
                 path.display()

@@ -18,6 +18,7 @@ pub mod engine;
 pub mod plan;
 pub(crate) mod plot;
 pub mod pool;
+pub mod publish;
 pub mod readings;
 pub mod report;
 pub mod result;

@@ -91,7 +91,7 @@ fn run_with(out: &Path, limits: Limits<'_>, mut workers: Workers<'_>) -> Result<
     loop {
         let pending = super::pending(out)?;
         if pending.is_empty() {
-            return Ok(Outcome::Finished(Box::new(super::report::write(
+            return Ok(Outcome::Finished(Box::new(super::publish::write(
                 out, false,
             )?)));
         }

@@ -50,7 +50,7 @@ mod tests_io;
 
 pub use io_check::{Claim, Input, OutKind, Output, check_outputs, claim_outputs};
 pub use lock::{LOCK_WAIT, SetLock};
-pub use manifest::{hash_file, manifest_text, parse_manifest, sha256_hex};
+pub use manifest::{hash_file, is_sha256_hex, manifest_text, parse_manifest, sha256_hex};
 pub use out_lock::{OutputLock, lock_path};
 pub use staged::{FileSet, WRITE_BUFFER};
 

@@ -13,6 +13,8 @@
 
 use half::f16;
 
+use super::le::f16_at;
+
 use super::iquants as iq;
 use super::kquants as kq;
 
@@ -145,11 +147,6 @@ impl GgmlType {
         }
         (n / per as u64).checked_mul(bytes as u64)
     }
-}
-
-/// The little-endian f16 at byte `i` of `b`, as f32.
-pub(crate) fn f16_at(b: &[u8], i: usize) -> f32 {
-    f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
 }
 
 /// Dequantises `raw` (exactly `ty.byte_size(out.len())` bytes) into `out`.

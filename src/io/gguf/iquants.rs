@@ -17,7 +17,7 @@
 //! Each value is one f32 product (`IQ4_XS`: of the f32 `dl` computed first), as in ggml and
 //! the `gguf` package, so SIMD bodies that do the same give identical bits.
 
-use super::dtype::f16_at;
+use super::le::f16_at;
 
 /// The 16 levels of a nibble (`kvalues_iq4nl`).
 pub const KVALUES_IQ4NL: [i8; 16] = [

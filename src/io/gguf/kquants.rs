@@ -15,7 +15,7 @@
 //! Each value is a product then a difference in f32, never fused, so SIMD bodies that do the
 //! same operations in the same order give identical bits.
 
-use super::dtype::f16_at;
+use super::le::f16_at;
 
 /// Weights in one super-block.
 pub const QK_K: usize = 256;

@@ -7,6 +7,7 @@ pub mod dtype;
 pub(crate) mod iquants;
 pub(crate) mod keys;
 pub(crate) mod kquants;
+pub(crate) mod le;
 pub(crate) mod read;
 pub(crate) mod validate;
 pub(crate) mod value;

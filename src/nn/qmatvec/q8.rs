@@ -18,7 +18,7 @@
 //! ([`MatvecInput`](super::MatvecInput)), never a silent default of the kernels.
 
 use crate::io::gguf::GgmlType;
-use crate::io::gguf::dtype::f16_at;
+use crate::io::gguf::le::f16_at;
 use crate::nn::simd;
 
 /// Values per block of the rounded vector (every supported weight block is 32 wide).

@@ -14,8 +14,8 @@
 
 use super::q8::{BLOCK, Q8Row};
 use crate::io::gguf::GgmlType;
-use crate::io::gguf::dtype::f16_at;
 use crate::io::gguf::kquants::{q6, scale_min_k4_all};
+use crate::io::gguf::le::f16_at;
 
 /// `Σ` over one row's super-blocks of `ty` (one of Q4_K, Q5_K, Q6_K).
 pub(super) fn dot_row(ty: GgmlType, row: &[u8], x: Q8Row<'_>) -> f32 {

@@ -33,9 +33,13 @@ use crate::data::Tokenizer;
 use crate::io::file_set::{self, FileSet, Recovery, SetLock};
 use crate::{Error, Result};
 
-pub use crate::io::file_set::sha256_hex;
+pub use crate::io::file_set::{is_sha256_hex, sha256_hex};
 pub use load::{Loaded, load, load_text_model, load_with_model};
-pub use state::{DataRecord, StateFile, TokenizerRecord, is_sha256_hex};
+pub use state::{DataRecord, StateFile, TokenizerRecord};
+
+/// The file that tests an output folder is writable (one fixed name, so a crash leaves at
+/// most one, which the next checkpoint open removes).
+pub const WRITE_TEST: &str = ".write-test";
 
 /// The model weights file.
 pub const MODEL_FILE: &str = "model.safetensors";
@@ -229,13 +233,11 @@ pub(crate) fn recover_locked(dir: &Path) -> Result<Recovery> {
         ]
         .iter()
         .any(|f| crate::io::atomic::temporary_pid(&name, f).is_some());
-        let write_test = name
-            .strip_prefix(super::session::WRITE_TEST)
-            .is_some_and(|r| {
-                r.is_empty()
-                    || r.strip_prefix('-')
-                        .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))
-            });
+        let write_test = name.strip_prefix(WRITE_TEST).is_some_and(|r| {
+            r.is_empty()
+                || r.strip_prefix('-')
+                    .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))
+        });
         if legacy || write_test {
             let _ = std::fs::remove_file(entry.path());
         }

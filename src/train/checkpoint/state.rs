@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::super::options::TrainOptions;
 use super::TOKENIZER_FILE;
+use crate::io::file_set::is_sha256_hex;
 use crate::model::GptConfig;
 
 /// `format` of every state file.
@@ -106,13 +107,6 @@ pub struct StateFile {
     /// Version 1 only: SHA-256 (hex) of each other file (version 2 keeps them in `SHA256SUMS`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, String>,
-}
-
-/// Whether `s` is a SHA-256 in lowercase hex.
-pub fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 impl StateFile {
