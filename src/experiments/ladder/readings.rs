@@ -59,6 +59,18 @@ pub struct RungReadings {
     pub transfer: Reading,
 }
 
+/// The reading of per-seed differences `per_seed`, read at `at`: their mean and paired
+/// interval.
+fn of_differences(per_seed: Vec<f64>, at: Vec<f64>) -> Reading {
+    let (mean, interval) = paired_interval(&per_seed, LEVEL);
+    Reading {
+        mean,
+        interval,
+        per_seed,
+        at,
+    }
+}
+
 /// `(x, held-out loss)` of a run's curve, `x` by `f`.
 fn points(r: &RunResult, f: fn(&super::result::CurvePoint) -> f64) -> Vec<(f64, f64)> {
     r.curve.iter().map(|p| (f(p), p.heldout_loss)).collect()
@@ -82,13 +94,7 @@ fn reading(
             at.push(x);
         }
     }
-    let (mean, interval) = paired_interval(&per_seed, LEVEL);
-    Reading {
-        mean,
-        interval,
-        per_seed,
-        at,
-    }
+    of_differences(per_seed, at)
 }
 
 /// A reading of a final loss `f` of per-seed `(variant, softmax)` runs, read at the end.
@@ -98,13 +104,7 @@ fn final_reading(pairs: &[(&RunResult, &RunResult)], f: fn(&RunResult) -> f64) -
         .iter()
         .map(|(v, _)| v.curve.last().map_or(0.0, |p| p.step as f64))
         .collect();
-    let (mean, interval) = paired_interval(&per_seed, LEVEL);
-    Reading {
-        mean,
-        interval,
-        per_seed,
-        at,
-    }
+    of_differences(per_seed, at)
 }
 
 /// Every variant's readings against softmax at every rung, from the selections (each
