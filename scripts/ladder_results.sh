@@ -3,7 +3,8 @@
 # folder SRC into DEST: ladder.json (the plan with its recorded data hashes and added rates),
 # every finished run's result.json, and the report with its SVG plots if there is one; no
 # checkpoints, no transfer.bin (the engine writes it again). DEST is replaced as a whole
-# (written beside it, then moved), so a reader never sees half a copy. Continue the ladder from such a copy with
+# (written beside it, then moved), so a reader never sees half a copy. Continue the ladder
+# from such a copy with
 #     cp -r DEST /work/ladder && orthoformer ladder --resume --out /work/ladder
 # (or python -m orthoformer.ladder --resume): finished runs are read from their result.json,
 # the rest train (docs/LADDER.md, "Handing a ladder on").

@@ -130,11 +130,17 @@ pub fn resume(out: &Path) -> Result<LadderPlan> {
 /// records the hash the ladder started with (cheap, for every call of `pending`).
 pub fn read(out: &Path) -> Result<LadderPlan> {
     let plan = read_unchecked(out)?;
+    check_meta(&plan, out)?;
+    Ok(plan)
+}
+
+/// Refuses the ladder in `out` when its token folder's `meta.json` records another hash.
+fn check_meta(plan: &LadderPlan, out: &Path) -> Result<()> {
     let rec = plan.recorded()?;
     if data::meta_sha256(Path::new(&plan.data))?.is_some_and(|m| m != rec.data_sha256) {
-        return Err(changed_data(&plan, out));
+        return Err(changed_data(plan, out));
     }
-    Ok(plan)
+    Ok(())
 }
 
 /// Reads the ladder in `out` for a report, which reads only the plan and the runs' result
@@ -143,10 +149,10 @@ pub fn read(out: &Path) -> Result<LadderPlan> {
 pub fn read_for_report(out: &Path) -> Result<LadderPlan> {
     let plan = read_unchecked(out)?;
     let meta = Path::new(&plan.data).join(crate::data::token_files::META_FILE);
-    if std::fs::symlink_metadata(&meta).is_err() {
-        return Ok(plan);
+    if std::fs::symlink_metadata(&meta).is_ok() {
+        check_meta(&plan, out)?;
     }
-    read(out)
+    Ok(plan)
 }
 
 fn read_unchecked(out: &Path) -> Result<LadderPlan> {

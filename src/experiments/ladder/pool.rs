@@ -13,8 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::data::Tokens;
 use super::engine::train_one;
-use super::plan::Architecture;
-use super::plan::LadderPlan;
+use super::plan::{Architecture, LadderPlan};
 use super::report::Report;
 use super::runs::RunSpec;
 use crate::Result;

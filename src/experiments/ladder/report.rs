@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::plan::LadderPlan;
 use super::readings::{self, RungReadings};
 use super::result::RunResult;
+use super::runs::RunSpec;
 use super::select::{self, Results, Selection, key};
 use super::shape::Params;
 use crate::Result;
@@ -123,11 +124,20 @@ pub struct Report {
     pub unfinished: Vec<String>,
 }
 
-/// The report of the finished ladder in `out` (every run finished, no rate due).
-pub fn build(out: &Path) -> Result<Report> {
-    // Rates that are due are added in memory only: a report never writes the plan.
+/// Every run of a plan with its result, `None` while it is unfinished ([`super::status`]).
+type RunStatus = Vec<(RunSpec, Option<RunResult>)>;
+
+/// The plan of the ladder in `out` with every rate that is due, and the status of its runs.
+/// Due rates are added in memory only: a report never writes the plan.
+fn plan_and_status(out: &Path) -> Result<(LadderPlan, RunStatus)> {
     let mut plan = super::read_for_report(out)?;
     let status = super::extend_due(&mut plan, out, false)?;
+    Ok((plan, status))
+}
+
+/// The report of the finished ladder in `out` (every run finished, no rate due).
+pub fn build(out: &Path) -> Result<Report> {
+    let (plan, status) = plan_and_status(out)?;
     let pending: Vec<_> = status.iter().filter(|(_, r)| r.is_none()).collect();
     if let Some((first, _)) = pending.first() {
         return Err(invalid(format!(
@@ -147,8 +157,7 @@ pub fn build(out: &Path) -> Result<Report> {
 /// of one continued elsewhere. Reads `out` only: rates that are due are added in memory, not
 /// written to `ladder.json`, so it may run beside the engine that trains the ladder.
 pub fn build_partial(out: &Path) -> Result<Report> {
-    let mut plan = super::read_for_report(out)?;
-    let status = super::extend_due(&mut plan, out, false)?;
+    let (plan, status) = plan_and_status(out)?;
     let mut unfinished: Vec<String> = Vec::new();
     for (spec, r) in &status {
         if r.is_none() && !unfinished.contains(&spec.rung) {

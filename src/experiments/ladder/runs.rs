@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::data::{self, Ranges};
-use super::plan::{Architecture, Rung};
-use super::plan::{LadderPlan, Recorded};
+use super::plan::{Architecture, LadderPlan, Recorded, Rung};
 use super::shape::{self, Params};
 use crate::Result;
 use crate::model::AttentionKind;

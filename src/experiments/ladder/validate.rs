@@ -2,9 +2,9 @@
 //! then together (rates increasing, softmax listed, the rungs valid models for every variant
 //! and smallest first by non-embedding parameters).
 
-use super::plan::Architecture;
 use super::plan::{
-    FORMAT, LadderPlan, MAX_CURVE_POINTS, MAX_EXTEND, MAX_LIST, TINY_SHAKESPEARE, VERSION,
+    Architecture, FORMAT, LadderPlan, MAX_CURVE_POINTS, MAX_EXTEND, MAX_LIST, TINY_SHAKESPEARE,
+    VERSION,
 };
 use super::shape::{cost, gpt_config};
 use crate::Result;

@@ -13,10 +13,9 @@
 
 use half::f16;
 
-use super::le::f16_at;
-
 use super::iquants as iq;
 use super::kquants as kq;
+use super::le::f16_at;
 
 /// The tensor types this crate reads (named as ggml names them).
 #[allow(non_camel_case_types)]

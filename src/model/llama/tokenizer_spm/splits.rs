@@ -40,8 +40,8 @@ pub struct MergeNeed {
 }
 
 impl MergeNeed {
-    /// Bytes of memory building them takes (see [`MERGE_OVERHEAD`] and [`TEXT_COPIES`]), `None`
-    /// beyond 64 bits or the address space.
+    /// Bytes of memory building them takes (see [`MERGE_OVERHEAD`] and [`TEXT_COPIES`]),
+    /// `None` beyond 64 bits or the address space.
     pub fn bytes(&self) -> Option<usize> {
         let n = self
             .merges
