@@ -81,6 +81,9 @@ def block_runs(folder):
             "attention": attention,
             "step": probe["step"],
             "loss": final if final is not None else probe["report"]["loss"],
+            "loss_tokens": finals.get(f"seed-{seed}/{attention}", {}).get("val_tokens")
+            if final is not None else probe["report"]["tokens"],
+            "probe_tokens": probe["report"]["tokens"],
             "buckets": [
                 {"first": b["first"], "last": b["last"], "loss": b["loss"]}
                 for b in probe["by_position"]["buckets"]
@@ -156,13 +159,23 @@ def cell(i, digits=4, interval=True):
     return f"{i['mean']:+.{digits}f} [{i['lo']:+.{digits}f}, {i['hi']:+.{digits}f}]"
 
 
-def markdown(means, diffs, tokens, steps):
+def span(runs, key):
+    """The token counts of `key` over `runs`, as one number or a range."""
+    counts = sorted({r[key] for r in runs if r.get(key) is not None})
+    if not counts:
+        return "?"
+    return f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,} to {counts[-1]:,}"
+
+
+def markdown(means, diffs, tokens, steps, runs):
     lines = [
         f"# Context at matched tokens ({tokens} tokens per step, {steps} steps)",
         "",
-        "Losses are nats/token on the whole validation split; `pos a-b` is the mean loss at",
-        "positions a..b of the window; induction: loss on tokens 2..L of the first and the",
-        "second copy of a random sequence repeated once (L = context/2), score = first - second.",
+        f"Losses are nats/token on {span(runs, 'loss_tokens')} tokens of the validation split;",
+        "`pos a-b` is the mean loss at positions a..b of the window, on the first",
+        f"{span(runs, 'probe_tokens')} tokens of the same split; induction: loss on tokens 2..L of",
+        "the first and the second copy of a random sequence repeated once (L = context/2),",
+        "score = first - second.",
         "",
         "## Means over seeds",
         "",
@@ -220,7 +233,7 @@ def main():
     doc = {"tokens_per_step": args.tokens, "steps": args.steps, "runs": runs,
            "means": means, "differences": diffs}
     write_atomic(os.path.join(args.out, "context_matched.json"), json.dumps(doc, indent=2) + "\n")
-    md = markdown(means, diffs, args.tokens, args.steps)
+    md = markdown(means, diffs, args.tokens, args.steps, runs)
     write_atomic(os.path.join(args.out, "context_matched.md"), md)
     sys.stdout.write(md)
 

@@ -28,8 +28,10 @@ pub enum Error {
     Data(crate::data::DataError),
     /// Training stopped (non-finite loss, interrupted, bad options).
     Train(crate::train::TrainError),
-    /// Rotation, quantisation or alignment of a pretrained model failed.
+    /// Rotation or alignment of a pretrained model failed.
     Rotate(crate::rotate::RotateError),
+    /// Quantisation of a pretrained model failed.
+    Quant(crate::quant::QuantError),
     /// The MQAR benchmark harness (bad task shape, plot failure).
     Mqar(crate::analysis::mqar::MqarError),
     /// A theory measurement (shape mismatch, plot failure).
@@ -51,6 +53,7 @@ impl Error {
             Error::Data(e) => e,
             Error::Train(e) => e,
             Error::Rotate(e) => e,
+            Error::Quant(e) => e,
             Error::Mqar(e) => e,
             Error::Theory(e) => e,
             Error::Scaling(e) => e,
@@ -98,6 +101,7 @@ from_subsystem!(
     Data(crate::data::DataError),
     Train(crate::train::TrainError),
     Rotate(crate::rotate::RotateError),
+    Quant(crate::quant::QuantError),
     Mqar(crate::analysis::mqar::MqarError),
     Theory(crate::analysis::theory::TheoryError),
     Scaling(crate::analysis::scaling::ScalingError),

@@ -15,8 +15,8 @@ use orthoformer::bench::options::BenchOptions;
 use orthoformer::experiments::compare::CompareOptions;
 use orthoformer::infer::GenerateJob;
 use orthoformer::init::options::InitOptions;
+use orthoformer::quant::options::QuantizeOptions;
 use orthoformer::rotate::options::{AlignOptions, RotateOptions, WeightAlignOptions};
-use orthoformer::rotate::quant_options::QuantizeOptions;
 
 fn parse(args: &[&str]) -> Command {
     let argv = std::iter::once("orthoformer").chain(args.iter().copied());

@@ -3,7 +3,7 @@
 //! measured as perplexity on real text by the engine, plus the statistics (kurtosis, max/mean)
 //! of the activations entering the linear layers that explain why rotation helps. `--table`
 //! runs QuaRot's grid; `--out` writes a GGUF file instead. Both are the library's
-//! `rotate::quantize_job::run`; this file parses the flags and prints the report.
+//! `quant::run::run`; this file parses the flags and prints the report.
 
 use std::path::PathBuf;
 
@@ -11,11 +11,12 @@ use super::Outcome;
 use super::common::{LazyBar, emit, library_values, print_json};
 use super::quantize_flags::{RuntimeQuantArgs, bits_parser};
 use crate::output::outln;
+use orthoformer::quant::file::QuantizeFileReport;
+use orthoformer::quant::job::QuantizeJob;
+use orthoformer::quant::options::QuantizeOptions;
+use orthoformer::quant::run::{self as quantize_run, QuantizeOutcome};
+use orthoformer::quant::study::{RotateChoice, RotationSet, StudySettings, WeightRounding};
 use orthoformer::quant::{FileType, TensorOverride};
-use orthoformer::rotate::quant_options::QuantizeOptions;
-use orthoformer::rotate::quant_study::{RotateChoice, RotationSet, StudySettings, WeightRounding};
-use orthoformer::rotate::quantize_file::QuantizeFileReport;
-use orthoformer::rotate::quantize_job::{self, QuantizeJob, QuantizeOutcome};
 
 /// Flags of `orthoformer quantize`.
 #[derive(Debug, clap::Args)]
@@ -219,7 +220,7 @@ pub fn run(args: &QuantizeArgs) -> anyhow::Result<Outcome> {
         },
         args.json,
     );
-    let outcome = quantize_job::run(&job, &mut |done, total| bar.set(done, total));
+    let outcome = quantize_run::run(&job, &mut |done, total| bar.set(done, total));
     bar.finish();
     match outcome? {
         QuantizeOutcome::Study(report) => emit(&*report, args.json)?,

@@ -9,6 +9,7 @@ use crate::data::Tokenizer;
 use crate::io::folder_kind::FolderKind;
 use crate::io::gguf::{GgmlType, TensorOut, Value, keys, write_gguf};
 use crate::model::ModelError;
+use crate::model::llama::LayerTensor as T;
 use crate::model::llama::special_tokens::SpecialTokens;
 use crate::model::llama::weights::{LlamaWeights, permute_rope_rows};
 
@@ -144,49 +145,49 @@ pub fn save_gguf(
         data: &w.embed,
     }];
     for (i, (l, (q, k))) in w.layers.iter().zip(&permuted).enumerate() {
-        let b = |s: &str| keys::block(i, s);
+        let b = |t: T| t.gguf_weight(i);
         ts.push(TensorOut {
-            name: b("attn_norm"),
+            name: b(T::AttnNorm),
             dims: vec![d],
             data: &l.attn_norm,
         });
         ts.push(TensorOut {
-            name: b("attn_q"),
+            name: b(T::Q),
             dims: vec![d, d],
             data: q,
         });
         ts.push(TensorOut {
-            name: b("attn_k"),
+            name: b(T::K),
             dims: vec![d, kv],
             data: k,
         });
         ts.push(TensorOut {
-            name: b("attn_v"),
+            name: b(T::V),
             dims: vec![d, kv],
             data: &l.wv,
         });
         ts.push(TensorOut {
-            name: b("attn_output"),
+            name: b(T::O),
             dims: vec![d, d],
             data: &l.wo,
         });
         ts.push(TensorOut {
-            name: b("ffn_norm"),
+            name: b(T::FfnNorm),
             dims: vec![d],
             data: &l.ffn_norm,
         });
         ts.push(TensorOut {
-            name: b("ffn_gate"),
+            name: b(T::Gate),
             dims: vec![d, f],
             data: &l.w_gate,
         });
         ts.push(TensorOut {
-            name: b("ffn_up"),
+            name: b(T::Up),
             dims: vec![d, f],
             data: &l.w_up,
         });
         ts.push(TensorOut {
-            name: b("ffn_down"),
+            name: b(T::Down),
             dims: vec![f, d],
             data: &l.w_down,
         });

@@ -17,23 +17,12 @@ use super::grid::Format;
 use super::matrix::QuantMatrix;
 use crate::io::finite::{check_holds, nan_max};
 use crate::io::gguf::GgmlType;
-use crate::model::llama::LlamaWeights;
+use crate::model::llama::{LayerTensor, LlamaWeights};
 
-/// The Hugging Face names (without `.weight`) of a layer's seven matrices, in the order
-/// [`super::model::quantize_model`] takes them.
-const LAYER_MATRICES: [&str; 7] = [
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn.o_proj",
-    "mlp.gate_proj",
-    "mlp.up_proj",
-    "mlp.down_proj",
-];
-
-/// The Hugging Face name of matrix `k` (q, k, v, o, gate, up, down) of layer `layer`.
+/// The Hugging Face name of matrix `k` (q, k, v, o, gate, up, down: the order
+/// [`super::model::quantize_model`] takes them in) of layer `layer`.
 pub fn matrix_name(layer: usize, k: usize) -> String {
-    format!("model.layers.{layer}.{}.weight", LAYER_MATRICES[k])
+    LayerTensor::MATRICES[k].hf_weight(layer)
 }
 
 /// Refuses a model with a weight that is NaN or infinite, naming the tensor.

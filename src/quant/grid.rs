@@ -24,6 +24,8 @@
 
 use half::f16;
 
+use crate::io::gguf::GgmlType;
+
 /// A weight grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -105,8 +107,7 @@ impl Format {
         match self {
             Format::Affine { group, .. } if group == 0 || group > cols => cols,
             Format::Affine { group, .. } => group,
-            Format::Q8_0 | Format::Q4_0 | Format::Q4_1 | Format::Q5_0 | Format::Q5_1 => 32,
-            Format::Q4K | Format::Q5K | Format::Q6K => 256,
+            f => f.ggml_type().map_or(cols, |t| t.block().0),
         }
     }
 
@@ -121,19 +122,25 @@ impl Format {
         }
     }
 
-    /// Bytes a block of [`Format::span`] weights takes in a file (`None` for `Affine`).
-    pub fn block_bytes(self) -> Option<usize> {
+    /// The GGUF block format a file stores it as (`None` for the study's affine grid): the
+    /// one source of its ggml id, block size and bytes.
+    pub fn ggml_type(self) -> Option<GgmlType> {
         Some(match self {
             Format::Affine { .. } => return None,
-            Format::Q8_0 => 34,
-            Format::Q4_0 => 18,
-            Format::Q4_1 => 20,
-            Format::Q5_0 => 22,
-            Format::Q5_1 => 24,
-            Format::Q4K => 144,
-            Format::Q5K => 176,
-            Format::Q6K => 210,
+            Format::Q8_0 => GgmlType::Q8_0,
+            Format::Q4_0 => GgmlType::Q4_0,
+            Format::Q4_1 => GgmlType::Q4_1,
+            Format::Q5_0 => GgmlType::Q5_0,
+            Format::Q5_1 => GgmlType::Q5_1,
+            Format::Q4K => GgmlType::Q4_K,
+            Format::Q5K => GgmlType::Q5_K,
+            Format::Q6K => GgmlType::Q6_K,
         })
+    }
+
+    /// Bytes a block of [`Format::span`] weights takes in a file (`None` for `Affine`).
+    pub fn block_bytes(self) -> Option<usize> {
+        self.ggml_type().map(|t| t.block().1)
     }
 
     /// Why rows of `cols` inputs cannot take this grid, if they cannot.

@@ -22,7 +22,7 @@ use serde::Serialize;
 use super::QuantError;
 use super::grid::Format;
 use crate::io::gguf::keys;
-use crate::model::llama::LlamaConfig;
+use crate::model::llama::{LayerTensor, LlamaConfig};
 
 /// A file's quantisation: one block format, or a mix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,17 +142,6 @@ pub struct TensorTypes {
     pub overridden: Vec<String>,
 }
 
-/// GGUF names of a layer's seven matrices, in [`TensorTypes::layers`]' order.
-pub const LAYER_TENSORS: [&str; 7] = [
-    "attn_q",
-    "attn_k",
-    "attn_v",
-    "attn_output",
-    "ffn_gate",
-    "ffn_up",
-    "ffn_down",
-];
-
 /// Which tensor a rule looks at.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -214,7 +203,7 @@ pub fn choose(
         let mut row = [Format::Q8_0; 7];
         for (k, slot) in row.iter_mut().enumerate() {
             *slot = pick(
-                &keys::block(l, LAYER_TENSORS[k]),
+                &LayerTensor::MATRICES[k].gguf_weight(l),
                 Role::Layer(l, k),
                 cols[k],
             )?;

@@ -6,24 +6,38 @@
 //! model into the GGUF file people run. Nothing that is not finite goes in or comes out
 //! ([`fits`]).
 //!
-//! Errors are the rotate pipeline's ([`crate::rotate::RotateError`]: one line naming what is
-//! wrong).
+//! `orthoformer quantize` is [`run::run`] of a [`job::QuantizeJob`]: the study of configurations ([`study`]) or, with
+//! `out`, the file ([`file`]); its options are [`options`], its memory check [`memory_need`].
+//! Errors are [`QuantError`]: one line naming what is wrong.
 
 pub mod calibrate;
+pub mod file;
 pub mod fits;
 pub mod gptq;
 pub(crate) mod grid;
+pub mod job;
 pub(crate) mod matrix;
+pub mod memory_need;
 pub mod mix;
 pub mod model;
+pub mod options;
 pub mod rtn;
+pub mod run;
 pub mod search;
 pub mod sequential;
+pub mod study;
 pub mod write;
 
-pub use crate::rotate::RotateError as QuantError;
 pub use gptq::{GptqOptions, gptq};
 pub use grid::{Format, Params};
 pub use matrix::QuantMatrix;
 pub use mix::{FileType, TensorOverride, TensorTypes};
 pub use rtn::{Clip, rtn};
+
+/// Quantisation failed: a bad option, model or value; the message says which.
+#[derive(Debug, thiserror::Error)]
+pub enum QuantError {
+    /// A bad option or model; the message says which.
+    #[error("{0}")]
+    Invalid(String),
+}

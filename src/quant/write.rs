@@ -8,27 +8,16 @@ use std::path::Path;
 use super::QuantError;
 use super::grid::Format;
 use super::matrix::QuantMatrix;
-use super::mix::LAYER_TENSORS;
 use super::model::QuantizedModel;
 use crate::export::llama::gguf_metadata;
 use crate::io::gguf::{RawTensor, Value, keys, write_gguf_raw};
-use crate::model::llama::LlamaWeights;
 use crate::model::llama::online::DOWN_SIGNS;
 use crate::model::llama::weights::permute_rope_rows;
+use crate::model::llama::{LayerTensor, LlamaWeights};
 
 /// The ggml type id of a block format (`None` for the study's affine grid).
 pub fn type_id(f: Format) -> Option<u32> {
-    match f {
-        Format::Affine { .. } => None,
-        Format::Q8_0 => Some(8),
-        Format::Q4_0 => Some(2),
-        Format::Q4_1 => Some(3),
-        Format::Q5_0 => Some(6),
-        Format::Q5_1 => Some(7),
-        Format::Q4K => Some(12),
-        Format::Q5K => Some(13),
-        Format::Q6K => Some(14),
-    }
+    f.ggml_type().map(|t| t.id())
 }
 
 /// `m`'s blocks with its rows in llama.cpp's RoPE order (Q and K) or as they are.
@@ -84,8 +73,12 @@ pub fn save_quantized_gguf(
     };
     ts.push(mat(keys::TOKEN_EMBD.into(), embed, None)?);
     for (i, (l, ql)) in w.layers.iter().zip(&q.layers).enumerate() {
-        let b = |s: &str| keys::block(i, s);
-        ts.push((b("attn_norm"), vec![d], 0, norm(&l.attn_norm)));
+        ts.push((
+            LayerTensor::AttnNorm.gguf_weight(i),
+            vec![d],
+            0,
+            norm(&l.attn_norm),
+        ));
         for (k, m) in ql.iter().enumerate() {
             let rope = match k {
                 0 => Some((c.n_head, dh)),
@@ -93,9 +86,14 @@ pub fn save_quantized_gguf(
                 _ => None,
             };
             if k == 4 {
-                ts.push((b("ffn_norm"), vec![d], 0, norm(&l.ffn_norm)));
+                ts.push((
+                    LayerTensor::FfnNorm.gguf_weight(i),
+                    vec![d],
+                    0,
+                    norm(&l.ffn_norm),
+                ));
             }
-            ts.push(mat(b(LAYER_TENSORS[k]), m, rope)?);
+            ts.push(mat(LayerTensor::MATRICES[k].gguf_weight(i), m, rope)?);
         }
     }
     ts.push((keys::OUTPUT_NORM.into(), vec![d], 0, norm(&w.final_norm)));

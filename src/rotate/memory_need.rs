@@ -24,8 +24,6 @@
 
 use std::path::Path;
 
-use super::quant_study::{QuantConfig, WeightRounding};
-use super::quantize_job::QuantizeJob;
 use crate::io::gguf::{GgufFile, keys};
 use crate::io::memory::{check_fits_or, human};
 use crate::model::llama::LlamaConfig;
@@ -61,7 +59,7 @@ pub struct Counts {
 }
 
 /// Checked `Σ Π` of `terms`; `None` on overflow.
-fn sum_of_products(terms: &[&[u64]]) -> Option<u64> {
+pub(crate) fn sum_of_products(terms: &[&[u64]]) -> Option<u64> {
     terms.iter().try_fold(0u64, |acc, t| {
         let p = t.iter().try_fold(1u64, |a, &f| a.checked_mul(f))?;
         acc.checked_add(p)
@@ -137,24 +135,8 @@ impl DeclaredModel {
 }
 
 /// Bytes of `n` f32 values, checked.
-fn f32s(n: u64) -> Option<u64> {
+pub(crate) fn f32s(n: u64) -> Option<u64> {
     n.checked_mul(4)
-}
-
-/// GPTQ's sums `XᵀX`: per layer `3·C² + F²` f64 (as `Hessians::new` allocates them, with
-/// the query width for `o_proj`'s input).
-fn hessian_bytes(m: &DeclaredModel) -> Option<u64> {
-    let c = &m.cfg;
-    let (cm, f) = (c.d_model as u64, c.d_ff as u64);
-    let q = (c.n_head as u64).checked_mul(c.head_dim() as u64)?;
-    sum_of_products(&[&[2, cm, cm], &[q, q], &[f, f]])?
-        .checked_mul(c.n_layer as u64)?
-        .checked_mul(8)
-}
-
-/// GPTQ's work matrices: three f64 squares of the widest input.
-fn gptq_work(n: &Counts) -> Option<u64> {
-    n.widest.checked_mul(n.widest)?.checked_mul(24)
 }
 
 /// Peak bytes of `rotate` writing `outs` (see the module doc).
@@ -174,38 +156,8 @@ pub fn rotate_bytes(m: &DeclaredModel, outs: &[std::path::PathBuf]) -> Option<u6
     Some(held.max(loading))
 }
 
-/// Peak bytes of `quantize` (the study, or with `out` the file), see the module doc.
-pub fn quantize_bytes(m: &DeclaredModel, job: &QuantizeJob) -> Option<u64> {
-    let n = m.counts()?;
-    let o = &job.options;
-    let rotated = f32s(n.params.checked_add(n.untied)?)?;
-    let base = f32s(n.params)?;
-    let loading = base.checked_add(m.read_bytes)?;
-    let hessians = hessian_bytes(m)?;
-    let gptq = o.method.contains(&WeightRounding::Gptq);
-    let work = if gptq { gptq_work(&n)? } else { 0 };
-    let held = if job.out.is_some() {
-        let calibrates = o.method.iter().any(|w| w.calibrates());
-        let blocks = rotated.div_ceil(4).checked_mul(34)?.div_ceil(32);
-        let after = blocks.checked_add(work)?;
-        let during = if calibrates {
-            rotated.max(after).checked_add(hessians)?
-        } else {
-            after
-        };
-        base.checked_add(rotated)?.checked_add(during)?
-    } else {
-        let calibrates = o.configs().iter().any(QuantConfig::calibrates);
-        let h = if calibrates { hessians } else { 0 };
-        base.checked_add(rotated.checked_mul(2)?)?
-            .checked_add(h)?
-            .checked_add(work)?
-    };
-    Some(held.max(loading))
-}
-
 /// Refuses, with what it needs and what there is, a job whose estimate passes the budget.
-fn check(
+pub(crate) fn check(
     model: &Path,
     doing: &str,
     bytes: impl Fn(&DeclaredModel) -> Option<u64>,
@@ -255,9 +207,20 @@ pub fn check_align_weights(
     check(model_b, "aligning", need)
 }
 
-/// Checks that the quantize `job` fits the memory budget, before it loads its model.
-pub fn check_quantize(job: &QuantizeJob) -> crate::Result<()> {
-    check(&job.model, "quantising", |m| quantize_bytes(m, job))
+/// Llama-2-7B's shapes, for the estimators' tests.
+#[cfg(test)]
+pub(crate) fn llama_7b() -> DeclaredModel {
+    let json = r#"{"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+        "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+        "tie_word_embeddings": false, "hidden_act": "silu"}"#;
+    let (cfg, tied) = LlamaConfig::from_hf_json(json).unwrap();
+    DeclaredModel {
+        cfg,
+        tied,
+        read_bytes: 0,
+    }
 }
 
 #[cfg(test)]
@@ -265,22 +228,6 @@ mod tests {
     use super::*;
     use crate::io::memory::budget::Source;
     use crate::io::memory::{Budget, MemoryError, check_fits_on};
-    use crate::model::llama::hessian::Hessians;
-
-    /// Llama-2-7B's shapes, from its `config.json` (it ties nothing).
-    fn llama_7b() -> DeclaredModel {
-        let json = r#"{"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-            "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
-            "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
-            "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-            "tie_word_embeddings": false, "hidden_act": "silu"}"#;
-        let (cfg, tied) = LlamaConfig::from_hf_json(json).unwrap();
-        DeclaredModel {
-            cfg,
-            tied,
-            read_bytes: 0,
-        }
-    }
 
     #[test]
     fn a_7b_model_counts_its_published_weights() {
@@ -310,23 +257,6 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with(ADVICE), "{text}");
-    }
-
-    #[test]
-    fn quantising_needs_more_than_rotating_and_gptq_more_than_rtn() {
-        let m = llama_7b();
-        let rotate = rotate_bytes(&m, &[]).unwrap();
-        let mut job = QuantizeJob::default();
-        let study = quantize_bytes(&m, &job).unwrap();
-        assert!(study > rotate, "{study} {rotate}");
-        job.out = Some("q.gguf".into());
-        job.options.method = vec![WeightRounding::Rtn];
-        let rtn = quantize_bytes(&m, &job).unwrap();
-        job.options.method = vec![WeightRounding::Gptq];
-        let gptq = quantize_bytes(&m, &job).unwrap();
-        // GPTQ adds the sums XᵀX (32 layers of 3·4096² + 11008² f64: 43 GB) and a model copy.
-        assert_eq!(hessian_bytes(&m), Some(Hessians::bytes(&m.cfg)));
-        assert!(gptq > rtn + Hessians::bytes(&m.cfg), "{gptq} {rtn}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Computational invariance of pretrained RMSNorm models: fold norms, rotate the residual
-//! stream by an orthogonal matrix, quantise, and align hidden-state spaces.
+//! stream by an orthogonal matrix, and align two models (hidden states or weights). Quantisation
+//! of the rotated model is `crate::quant`'s.
 
 pub mod align;
 pub(crate) mod apply;
@@ -14,12 +15,6 @@ pub mod out_path;
 pub(crate) mod outputs;
 pub use crate::nn::hadamard;
 pub mod procrustes;
-pub mod quant_options;
-pub mod quant_report;
-pub mod quant_run;
-pub mod quant_study;
-pub mod quantize_file;
-pub mod quantize_job;
 pub(crate) mod rotation;
 pub mod set;
 pub mod staging;
@@ -31,7 +26,7 @@ pub use fold::fold_norms;
 pub use job::{RotateJob, RotateReport, run};
 pub use rotation::{Rotation, RotationKind};
 
-/// Rotation, quantisation or alignment failed.
+/// Rotation or alignment failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RotateError {
     /// A bad option or model; the message says which.

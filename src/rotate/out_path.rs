@@ -7,9 +7,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::outputs::is_gguf;
 use crate::io::file_set::{Claim, Input, Output, claim_outputs};
 use crate::io::folder_kind::{self, FolderKind};
+
+/// A path ending in `.gguf` is a GGUF output; anything else a Hugging Face folder.
+pub(crate) fn is_gguf(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e == "gguf")
+}
 
 /// The folder `out` is written in (`.` for a bare name).
 pub(crate) fn parent_of(out: &Path) -> PathBuf {

@@ -2,7 +2,7 @@
 //! read back and run against the original model, so `--gguf-type f16`'s rounding is part of
 //! the check), and moved into place only when every check passed.
 
-use std::path::Path;
+use super::out_path::is_gguf;
 
 use super::RotateError;
 use super::check::{Comparison, compare_models};
@@ -13,11 +13,6 @@ use crate::io::finite::check_holds;
 use crate::io::gguf::{GgmlType, Value};
 use crate::model::llama::special_tokens::SpecialTokens;
 use crate::model::llama::{Llama, LlamaWeights, load_model};
-
-/// A path ending in `.gguf` is a GGUF output; anything else a Hugging Face folder.
-pub(crate) fn is_gguf(p: &Path) -> bool {
-    p.extension().is_some_and(|e| e == "gguf")
-}
 
 /// Refuses weights an F16 file cannot hold: a finite value that f16 rounds to infinity
 /// (beyond 65504) would be written as infinity and run as NaN, a silently different model.

@@ -19,7 +19,8 @@ use super::heads::{HeadShape, rotate_value_head};
 use super::job::check_tokens;
 use super::options::WeightAlignOptions;
 use super::out_path::claim_outs_of;
-use super::outputs::{Source, check_f16_range, check_staged, is_gguf, stage};
+use super::out_path::is_gguf;
+use super::outputs::{Source, check_f16_range, check_staged, stage};
 use super::weight_fit::{
     ffn_permutation, permute_ffn, relative_distance, residual_map, value_head_rotation,
 };

@@ -3,7 +3,7 @@
 //! ([`TextBatches`]) is one source, MQAR's task generator another
 //! (`analysis::mqar::feed`).
 
-use super::trainer::RunState;
+use super::run_state::RunState;
 use crate::Result;
 use crate::data::BatchSampler;
 use crate::data::batch::Batch;

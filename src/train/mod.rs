@@ -18,6 +18,7 @@ pub mod prepared;
 pub mod recipe;
 pub(crate) mod request;
 pub mod run_record;
+pub mod run_state;
 pub mod schedule;
 pub mod session;
 pub mod token_batches;
@@ -30,7 +31,8 @@ pub use metrics::MetricRecord;
 pub use model_api::Trainable;
 pub use observer::{Observer, Silent};
 pub use options::TrainOptions;
-pub use trainer::{Limits, RunState, train, train_on};
+pub use run_state::RunState;
+pub use trainer::{Limits, train, train_on};
 
 /// Training stopped or could not start.
 #[derive(Debug, thiserror::Error)]

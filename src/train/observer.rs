@@ -4,7 +4,7 @@
 //! writes its checkpoint. The library never prints: the caller (a progress bar in the command
 //! line, nothing in tests) decides what to show.
 
-use super::trainer::RunState;
+use super::run_state::RunState;
 use crate::Result;
 
 /// Receives a training run's progress; `M` is the model trained. Every method has a default

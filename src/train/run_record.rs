@@ -6,8 +6,8 @@ use std::path::Path;
 
 use super::checkpoint::{self, CheckpointParts, DataRecord};
 use super::options::TrainOptions;
+use super::run_state::RunState;
 use super::session::create_out;
-use super::trainer::RunState;
 use crate::Result;
 use crate::data::Tokenizer;
 use crate::io::folder_kind::FolderKind;

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::TrainError;
-use super::adamw::{AdamW, groups_from};
+use super::adamw::groups_from;
 use super::batches::{Batches, TextBatches};
 use super::clip::clip_grad_norm;
 use super::loop_eval::{Evaluate, TextEval};
@@ -24,44 +24,11 @@ use super::metrics::MetricRecord;
 use super::model_api::Trainable;
 use super::observer::Observer;
 use super::options::TrainOptions;
+use super::run_state::RunState;
 use crate::Result;
 use crate::data::Split;
 
 pub use super::loop_eval::{EVAL_SEED_OFFSET, estimate_loss};
-
-/// The resumable state of a run (besides the model).
-#[derive(Debug, Clone)]
-pub struct RunState {
-    /// Optimizer steps done.
-    pub step: usize,
-    /// Position of the training batch source ([`Batches::position`]).
-    pub sampler_pos: u128,
-    /// Optimizer state.
-    pub adam: AdamW,
-    /// Evaluation records so far.
-    pub metrics: Vec<MetricRecord>,
-    /// Step of the last checkpoint written (`None` before the first).
-    pub last_checkpoint: Option<usize>,
-    /// Sum of the training losses since the last record (for its `step_loss`).
-    pub window_loss: f64,
-    /// Steps since the last record.
-    pub window_steps: usize,
-}
-
-impl RunState {
-    /// The state before the first step, for `n` trainable parameters.
-    pub fn fresh(opts: &TrainOptions, n: usize) -> Self {
-        RunState {
-            step: 0,
-            sampler_pos: 0,
-            adam: AdamW::new(opts.adamw, n),
-            metrics: Vec::new(),
-            last_checkpoint: None,
-            window_loss: 0.0,
-            window_steps: 0,
-        }
-    }
-}
 
 /// How far to go this time.
 #[derive(Debug, Clone, Copy, Default)]

@@ -9,9 +9,10 @@ use crate::common;
 use orthoformer::export::llama::{save_gguf, save_hf_folder};
 use orthoformer::io::gguf::{GgmlType, GgufFile, Value};
 use orthoformer::model::llama::load_model;
+use orthoformer::quant::job::QuantizeJob;
+use orthoformer::quant::options::QuantizeOptions;
+use orthoformer::quant::run::{QuantizeOutcome, run};
 use orthoformer::quant::{FileType, Format};
-use orthoformer::rotate::quant_options::QuantizeOptions;
-use orthoformer::rotate::quantize_job::{QuantizeJob, QuantizeOutcome, run};
 
 fn quantize(model: &std::path::Path, out: &std::path::Path) {
     let job = QuantizeJob {

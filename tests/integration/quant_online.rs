@@ -301,7 +301,7 @@ fn hadamard_orders_for_common_ffn_widths() {
 /// way).
 #[test]
 fn the_study_grid_runs_on_the_engine() {
-    use orthoformer::rotate::quant_study::{
+    use orthoformer::quant::study::{
         StudySettings, StudyText, WeightRounding, quarot_grid, run_study,
     };
     let w = tiny();

@@ -8,9 +8,7 @@ use crate::common;
 use crate::common::llama_logits::{logits, max_diff};
 
 use orthoformer::model::llama::{LlamaWeights, load_model};
-use orthoformer::rotate::quant_study::{
-    QuantConfig, StudySettings, StudyText, WeightRounding, run_study,
-};
+use orthoformer::quant::study::{QuantConfig, StudySettings, StudyText, WeightRounding, run_study};
 use orthoformer::rotate::set::{RotateChoice, RotationSet, apply_offline};
 use orthoformer::rotate::{Rotation, rotate_weights};
 

@@ -1,6 +1,7 @@
 //! GGUF files: header and metadata parsing, tensor dequantisation (F32, F16, BF16, Q8_0,
 //! Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), and writing (F32, F16).
 
+pub mod blocks;
 pub(crate) mod budget;
 pub(crate) mod directory;
 pub mod dtype;

@@ -7,6 +7,7 @@
 //! compute the same attention (`nn::rope`).
 
 use super::config::{Family, LlamaConfig};
+use super::layer_tensor::LayerTensor as T;
 use super::weights::{LlamaWeights, QkvBias};
 use crate::io::gguf::{GgmlType, GgufFile, TensorBytes, keys};
 use crate::nn::qmatvec::QMatrix;
@@ -201,30 +202,28 @@ impl ModelWeights {
         let norm = |name: &str| g.tensor_f32(name, &[d as u64]);
         let mut layers = Vec::with_capacity(c.n_layer);
         for l in 0..c.n_layer {
-            let b = |what: &str| keys::block(l, what);
-            let lin = |what: &str, r: usize, k: usize| Linear::from_gguf(g, &b(what), r, k);
+            let lin = |t: T, r: usize, k: usize| Linear::from_gguf(g, &t.gguf_weight(l), r, k);
             let qkv_bias = if c.family.qkv_bias() {
-                let bias =
-                    |what: &str, n: usize| g.tensor_f32(&keys::block_bias(l, what), &[n as u64]);
+                let bias = |t: T, n: usize| g.tensor_f32(&t.gguf_bias(l), &[n as u64]);
                 Some(QkvBias {
-                    q: bias("attn_q", qd)?,
-                    k: bias("attn_k", kvd)?,
-                    v: bias("attn_v", kvd)?,
+                    q: bias(T::Q, qd)?,
+                    k: bias(T::K, kvd)?,
+                    v: bias(T::V, kvd)?,
                 })
             } else {
                 None
             };
             layers.push(Layer {
                 qkv_bias,
-                attn_norm: norm(&b("attn_norm"))?,
-                q: lin("attn_q", qd, d)?,
-                k: lin("attn_k", kvd, d)?,
-                v: lin("attn_v", kvd, d)?,
-                o: lin("attn_output", d, qd)?,
-                ffn_norm: norm(&b("ffn_norm"))?,
-                gate: lin("ffn_gate", f, d)?,
-                up: lin("ffn_up", f, d)?,
-                down: lin("ffn_down", d, f)?,
+                attn_norm: norm(&T::AttnNorm.gguf_weight(l))?,
+                q: lin(T::Q, qd, d)?,
+                k: lin(T::K, kvd, d)?,
+                v: lin(T::V, kvd, d)?,
+                o: lin(T::O, d, qd)?,
+                ffn_norm: norm(&T::FfnNorm.gguf_weight(l))?,
+                gate: lin(T::Gate, f, d)?,
+                up: lin(T::Up, f, d)?,
+                down: lin(T::Down, d, f)?,
             });
         }
         let head = match g.tensor(keys::OUTPUT) {

@@ -5,10 +5,11 @@
 //! (`num_hidden_layers` or `{arch}.block_count` too small), whose extra layers would silently
 //! vanish. llama.cpp refuses the second too (it counts the tensors it expects).
 //!
-//! The names are the loaders' (`weights.rs`, and `linear.rs` for mapped GGUF weights); the
+//! The names are the table's (`layer_tensor.rs`), which the loaders read by; the
 //! unit test below checks that every tensor the Hugging Face writer emits passes.
 
 use super::config::LlamaConfig;
+use super::layer_tensor::LayerTensor;
 use crate::model::ModelError;
 
 /// A file format's tensor names.
@@ -45,46 +46,22 @@ impl Scheme {
         }
     }
 
-    /// A layer's tensors, after `{prefix}{i}.`.
-    fn layer(self) -> &'static [&'static str] {
-        match self {
-            Scheme::Hf => &[
-                "input_layernorm.weight",
-                "post_attention_layernorm.weight",
-                "self_attn.q_proj.weight",
-                "self_attn.k_proj.weight",
-                "self_attn.v_proj.weight",
-                "self_attn.o_proj.weight",
-                "mlp.gate_proj.weight",
-                "mlp.up_proj.weight",
-                "mlp.down_proj.weight",
-                // Older checkpoints store RoPE's inverse frequencies; the engine computes them
-                // from rope_theta, which was checked.
-                "self_attn.rotary_emb.inv_freq",
-            ],
-            Scheme::Gguf => &[
-                "attn_norm.weight",
-                "attn_q.weight",
-                "attn_k.weight",
-                "attn_v.weight",
-                "attn_output.weight",
-                "ffn_norm.weight",
-                "ffn_gate.weight",
-                "ffn_up.weight",
-                "ffn_down.weight",
-            ],
+    /// Whether `rest`, a name after `{prefix}{i}.`, is a layer tensor the loaders read
+    /// (`biased`: the family's q/k/v biases too).
+    fn reads(self, rest: &str, biased: bool) -> bool {
+        // Older Hugging Face checkpoints store RoPE's inverse frequencies; the engine computes
+        // them from rope_theta, which was checked.
+        if self == Scheme::Hf && rest == "self_attn.rotary_emb.inv_freq" {
+            return true;
         }
-    }
-
-    /// q/k/v biases, read for the Qwen2 family only.
-    fn qkv_bias(self) -> &'static [&'static str] {
-        match self {
-            Scheme::Hf => &[
-                "self_attn.q_proj.bias",
-                "self_attn.k_proj.bias",
-                "self_attn.v_proj.bias",
-            ],
-            Scheme::Gguf => &["attn_q.bias", "attn_k.bias", "attn_v.bias"],
+        let name = |t: &LayerTensor| match self {
+            Scheme::Hf => t.hf(),
+            Scheme::Gguf => t.gguf(),
+        };
+        match rest.rsplit_once('.') {
+            Some((stem, "weight")) => LayerTensor::ALL.iter().any(|t| name(t) == stem),
+            Some((stem, "bias")) => biased && LayerTensor::QKV.iter().any(|t| name(t) == stem),
+            _ => false,
         }
     }
 }
@@ -107,8 +84,7 @@ fn classify(name: &str, cfg: &LlamaConfig, scheme: Scheme) -> Option<Unread> {
     else {
         return Some(Unread::Unknown);
     };
-    let known = scheme.layer().contains(&rest)
-        || (cfg.family.qkv_bias() && scheme.qkv_bias().contains(&rest));
+    let known = scheme.reads(rest, cfg.family.qkv_bias());
     // Only the canonical spelling is read: "01" or "+1" would name a tensor no loader asks for.
     let index = i.parse::<usize>().ok().filter(|n| n.to_string() == i);
     match (known, index) {

@@ -4,6 +4,7 @@
 //! saved as either.
 
 use super::config::{Family, LlamaConfig};
+use super::layer_tensor::LayerTensor as T;
 use super::tensor_names::{Scheme, check_all_read};
 use crate::io::gguf::{GgufFile, keys};
 use crate::model::ModelError;
@@ -118,9 +119,9 @@ impl LlamaWeights {
         // Hugging Face's order (NEOX RoPE).
         let interleaved = cfg.family == Family::Llama;
         for l in 0..cfg.n_layer {
-            let t = |what: &str, dims: &[u64]| g.tensor_f32(&keys::block(l, what), dims);
-            let wq = t("attn_q", &[c, c])?;
-            let wk = t("attn_k", &[c, kv])?;
+            let t = |what: T, dims: &[u64]| g.tensor_f32(&what.gguf_weight(l), dims);
+            let wq = t(T::Q, &[c, c])?;
+            let wk = t(T::K, &[c, kv])?;
             let (wq, wk) = if interleaved {
                 (
                     permute_rope_rows(&wq, cfg.n_head, dh, c as usize, true),
@@ -130,26 +131,26 @@ impl LlamaWeights {
                 (wq, wk)
             };
             let qkv_bias = if cfg.family.qkv_bias() {
-                let b = |what: &str, n: u64| g.tensor_f32(&keys::block_bias(l, what), &[n]);
+                let b = |what: T, n: u64| g.tensor_f32(&what.gguf_bias(l), &[n]);
                 Some(QkvBias {
-                    q: b("attn_q", c)?,
-                    k: b("attn_k", kv)?,
-                    v: b("attn_v", kv)?,
+                    q: b(T::Q, c)?,
+                    k: b(T::K, kv)?,
+                    v: b(T::V, kv)?,
                 })
             } else {
                 None
             };
             layers.push(LayerWeights {
-                attn_norm: t("attn_norm", &[c])?,
+                attn_norm: t(T::AttnNorm, &[c])?,
                 wq,
                 wk,
                 qkv_bias,
-                wv: t("attn_v", &[c, kv])?,
-                wo: t("attn_output", &[c, c])?,
-                ffn_norm: t("ffn_norm", &[c])?,
-                w_gate: t("ffn_gate", &[c, f])?,
-                w_up: t("ffn_up", &[c, f])?,
-                w_down: t("ffn_down", &[f, c])?,
+                wv: t(T::V, &[c, kv])?,
+                wo: t(T::O, &[c, c])?,
+                ffn_norm: t(T::FfnNorm, &[c])?,
+                w_gate: t(T::Gate, &[c, f])?,
+                w_up: t(T::Up, &[c, f])?,
+                w_down: t(T::Down, &[f, c])?,
             });
         }
         let final_norm = g.tensor_f32(keys::OUTPUT_NORM, &[c])?;
@@ -176,22 +177,21 @@ impl LlamaWeights {
             &self.embed,
         )];
         for (i, l) in self.layers.iter().enumerate() {
-            let p = |s: &str| format!("model.layers.{i}.{s}.weight");
-            out.push((p("input_layernorm"), vec![d], &l.attn_norm));
-            out.push((p("self_attn.q_proj"), vec![d, d], &l.wq));
-            out.push((p("self_attn.k_proj"), vec![kv, d], &l.wk));
-            out.push((p("self_attn.v_proj"), vec![kv, d], &l.wv));
+            let p = |t: T| t.hf_weight(i);
+            out.push((p(T::AttnNorm), vec![d], &l.attn_norm));
+            out.push((p(T::Q), vec![d, d], &l.wq));
+            out.push((p(T::K), vec![kv, d], &l.wk));
+            out.push((p(T::V), vec![kv, d], &l.wv));
             if let Some(b) = &l.qkv_bias {
-                let p = |s: &str| format!("model.layers.{i}.self_attn.{s}.bias");
-                out.push((p("q_proj"), vec![d], &b.q));
-                out.push((p("k_proj"), vec![kv], &b.k));
-                out.push((p("v_proj"), vec![kv], &b.v));
+                out.push((T::Q.hf_bias(i), vec![d], &b.q));
+                out.push((T::K.hf_bias(i), vec![kv], &b.k));
+                out.push((T::V.hf_bias(i), vec![kv], &b.v));
             }
-            out.push((p("self_attn.o_proj"), vec![d, d], &l.wo));
-            out.push((p("post_attention_layernorm"), vec![d], &l.ffn_norm));
-            out.push((p("mlp.gate_proj"), vec![f, d], &l.w_gate));
-            out.push((p("mlp.up_proj"), vec![f, d], &l.w_up));
-            out.push((p("mlp.down_proj"), vec![d, f], &l.w_down));
+            out.push((p(T::O), vec![d, d], &l.wo));
+            out.push((p(T::FfnNorm), vec![d], &l.ffn_norm));
+            out.push((p(T::Gate), vec![f, d], &l.w_gate));
+            out.push((p(T::Up), vec![f, d], &l.w_up));
+            out.push((p(T::Down), vec![d, f], &l.w_down));
         }
         out.push(("model.norm.weight".into(), vec![d], &self.final_norm));
         if let Some(h) = &self.lm_head {
@@ -287,29 +287,28 @@ impl LlamaWeights {
         let embed = get("model.embed_tokens.weight", &[v, d])?;
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for i in 0..cfg.n_layer {
-            let p = |s: &str| format!("model.layers.{i}.{s}.weight");
+            let p = |t: T| t.hf_weight(i);
             let qkv_bias = if cfg.family.qkv_bias() {
-                let b =
-                    |s: &str, n: usize| get(&format!("model.layers.{i}.self_attn.{s}.bias"), &[n]);
+                let b = |t: T, n: usize| get(&t.hf_bias(i), &[n]);
                 Some(QkvBias {
-                    q: b("q_proj", d)?,
-                    k: b("k_proj", kv)?,
-                    v: b("v_proj", kv)?,
+                    q: b(T::Q, d)?,
+                    k: b(T::K, kv)?,
+                    v: b(T::V, kv)?,
                 })
             } else {
                 None
             };
             layers.push(LayerWeights {
                 qkv_bias,
-                attn_norm: get(&p("input_layernorm"), &[d])?,
-                wq: get(&p("self_attn.q_proj"), &[d, d])?,
-                wk: get(&p("self_attn.k_proj"), &[kv, d])?,
-                wv: get(&p("self_attn.v_proj"), &[kv, d])?,
-                wo: get(&p("self_attn.o_proj"), &[d, d])?,
-                ffn_norm: get(&p("post_attention_layernorm"), &[d])?,
-                w_gate: get(&p("mlp.gate_proj"), &[f, d])?,
-                w_up: get(&p("mlp.up_proj"), &[f, d])?,
-                w_down: get(&p("mlp.down_proj"), &[d, f])?,
+                attn_norm: get(&p(T::AttnNorm), &[d])?,
+                wq: get(&p(T::Q), &[d, d])?,
+                wk: get(&p(T::K), &[kv, d])?,
+                wv: get(&p(T::V), &[kv, d])?,
+                wo: get(&p(T::O), &[d, d])?,
+                ffn_norm: get(&p(T::FfnNorm), &[d])?,
+                w_gate: get(&p(T::Gate), &[f, d])?,
+                w_up: get(&p(T::Up), &[f, d])?,
+                w_down: get(&p(T::Down), &[d, f])?,
             });
         }
         let final_norm = get("model.norm.weight", &[d])?;

@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{Block, half, nibbles, widen};
+use super::avx2_lanes::{Block, half, nibbles, widen};
 use crate::io::gguf::iquants::{IQ4_XS_BYTES, KVALUES_IQ4NL, iq4_xs_scales};
 
 /// `d·k[n]` for the 32 nibbles of the 16 bytes at `p` (low nibbles are weights 0..16).

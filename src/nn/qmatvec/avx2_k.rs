@@ -9,8 +9,8 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::hsum;
 use super::avx2_iq4::{iq4_xs, iq4_xs_dl};
+use super::avx2_lanes::hsum;
 use crate::io::gguf::GgmlType;
 use crate::io::gguf::iquants::IQ4_XS_BYTES;
 use crate::io::gguf::kquants::{Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, QK_K, k4_scales};

@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{Block, half, nibbles, widen};
+use super::avx2_lanes::{Block, half, nibbles, widen};
 
 /// The fifth bits of weights `8k..8k+8` for `k` in `[b0, b0+1]` as bytes of 0 or 16.
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -6,6 +6,7 @@
 use std::arch::x86_64::*;
 
 use crate::io::gguf::GgmlType;
+use crate::io::gguf::blocks::{self as fmt, BlockFormat};
 
 /// The f16 at `p` as f32.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
@@ -95,9 +96,9 @@ macro_rules! block_dot {
     };
 }
 
-block_dot!(dot_q8_0, 34, q8_0);
-block_dot!(dot_q4_0, 18, q4_0);
-block_dot!(dot_q4_1, 20, q4_1);
+block_dot!(dot_q8_0, fmt::Q8_0::BYTES, q8_0);
+block_dot!(dot_q4_0, fmt::Q4_0::BYTES, q4_0);
+block_dot!(dot_q4_1, fmt::Q4_1::BYTES, q4_1);
 
 /// `Σ w·x` over `n` f32 weights.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]

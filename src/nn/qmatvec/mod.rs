@@ -23,23 +23,29 @@ mod avx2_iq4;
 #[cfg(target_arch = "x86_64")]
 mod avx2_k;
 #[cfg(target_arch = "x86_64")]
+mod avx2_lanes;
+#[cfg(target_arch = "x86_64")]
 mod avx2_q5;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod q8;
 mod q8_k;
+mod q8_vector;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86_q8;
 #[cfg(target_arch = "x86_64")]
 mod x86_q8_k;
+#[cfg(target_arch = "x86_64")]
+mod x86_q8_lanes;
 
 use rayon::prelude::*;
 
 use super::simd::{self, Isa};
 use crate::io::gguf::GgmlType;
 pub use crate::io::gguf::dtype::dequantize;
-pub use q8::{Q8Row, Q8Vector, supports as q8_supports};
+pub use q8::supports as q8_supports;
+pub use q8_vector::{Q8Row, Q8Vector};
 
 /// What a matrix-vector product multiplies quantised weights with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -223,7 +229,7 @@ pub fn matvec_many_with(
     scratch: &mut Q8Vector,
 ) {
     let any_q8 = jobs.iter().any(|(_, w)| q8::supports(w.ty));
-    if input == MatvecInput::F32 || !any_q8 || !x.len().is_multiple_of(q8::BLOCK) {
+    if input == MatvecInput::F32 || !any_q8 || !x.len().is_multiple_of(q8_vector::BLOCK) {
         matvec_many(jobs, x);
         return;
     }

@@ -12,7 +12,7 @@
 //!
 //! The integer sums are exact; the bodies differ in the order of the float sums only.
 
-use super::q8::{BLOCK, Q8Row};
+use super::q8_vector::{BLOCK, Q8Row};
 use crate::io::gguf::GgmlType;
 use crate::io::gguf::kquants::{q6, scale_min_k4_all};
 use crate::io::gguf::le::f16_at;

@@ -15,9 +15,11 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::half;
-use super::q8::{BLOCK, Q8Row};
+use super::avx2_lanes::half;
+use super::q8_vector::{BLOCK, Q8Row};
+use super::x86_q8_lanes::{dp_avx2, dp_vnni};
 use crate::io::gguf::GgmlType;
+use crate::io::gguf::blocks::{self as fmt, BlockFormat};
 
 /// The bodies for one instruction set: `$dp(w, x)` is the eight i32 sums of a block.
 macro_rules! q8_bodies {
@@ -25,6 +27,7 @@ macro_rules! q8_bodies {
         pub(super) mod $module {
             use super::*;
             use crate::nn::qmatvec::x86_q8_k::$module as k;
+            use crate::nn::qmatvec::x86_q8_lanes::$module::{hsum, sums8};
 
             /// The 16 nibbles at `p` as 32 bytes: low nibbles (weights 0..16), then high.
             #[target_feature(enable = $features)]
@@ -167,21 +170,6 @@ macro_rules! q8_bodies {
                 ))
             }
 
-            /// Lane `i` the sum of the eight i32 lanes of `one(i)`.
-            #[target_feature(enable = $features)]
-            #[inline]
-            pub(in crate::nn::qmatvec) fn sums8(one: impl Fn(usize) -> __m256i) -> __m256i {
-                // Pairs, then quads: u0 holds the half sums of blocks 0..4 (low then high 128
-                // bits of each), u1 those of 4..8; adding the halves finishes them.
-                let pairs = |i: usize| _mm256_hadd_epi32(one(i), one(i + 1));
-                let u0 = _mm256_hadd_epi32(pairs(0), pairs(2));
-                let u1 = _mm256_hadd_epi32(pairs(4), pairs(6));
-                _mm256_add_epi32(
-                    _mm256_permute2x128_si256::<0x20>(u0, u1),
-                    _mm256_permute2x128_si256::<0x31>(u0, u1),
-                )
-            }
-
             /// Q4_0's offsets of eight blocks: `−8·d_w`.
             #[target_feature(enable = $features)]
             #[inline]
@@ -240,10 +228,34 @@ macro_rules! q8_bodies {
             weights!(w_q5_0, |b: *const u8| fives(b.add(6), b.add(2)));
             weights!(w_q5_1, |b: *const u8| fives(b.add(8), b.add(4)));
 
-            dot4!(dot_q4_0, 18, w_q4_0, q4_0_offset, q4_0_offset8);
-            dot4!(dot_q4_1, 20, w_q4_1, q4_1_offset, q4_1_offset8);
-            dot4!(dot_q5_0, 22, w_q5_0, q5_0_offset, q5_0_offset8);
-            dot4!(dot_q5_1, 24, w_q5_1, q4_1_offset, q4_1_offset8);
+            dot4!(
+                dot_q4_0,
+                fmt::Q4_0::BYTES,
+                w_q4_0,
+                q4_0_offset,
+                q4_0_offset8
+            );
+            dot4!(
+                dot_q4_1,
+                fmt::Q4_1::BYTES,
+                w_q4_1,
+                q4_1_offset,
+                q4_1_offset8
+            );
+            dot4!(
+                dot_q5_0,
+                fmt::Q5_0::BYTES,
+                w_q5_0,
+                q5_0_offset,
+                q5_0_offset8
+            );
+            dot4!(
+                dot_q5_1,
+                fmt::Q5_1::BYTES,
+                w_q5_1,
+                q4_1_offset,
+                q4_1_offset8
+            );
 
             /// `Σ_b (d_w·d_x)·Σ w·q` over the `nb` Q8_0 blocks of one row, for each of the
             /// `R` rows `xs` (the eight blocks' weights and scales loaded once for all; each
@@ -264,9 +276,11 @@ macro_rules! q8_bodies {
                 while b + 8 <= nb {
                     // SAFETY: blocks b..b + 8 of the row and of every `x` exist.
                     unsafe {
-                        let w = |i: usize| _mm256_loadu_si256(p.add((b + i) * 34 + 2).cast());
+                        let w = |i: usize| {
+                            _mm256_loadu_si256(p.add((b + i) * fmt::Q8_0::BYTES + 2).cast())
+                        };
                         let ws = [w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7)];
-                        let dw = halves8(p.add(b * 34), 34, 0);
+                        let dw = halves8(p.add(b * fmt::Q8_0::BYTES), fmt::Q8_0::BYTES, 0);
                         for r in 0..R {
                             let q = xs[r].q.as_ptr();
                             let sums = sums8(|i| {
@@ -284,10 +298,13 @@ macro_rules! q8_bodies {
                     let block = |b: usize| {
                         // SAFETY: as in the 4-bit bodies.
                         unsafe {
-                            let w = _mm256_loadu_si256(p.add(b * 34 + 2).cast());
+                            let w = _mm256_loadu_si256(p.add(b * fmt::Q8_0::BYTES + 2).cast());
                             let xq = _mm256_loadu_si256(q.add(b * BLOCK).cast());
                             let dot = _mm256_cvtepi32_ps(dp8(w, xq));
-                            (dot, _mm256_set1_ps(half(p.add(b * 34)) * *d.add(b)))
+                            (
+                                dot,
+                                _mm256_set1_ps(half(p.add(b * fmt::Q8_0::BYTES)) * *d.add(b)),
+                            )
                         }
                     };
                     let (mut a0, mut a1) = (acc8[r], _mm256_setzero_ps());
@@ -306,15 +323,6 @@ macro_rules! q8_bodies {
                     out[r] = hsum(_mm256_add_ps(a0, a1));
                 }
                 out
-            }
-
-            /// The sum of the eight lanes.
-            #[target_feature(enable = $features)]
-            #[inline]
-            pub(in crate::nn::qmatvec) fn hsum(v: __m256) -> f32 {
-                let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-                let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-                _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)))
             }
 
             /// `ys[j][r] = Σ_c W[r, c]·xs[j][c]` for every row `r` of `data` and each of the
@@ -366,20 +374,6 @@ macro_rules! q8_bodies {
             }
         }
     };
-}
-
-/// Eight i32 sums of `u8 × i8` products, four adjacent each, by AVX-512 VNNI.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-#[inline]
-pub(super) fn dp_vnni(w: __m256i, x: __m256i) -> __m256i {
-    _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x)
-}
-
-/// The same sums by AVX2: pairs into i16, then pairs of those into i32.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(super) fn dp_avx2(w: __m256i, x: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1))
 }
 
 /// 16 in byte `j` for each set bit `j` of `qh`, by an AVX-512 byte mask.

@@ -15,7 +15,7 @@
 //! Callers guarantee the CPU features and the shapes: the row holds `nsb` super-blocks and `x`
 //! holds `8·nsb` rounded blocks.
 
-/// The bodies for one instruction set (`$module` names the `x86_q8` module with the same
+/// The bodies for one instruction set (`$module` names the `x86_q8_lanes` module with the same
 /// reductions; `$dp(w, x)` is the eight i32 sums of a block).
 macro_rules! q8_k_bodies {
     ($module:ident, $features:literal, $dp:path) => {
@@ -23,9 +23,9 @@ macro_rules! q8_k_bodies {
             use std::arch::x86_64::*;
 
             use crate::io::gguf::kquants::{Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, scale_min_k4_all};
-            use crate::nn::qmatvec::avx2::half;
-            use crate::nn::qmatvec::q8::{BLOCK, Q8Row};
-            use crate::nn::qmatvec::x86_q8::$module::{hsum, sums8};
+            use crate::nn::qmatvec::avx2_lanes::half;
+            use crate::nn::qmatvec::q8_vector::{BLOCK, Q8Row};
+            use crate::nn::qmatvec::x86_q8_lanes::$module::{hsum, sums8};
 
             /// The eight bytes at `p` as f32.
             #[target_feature(enable = $features)]
@@ -156,6 +156,10 @@ macro_rules! q8_k_bodies {
 q8_k_bodies!(
     vnni,
     "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c",
-    crate::nn::qmatvec::x86_q8::dp_vnni
+    crate::nn::qmatvec::x86_q8_lanes::dp_vnni
 );
-q8_k_bodies!(avx2, "avx2,fma,f16c", crate::nn::qmatvec::x86_q8::dp_avx2);
+q8_k_bodies!(
+    avx2,
+    "avx2,fma,f16c",
+    crate::nn::qmatvec::x86_q8_lanes::dp_avx2
+);

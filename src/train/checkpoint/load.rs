@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::super::metrics::{self, MetricRecord};
-use super::super::trainer::RunState;
+use super::super::run_state::RunState;
 use super::state::{self, StateFile, TokenizerRecord};
 use super::{
     MANIFEST_FILE, METRICS_FILE, MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, TOKENIZER_FILE, corrupt,

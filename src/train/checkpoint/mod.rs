@@ -28,7 +28,7 @@ use std::path::Path;
 use super::TrainError;
 use super::metrics;
 use super::options::TrainOptions;
-use super::trainer::RunState;
+use super::run_state::RunState;
 use crate::data::Tokenizer;
 use crate::io::file_set::{self, FileSet, Recovery, SetLock};
 use crate::{Error, Result};

@@ -1,20 +1,12 @@
-//! `orthoformer quantize` as one library operation: [`run`] checks a [`QuantizeJob`], then
-//! either runs the quantisation study (the perplexity of each configuration on each text,
-//! with the activation statistics: [`super::quant_study`]) or, with `out`, writes the
-//! quantised model as a GGUF file ([`super::quantize_file`]). The command line only parses its
-//! flags into a job, calls [`run`] and prints the report.
+//! What `orthoformer quantize` is asked to do, as one value: the model, the texts, the
+//! options and the file to write, checked before any file is read ([`QuantizeJob::validate`]).
+//! [`super::run`] runs it.
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
-use super::RotateError;
-use super::quant_options::{MIN_CALIB_TOKENS, QuantizeOptions};
-use super::quant_report::QuantReport;
-use super::quant_study::{QuantConfig, StudyText, run_study, study_tokens};
-use super::quantize_file::{self, QuantizeFileReport};
-use crate::infer::text::{read_tail_tokens, read_tokens, text_name};
-use crate::model::llama::load_model;
+use super::QuantError;
+use super::options::{MIN_CALIB_TOKENS, QuantizeOptions};
+use crate::infer::text::read_tail_tokens;
 use crate::quant::{FileType, TensorOverride};
 
 /// What to quantise, on which texts, and whether to write the result.
@@ -36,18 +28,8 @@ pub struct QuantizeJob {
     pub tensor_types: Vec<TensorOverride>,
 }
 
-/// What [`run`] did.
-#[derive(Clone, Debug, Serialize)]
-#[serde(untagged)]
-pub enum QuantizeOutcome {
-    /// The study's report.
-    Study(Box<QuantReport>),
-    /// The file written, and how it compares with the model in memory.
-    Written(Box<QuantizeFileReport>),
-}
-
 fn invalid(msg: &str) -> crate::Error {
-    RotateError::Invalid(msg.into()).into()
+    QuantError::Invalid(msg.into()).into()
 }
 
 impl QuantizeJob {
@@ -56,7 +38,7 @@ impl QuantizeJob {
         self.options.validate()?;
         let o = &self.options;
         match (&self.out, self.gguf_type) {
-            (Some(out), Some(f)) => quantize_file::validate(o, out, f),
+            (Some(out), Some(f)) => o.validate_file(out, f),
             (Some(_), None) => Err(invalid("`out` needs `gguf_type`, its block format")),
             (None, Some(_)) => Err(invalid("`gguf_type` applies to `out` only")),
             (None, None) if !self.tensor_types.is_empty() => {
@@ -91,81 +73,6 @@ impl QuantizeJob {
             MIN_CALIB_TOKENS,
         )
     }
-}
-
-/// Runs the job: the study, or with `out` the file. `on_progress(done, total)` counts the
-/// tokens the study has scored, or the layers the file's quantisation has finished.
-pub fn run(
-    job: &QuantizeJob,
-    on_progress: &mut dyn FnMut(usize, usize),
-) -> crate::Result<QuantizeOutcome> {
-    job.validate()?;
-    // Before any weight is expanded to f32: a model too large for the memory is refused here.
-    super::memory_need::check_quantize(job)?;
-    match (&job.out, job.gguf_type) {
-        (Some(out), Some(ft)) => Ok(QuantizeOutcome::Written(Box::new(quantize_file::write(
-            job,
-            out,
-            ft,
-            on_progress,
-        )?))),
-        _ => Ok(QuantizeOutcome::Study(Box::new(study(job, on_progress)?))),
-    }
-}
-
-/// The study of a valid job without `out`.
-fn study(job: &QuantizeJob, on_tokens: &mut dyn FnMut(usize, usize)) -> crate::Result<QuantReport> {
-    let o = &job.options;
-    let data: Vec<Option<&Path>> = if job.data.is_empty() {
-        vec![None]
-    } else {
-        job.data.iter().map(|p| Some(p.as_path())).collect()
-    };
-    let loaded = load_model(&job.model)?;
-    if o.study.context > loaded.weights.cfg.max_context {
-        return Err(invalid(&format!(
-            "`context` {} exceeds the model's {}",
-            o.study.context, loaded.weights.cfg.max_context
-        )));
-    }
-    let texts: Vec<Vec<u32>> = data
-        .iter()
-        .map(|p| read_tokens(&loaded.tokenizer, *p, o.max_tokens))
-        .collect::<crate::Result<_>>()?;
-    let configs = o.configs();
-    let study_texts: Vec<StudyText<'_>> = texts
-        .iter()
-        .zip(&data)
-        .map(|(t, p)| StudyText {
-            name: text_name(*p),
-            tokens: t,
-        })
-        .collect();
-    let total = study_tokens(&configs, &study_texts, &o.seed);
-    let calib = if configs.iter().any(QuantConfig::calibrates) {
-        job.calibration(&loaded.tokenizer)?
-    } else {
-        Vec::new()
-    };
-    let (rows, activation_stats) = run_study(
-        &loaded.weights,
-        &configs,
-        &study_texts,
-        o.study,
-        &o.seed,
-        &calib,
-        &mut |n| on_tokens(n, total),
-    )?;
-    Ok(QuantReport::new(
-        job.model.display().to_string(),
-        study_texts.iter().map(|t| t.name.clone()).collect(),
-        o.max_tokens,
-        o.study,
-        o.seed.clone(),
-        calib.len(),
-        rows,
-        activation_stats,
-    ))
 }
 
 #[cfg(test)]

@@ -2,15 +2,14 @@
 //! KV-cache bits, QuaRot's rotation set, the weight rounding), the grid QuaRot's table runs,
 //! and how a configuration sets up the engine ([`configure`]: its online transforms,
 //! activation quantisation and quantised KV cache, [`RuntimeQuant`], [`KvDtype`]), exactly as
-//! `eval` runs a written file with those flags. The runs are in [`super::quant_run`], the
-//! report in [`super::quant_report`].
+//! `eval` runs a written file with those flags. The runs are in [`super::run`], the
+//! report in [`super::report`].
 
 use serde::Serialize;
 
-pub use super::quant_run::{StudyText, run_study, seeds_of, study_tokens};
-pub use super::set::{RotateChoice, RotationSet};
 use crate::model::llama::{KvDtype, Llama, RuntimeQuant};
 use crate::quant::GptqOptions;
+pub use crate::rotate::set::{RotateChoice, RotationSet};
 
 /// How the study rounds weights (symmetric, per output channel or group).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -52,7 +51,7 @@ impl std::str::FromStr for WeightRounding {
             "gptq" => Ok(WeightRounding::Gptq),
             "search" => Ok(WeightRounding::Search),
             "imatrix" => Ok(WeightRounding::Imatrix),
-            other => Err(super::RotateError::Invalid(format!(
+            other => Err(crate::quant::QuantError::Invalid(format!(
                 "`method` {other:?}: use one of {}",
                 WeightRounding::NAMES.join(", ")
             ))
@@ -269,6 +268,7 @@ pub fn configure(model: &mut Llama, c: &QuantConfig, s: StudySettings) -> crate:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::study::run::seeds_of;
 
     #[test]
     fn the_grid_and_single_configurations() {

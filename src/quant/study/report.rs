@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::quant_study::{QuantConfig, RotationSet, StudySettings, WeightRounding};
+use super::config::{QuantConfig, RotationSet, StudySettings, WeightRounding};
 use crate::io::finite::nan_max;
 use crate::io::table::{Align, Block, Report, Table};
 use crate::model::llama::quant::{ActStats, SiteStats};
@@ -224,7 +224,7 @@ impl Report for QuantReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rotate::quant_study::RotateChoice;
+    use crate::rotate::set::RotateChoice;
 
     #[test]
     fn headers_cells_and_seed_ranges_agree() {

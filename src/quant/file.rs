@@ -12,13 +12,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::RotateError;
-use super::out_path::claim_outs;
-use super::quant_options::QuantizeOptions;
-use super::quant_study::WeightRounding;
-use super::quantize_job::QuantizeJob;
-use super::set::{RotationSet, apply_offline};
-use super::staging::Staged;
+use super::QuantError;
+use super::job::QuantizeJob;
+use super::study::WeightRounding;
 use crate::infer::text::read_tokens;
 use crate::io::gguf::GgufFile;
 use crate::model::llama::gguf_vocab::source_metadata;
@@ -29,6 +25,9 @@ use crate::quant::model::{Method, Plan, layer_cols, quantize_model};
 use crate::quant::sequential::quantize_sequential;
 use crate::quant::write::save_quantized_gguf;
 use crate::quant::{Clip, FileType, GptqOptions};
+use crate::rotate::out_path::claim_outs;
+use crate::rotate::set::{RotationSet, apply_offline};
+use crate::rotate::staging::Staged;
 
 /// Tokens of the first text the written file and the model in memory are compared on.
 const CHECK_TOKENS: usize = 64;
@@ -90,71 +89,7 @@ pub struct QuantizeFileReport {
 }
 
 fn invalid(msg: String) -> crate::Error {
-    RotateError::Invalid(msg).into()
-}
-
-/// Why `o` cannot be written as one `ft` file at `out`, naming the field.
-pub fn validate(o: &QuantizeOptions, out: &Path, ft: FileType) -> crate::Result<()> {
-    let format = ft.base();
-    if format.file_name().is_none() {
-        return Err(invalid(
-            "`gguf_type`: a file is written in a GGUF block format, not a study grid".into(),
-        ));
-    }
-    let name = ft.name();
-    let s = &o.study;
-    if o.table {
-        return Err(invalid(
-            "`table` runs the study and writes nothing; drop `out` or `table`".into(),
-        ));
-    }
-    if o.abits < 16 || s.act_clip != 1.0 || s.act_asym || o.kv_bits != 16 || s.kv_group != 0 {
-        return Err(invalid(
-            "`abits`, `act_clip`, `act_asym`, `kv_bits` and `kv_group` act at run time, not in \
-             the file: drop them with `out` and give them to eval or generate"
-                .into(),
-        ));
-    }
-    if s.weight_asym {
-        return Err(invalid(format!(
-            "`weight_asym`: the symmetry of a file's weights is its block format's (q8_0 and \
-             q4_0 symmetric, q4_1 and q4_k with a minimum); drop it and choose `gguf_type` ({name} now)"
-        )));
-    }
-    if o.seed.len() != 1 || o.method.len() != 1 {
-        return Err(invalid(
-            "`out` writes one file: give one `seed` and one `method`".into(),
-        ));
-    }
-    if o.sequential && !o.method.iter().all(|m| m.calibrates()) {
-        return Err(invalid(
-            "`sequential` calibrates layer by layer: use it with `method` gptq, imatrix or \
-             rtn-clip"
-                .into(),
-        ));
-    }
-    if o.wbits != 16 && o.wbits != format.bits() {
-        return Err(invalid(format!(
-            "`wbits` {} does not match `gguf_type` {name} ({}-bit); set it to {} or leave it out",
-            o.wbits,
-            format.bits(),
-            format.bits()
-        )));
-    }
-    if s.group != 0 && s.group != 32 {
-        return Err(invalid(format!(
-            "`group` {}: GGUF {name} stores one scale per 32 weights (the K-quants: per 32 or \
-             16 in super-blocks of 256); set it to 32 or leave it out",
-            s.group
-        )));
-    }
-    if out.extension().is_none_or(|e| e != "gguf") {
-        return Err(invalid(format!(
-            "`out` {}: a quantised model is written as a .gguf file; name it *.gguf",
-            out.display()
-        )));
-    }
-    Ok(())
+    QuantError::Invalid(msg).into()
 }
 
 /// Writes the quantised model of a valid `job` to `out` as `ft`, runs the file written

@@ -2,9 +2,12 @@
 //! over how many tokens of each text, with which study settings, methods and seeds.
 //! `Default` holds the command's only defaults.
 
+use std::path::Path;
+
+use super::{FileType, QuantError};
 use crate::quant::GptqOptions;
 
-use super::quant_study::{
+use super::study::{
     QuantConfig, RotateChoice, RotationSet, StudySettings, WeightRounding, quarot_grid,
     quarot_grid_with_fold, single_with_baselines,
 };
@@ -78,11 +81,79 @@ impl Default for QuantizeOptions {
     }
 }
 
+fn invalid(msg: String) -> crate::Error {
+    QuantError::Invalid(msg).into()
+}
+
 impl QuantizeOptions {
+    /// Why these options cannot be written as one `ft` file at `out`, naming the field.
+    pub fn validate_file(&self, out: &Path, ft: FileType) -> crate::Result<()> {
+        let o = self;
+        let format = ft.base();
+        if format.file_name().is_none() {
+            return Err(invalid(
+                "`gguf_type`: a file is written in a GGUF block format, not a study grid".into(),
+            ));
+        }
+        let name = ft.name();
+        let s = &o.study;
+        if o.table {
+            return Err(invalid(
+                "`table` runs the study and writes nothing; drop `out` or `table`".into(),
+            ));
+        }
+        if o.abits < 16 || s.act_clip != 1.0 || s.act_asym || o.kv_bits != 16 || s.kv_group != 0 {
+            return Err(invalid(
+                "`abits`, `act_clip`, `act_asym`, `kv_bits` and `kv_group` act at run time, not in \
+                 the file: drop them with `out` and give them to eval or generate"
+                    .into(),
+            ));
+        }
+        if s.weight_asym {
+            return Err(invalid(format!(
+                "`weight_asym`: the symmetry of a file's weights is its block format's (q8_0 and \
+                 q4_0 symmetric, q4_1 and q4_k with a minimum); drop it and choose `gguf_type` ({name} now)"
+            )));
+        }
+        if o.seed.len() != 1 || o.method.len() != 1 {
+            return Err(invalid(
+                "`out` writes one file: give one `seed` and one `method`".into(),
+            ));
+        }
+        if o.sequential && !o.method.iter().all(|m| m.calibrates()) {
+            return Err(invalid(
+                "`sequential` calibrates layer by layer: use it with `method` gptq, imatrix or \
+                 rtn-clip"
+                    .into(),
+            ));
+        }
+        if o.wbits != 16 && o.wbits != format.bits() {
+            return Err(invalid(format!(
+                "`wbits` {} does not match `gguf_type` {name} ({}-bit); set it to {} or leave it out",
+                o.wbits,
+                format.bits(),
+                format.bits()
+            )));
+        }
+        if s.group != 0 && s.group != 32 {
+            return Err(invalid(format!(
+                "`group` {}: GGUF {name} stores one scale per 32 weights (the K-quants: per 32 or \
+                 16 in super-blocks of 256); set it to 32 or leave it out",
+                s.group
+            )));
+        }
+        if out.extension().is_none_or(|e| e != "gguf") {
+            return Err(invalid(format!(
+                "`out` {}: a quantised model is written as a .gguf file; name it *.gguf",
+                out.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// Why these options are not a study, naming the field.
     pub fn validate(&self) -> crate::Result<()> {
-        self.check()
-            .map_err(|m| super::RotateError::Invalid(m).into())
+        self.check().map_err(|m| QuantError::Invalid(m).into())
     }
 
     fn check(&self) -> Result<(), String> {

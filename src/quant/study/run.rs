@@ -4,9 +4,8 @@
 //! search's Hessians of every linear input, with `R4` online); per weight width and method,
 //! the weights are rounded once and every activation/KV setting then runs on them.
 
-use super::quant_report::{QuantRow, QuantStatsRow};
-use super::quant_study::{QuantConfig, RotationSet, StudySettings, WeightRounding, configure};
-use super::set::apply_offline;
+use super::config::{QuantConfig, RotationSet, StudySettings, WeightRounding, configure};
+use super::report::{QuantRow, QuantStatsRow};
 use crate::infer::eval::{EvalOptions, evaluate};
 use crate::model::llama::hessian::Hessians;
 use crate::model::llama::quant::ActStats;
@@ -14,6 +13,7 @@ use crate::model::llama::{Llama, LlamaWeights};
 use crate::nn::hadamard_rows::OnlineHadamard;
 use crate::quant::model::{Method, Plan, quantize_model};
 use crate::quant::{Clip, Format};
+use crate::rotate::set::apply_offline;
 
 /// One text the study is measured on.
 pub struct StudyText<'a> {
@@ -95,7 +95,7 @@ pub fn run_study(
     on_tokens: &mut dyn FnMut(usize),
 ) -> crate::Result<(Vec<QuantRow>, Vec<QuantStatsRow>)> {
     if seeds.is_empty() {
-        return Err(super::RotateError::Invalid("`seed`: give at least one".into()).into());
+        return Err(crate::quant::QuantError::Invalid("`seed`: give at least one".into()).into());
     }
     let options = EvalOptions::sliding(s.context);
     let mut by_seed: Vec<Vec<(u64, Vec<f64>)>> = vec![Vec::new(); configs.len()];
@@ -189,7 +189,7 @@ impl Scoring<'_> {
                     "{}: the loss on {} is {} (NaN or infinite weights, or logits that overflow)",
                     c.name, text.name, p.loss
                 );
-                return Err(super::RotateError::Invalid(msg).into());
+                return Err(crate::quant::QuantError::Invalid(msg).into());
             }
             ppl.push(p.perplexity);
             if let Some(st) = model.stats.take() {
