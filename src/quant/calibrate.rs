@@ -6,8 +6,8 @@
 
 use crate::model::llama::Llama;
 use crate::model::llama::LlamaWeights;
-use crate::model::llama::hessian::Hessians;
 use crate::nn::hadamard_rows::OnlineHadamard;
+use crate::quant::hessian::Hessians;
 
 use super::QuantError;
 
@@ -32,12 +32,12 @@ pub fn calibrate(
     )?;
     let mut m = Llama::new(w.clone());
     m.down_hadamard = down_hadamard;
-    m.hessians = Some(Hessians::new(&w.cfg));
+    m.set_tap(Hessians::new(&w.cfg));
     let layers = w.cfg.n_layer;
     let mut cache = m.new_cache(window)?;
     for chunk in tokens.chunks(window) {
         cache.clear();
         m.hidden_states(chunk, &mut cache, layers)?;
     }
-    Ok(m.hessians.take().expect("set above"))
+    Ok(m.take_tap::<Hessians>().expect("set above"))
 }

@@ -60,7 +60,7 @@ pub fn check_quantize(job: &QuantizeJob) -> crate::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::llama::hessian::Hessians;
+    use crate::quant::hessian::Hessians;
     use crate::rotate::memory_need::{llama_7b, rotate_bytes};
 
     #[test]

@@ -10,11 +10,13 @@
 //! `out`, the file ([`file`]); its options are [`options`], its memory check [`memory_need`].
 //! Errors are [`QuantError`]: one line naming what is wrong.
 
+pub mod act_stats;
 pub mod calibrate;
 pub mod file;
 pub mod fits;
 pub mod gptq;
 pub(crate) mod grid;
+pub mod hessian;
 pub mod job;
 pub(crate) mod matrix;
 pub mod memory_need;
@@ -25,6 +27,7 @@ pub mod rtn;
 pub mod run;
 pub mod search;
 pub mod sequential;
+pub mod simulated;
 pub mod study;
 pub mod write;
 

@@ -11,8 +11,8 @@ use super::matrix::QuantMatrix;
 use super::mix::TensorTypes;
 use super::rtn::{Clip, rtn};
 use crate::model::llama::LlamaWeights;
-use crate::model::llama::hessian::Hessians;
-use crate::model::llama::quant::LinearSite;
+use crate::model::llama::tap::LinearSite;
+use crate::quant::hessian::Hessians;
 
 /// How each decoder linear layer is rounded.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -10,9 +10,9 @@
 
 use super::QuantError;
 use super::model::{Plan, QuantizedModel, check_plan, finish, quantize_layer};
-use crate::model::llama::hessian::Hessians;
 use crate::model::llama::{Llama, LlamaWeights};
 use crate::nn::hadamard_rows::OnlineHadamard;
+use crate::quant::hessian::Hessians;
 
 /// Quantises `w` by `plan` layer by layer, each layer's Hessians (and its RTN importance)
 /// taken from `tokens` (in windows of `window`) run through the quantised layers before it,
@@ -55,12 +55,12 @@ pub fn quantize_sequential(
     let mut layers = Vec::with_capacity(w.layers.len());
     let mut gptq_loss = 0.0;
     for l in 0..w.layers.len() {
-        m.hessians = Some(Hessians::for_layer(&w.cfg, l));
+        m.set_tap(Hessians::for_layer(&w.cfg, l));
         for (chunk, x) in windows.iter().zip(&xs) {
             cache.clear();
             m.layer_step(chunk, &mut cache, l, x)?;
         }
-        let hs = m.hessians.take().expect("set above");
+        let hs = m.take_tap::<Hessians>().expect("set above");
         let (q, loss) = quantize_layer(w, plan, l, Some(&hs))?;
         drop(hs);
         layers.push(q);

@@ -3,9 +3,9 @@
 //! outlier channel, lowering kurtosis and 4-bit error).
 
 use orthoformer::init::rng::{fill_standard_normal, seeded};
-use orthoformer::model::llama::quant::{
-    ActStats, LinearSite, quantize_group, quantize_rows, quantize_weight,
-};
+use orthoformer::model::llama::tap::LinearSite;
+use orthoformer::quant::act_stats::ActStats;
+use orthoformer::quant::simulated::{quantize_group, quantize_rows, quantize_weight};
 use orthoformer::rotate::Rotation;
 
 #[test]

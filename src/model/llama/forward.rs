@@ -14,11 +14,10 @@
 
 use super::cache::{KvCache, KvDtype, Scratch, grow};
 use super::config::LlamaConfig;
-use super::hessian::Hessians;
 use super::hooks::Hooks;
 use super::linear::{Layer, ModelWeights};
-use super::quant::{ActStats, LinearSite};
 use super::segment::Segment;
+use super::tap::{LinearSite, LinearTap};
 use super::weights::LlamaWeights;
 use crate::io::gguf::GgufFile;
 use crate::model::ModelError;
@@ -38,8 +37,9 @@ pub struct Llama {
     /// Quantise each decoder linear layer's input per token (round to nearest in groups,
     /// [`GroupQuant`]; `lm_head`'s input is left alone).
     pub act_quant: Option<GroupQuant>,
-    /// When set, statistics of every linear layer's input are accumulated here.
-    pub stats: Option<ActStats>,
+    /// What observes every linear layer's input, when set ([`Llama::set_tap`]): a study's
+    /// statistics, GPTQ's Hessians.
+    tap: Option<Box<dyn LinearTap>>,
     /// QuaRot's `R4`: an orthogonal map applied online to each row of `down_proj`'s input
     /// (`F` wide) before it is quantised; `w_down` must already hold `W_down·H` so the
     /// product is unchanged.
@@ -47,9 +47,6 @@ pub struct Llama {
     /// QuaRot's `R3`: an orthogonal map of order `D` applied online to every query and key
     /// head after RoPE, so the KV cache holds rotated keys; scores `q·k` are unchanged.
     pub qk_hadamard: Option<OnlineHadamard>,
-    /// When set, `XᵀX` of every decoder linear layer's input is accumulated here (GPTQ's
-    /// calibration), after the online transform and before activation quantisation.
-    pub hessians: Option<Hessians>,
     /// How the caches of [`new_cache`](Self::new_cache) store keys and values (f32 unless set).
     pub kv_dtype: KvDtype,
     /// What the products multiply quantised weights with (f32 unless set): `Q8` rounds the
@@ -77,10 +74,9 @@ impl Llama {
             cfg: w.cfg.clone(),
             w: ModelWeights::from_owned(w),
             act_quant: None,
-            stats: None,
+            tap: None,
             down_hadamard: None,
             qk_hadamard: None,
-            hessians: None,
             kv_dtype: KvDtype::F32,
             dot: MatvecInput::F32,
         }
@@ -97,12 +93,24 @@ impl Llama {
             cfg,
             w,
             act_quant: None,
-            stats: None,
+            tap: None,
             qk_hadamard: None,
-            hessians: None,
             kv_dtype: KvDtype::F32,
             dot: MatvecInput::F32,
         })
+    }
+
+    /// Sets `tap` to observe every linear layer's input in the passes that follow (it
+    /// replaces the tap set before, if any).
+    pub fn set_tap<T: LinearTap>(&mut self, tap: T) {
+        self.tap = Some(Box::new(tap));
+    }
+
+    /// The tap set by [`Llama::set_tap`], with what it recorded, if it is a `T`; the model
+    /// runs without one afterwards. `None` (and the tap dropped) when none was set or it was
+    /// another type.
+    pub fn take_tap<T: LinearTap>(&mut self) -> Option<T> {
+        self.tap.take()?.into_any().downcast().ok().map(|b| *b)
     }
 
     /// The model's shape.
@@ -229,10 +237,9 @@ impl Llama {
             cfg,
             w,
             act_quant,
-            stats,
+            tap,
             down_hadamard,
             qk_hadamard,
-            hessians,
             dot,
             ..
         } = self;
@@ -284,9 +291,8 @@ impl Llama {
         };
         let mut hooks = Hooks {
             act_quant: *act_quant,
-            stats,
+            tap,
             xq: &mut s.xq,
-            hessians,
             layer: 0,
             dot,
             q8: &mut s.q8,
@@ -311,8 +317,9 @@ impl Llama {
         };
         let eps = cfg.rms_eps;
         let scale = 1.0 / (dh as f32).sqrt();
-        // Statistics count every row, so only a plain logits pass may drop rows.
-        let trim = hooks.stats.is_none() && matches!(stop, Stop::Logits { .. });
+        // Only a logits pass whose tap (if any) can miss rows may drop them.
+        let trim = hooks.tap.as_ref().is_none_or(|t| !t.needs_every_row())
+            && matches!(stop, Stop::Logits { .. });
         // RoPE at positions p0.. of `ql`'s and `kl`'s rows, then QuaRot's R3 when set.
         let qk_hadamard = &*qk_hadamard;
         let rope_rows = |(cos, sin, p0): (&[f32], &[f32], usize),
@@ -432,9 +439,8 @@ impl Llama {
         let mut head = [(logits, w.head().view())];
         let mut hooks = Hooks {
             act_quant: *act_quant,
-            stats,
+            tap,
             xq: &mut s.xq,
-            hessians,
             layer: n_layer,
             // Each segment's last row is the one a decode step or a prompt's end would score.
             dot: if stop == Stop::LastRows && dot == MatvecInput::Q8 {

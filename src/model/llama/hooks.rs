@@ -1,19 +1,18 @@
-//! The research hooks around every linear layer of a pass: statistics of its input, GPTQ's
-//! Hessians, simulated quantisation of it, and the product itself in the pass's input mode.
+//! The hooks around every linear layer of a pass: the tap that observes its input (a
+//! study's statistics or GPTQ's Hessians), simulated quantisation of it, and the product
+//! itself in the pass's input mode.
 
-use super::hessian::Hessians;
-use super::quant::{ActStats, LinearSite};
+use super::tap::{LinearSite, LinearTap};
 use crate::nn::group_quant::GroupQuant;
 use crate::nn::qmatmul::matmul_xwt_many_with;
 use crate::nn::qmatvec::{MatvecInput, Q8Vector, QMatrix};
 
-/// The research hooks around every linear layer: statistics of its input, and simulated
+/// The hooks around every linear layer: the tap that observes its input, and simulated
 /// quantisation of it.
 pub(super) struct Hooks<'a> {
     pub act_quant: Option<GroupQuant>,
-    pub stats: &'a mut Option<ActStats>,
+    pub tap: &'a mut Option<Box<dyn LinearTap>>,
     pub xq: &'a mut Vec<f32>,
-    pub hessians: &'a mut Option<Hessians>,
     /// The decoder layer being run (`L` for the head).
     pub layer: usize,
     /// What decode's matrix-vector products multiply the weights with.
@@ -24,7 +23,7 @@ pub(super) struct Hooks<'a> {
 
 impl Hooks<'_> {
     /// `y_j (rows x out_j) = x (rows x in) · W_jᵀ` for every job (the linear layers reading
-    /// one input), after recording statistics of `x` and quantising it when asked.
+    /// one input), after the tap has seen `x` and quantising it when asked.
     pub fn linear(
         &mut self,
         site: LinearSite,
@@ -33,13 +32,8 @@ impl Hooks<'_> {
         rows: usize,
     ) {
         let in_dim = jobs.first().map_or(0, |j| j.1.cols());
-        if let Some(s) = self.stats.as_mut() {
-            for _ in jobs.iter() {
-                s.record(site, x, in_dim);
-            }
-        }
-        if let Some(hs) = self.hessians.as_mut() {
-            hs.record(self.layer, site, x, in_dim);
+        if let Some(t) = self.tap.as_mut() {
+            t.record(self.layer, site, x, in_dim, jobs.len());
         }
         // lm_head's input stays in full precision, as in QuaRot.
         let x = match self.act_quant {

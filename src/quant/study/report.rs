@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::config::{QuantConfig, RotationSet, StudySettings, WeightRounding};
 use crate::io::finite::nan_max;
 use crate::io::table::{Align, Block, Report, Table};
-use crate::model::llama::quant::{ActStats, SiteStats};
+use crate::quant::act_stats::{ActStats, SiteStats};
 
 /// One configuration's perplexities.
 #[derive(Debug, Clone, Serialize)]

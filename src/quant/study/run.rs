@@ -7,10 +7,10 @@
 use super::config::{QuantConfig, RotationSet, StudySettings, WeightRounding, configure};
 use super::report::{QuantRow, QuantStatsRow};
 use crate::infer::eval::{EvalOptions, evaluate};
-use crate::model::llama::hessian::Hessians;
-use crate::model::llama::quant::ActStats;
 use crate::model::llama::{Llama, LlamaWeights};
 use crate::nn::hadamard_rows::OnlineHadamard;
+use crate::quant::act_stats::ActStats;
+use crate::quant::hessian::Hessians;
 use crate::quant::model::{Method, Plan, quantize_model};
 use crate::quant::{Clip, Format};
 use crate::rotate::set::apply_offline;
@@ -177,7 +177,9 @@ impl Scoring<'_> {
     ) -> crate::Result<Vec<f64>> {
         let mut ppl = Vec::new();
         for text in texts {
-            model.stats = want_stats.then(ActStats::default);
+            if want_stats {
+                model.set_tap(ActStats::default());
+            }
             let before = *self.done;
             let on = &mut *self.on_tokens;
             let p = evaluate(model, text.tokens, self.options, &mut |n| on(before + n))?;
@@ -192,7 +194,7 @@ impl Scoring<'_> {
                 return Err(crate::quant::QuantError::Invalid(msg).into());
             }
             ppl.push(p.perplexity);
-            if let Some(st) = model.stats.take() {
+            if let Some(st) = model.take_tap::<ActStats>() {
                 stats.push(QuantStatsRow {
                     rotations: c.rotations,
                     data: text.name.clone(),

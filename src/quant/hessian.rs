@@ -2,8 +2,10 @@
 //! linear layer, per layer and per input site (q/k/v share one input, gate/up another), in
 //! f64. GPTQ's Hessian of a layer's output error is `H = 2·XᵀX / rows`.
 
-use super::config::LlamaConfig;
-use super::quant::LinearSite;
+use std::any::Any;
+
+use crate::model::llama::LlamaConfig;
+use crate::model::llama::tap::{LinearSite, LinearTap};
 use crate::nn::matmul_f64::matmul_f64;
 
 /// The four input sites of a decoder layer, in [`Hessians`]' order.
@@ -22,7 +24,8 @@ struct Acc {
     rows: u64,
 }
 
-/// `XᵀX` per layer and site, accumulated by [`super::Llama`] passes while set on the model.
+/// `XᵀX` per layer and site, accumulated by [`crate::model::llama::Llama`] passes while set on the model as its
+/// [`LinearTap`].
 #[derive(Debug, Clone)]
 pub struct Hessians {
     layers: Vec<[Acc; 4]>,
@@ -111,5 +114,26 @@ impl Hessians {
     pub fn hessian(&self, layer: usize, site: LinearSite) -> Option<Vec<f64>> {
         let a = &self.layers.get(layer)?[slot(site)?];
         (a.rows > 0).then(|| a.sum.iter().map(|v| 2.0 * v / a.rows as f64).collect())
+    }
+}
+
+impl LinearTap for Hessians {
+    fn record(&mut self, layer: usize, site: LinearSite, x: &[f32], in_dim: usize, _: usize) {
+        // Readers of one input share its `XᵀX`: one sum per call.
+        Hessians::record(self, layer, site, x, in_dim);
+    }
+
+    fn needs_every_row(&self) -> bool {
+        // Calibration scores every row (its passes return logits from row 0), so a trimmed
+        // pass drops nothing it sums.
+        false
+    }
+
+    fn clone_box(&self) -> Box<dyn LinearTap> {
+        Box::new(self.clone())
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
     }
 }

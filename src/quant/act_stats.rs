@@ -1,58 +1,11 @@
-//! Simulated symmetric round-to-nearest quantisation (the grids of
-//! [`GroupQuant`], one scale per slice, row or group), and
-//! statistics of the activations that enter the linear layers (kurtosis, max/mean ratio): the
-//! outliers rotation removes.
-//!
-//! Symmetric RTN with `b` bits on a group `x`: `s = max|x| / (2^(b−1) − 1)`,
-//! `x̂ = s·clamp(round(x/s), −(2^(b−1)−1), 2^(b−1)−1)`.
+//! Statistics of the activations that enter the linear layers (kurtosis, max/mean ratio):
+//! the outliers rotation removes. [`ActStats`] is a [`LinearTap`] set on the model for a pass.
+
+use std::any::Any;
 
 use serde::Serialize;
 
-use crate::nn::group_quant::GroupQuant;
-
-fn symmetric(bits: u32, group: usize) -> GroupQuant {
-    GroupQuant {
-        bits,
-        group,
-        symmetric: true,
-        clip: 1.0,
-    }
-}
-
-/// Quantises `x` in place with one scale for the whole slice.
-pub fn quantize_group(x: &mut [f32], bits: u32) {
-    symmetric(bits, 0).fake_quant(x);
-}
-
-/// Quantises every row (`width` values, e.g. one token's activation) with its own scale.
-pub fn quantize_rows(x: &mut [f32], width: usize, bits: u32) {
-    symmetric(bits, 0).fake_quant_rows(x, width);
-}
-
-/// Quantises a weight (`rows x cols`) per output channel (`group = 0`) or per `group` inputs.
-pub fn quantize_weight(w: &mut [f32], cols: usize, bits: u32, group: usize) {
-    let g = if group == 0 || group > cols {
-        cols
-    } else {
-        group
-    };
-    symmetric(bits, g).fake_quant_rows(w, cols);
-}
-
-/// Where a linear layer's input comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LinearSite {
-    /// Input of q/k/v (attention norm output).
-    AttnIn,
-    /// Input of o_proj (attention output).
-    OIn,
-    /// Input of gate/up (FFN norm output).
-    MlpIn,
-    /// Input of down_proj (SwiGLU output).
-    DownIn,
-    /// Input of lm_head (final norm output).
-    HeadIn,
-}
+use crate::model::llama::tap::{LinearSite, LinearTap};
 
 /// Running averages over tokens of one site's per-token statistics.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -124,5 +77,26 @@ impl ActStats {
             s.mean_max_over_mean += (ratio - s.mean_max_over_mean) / k;
             s.worst_max_over_mean = s.worst_max_over_mean.max(ratio);
         }
+    }
+}
+
+impl LinearTap for ActStats {
+    fn record(&mut self, _: usize, site: LinearSite, x: &[f32], in_dim: usize, readers: usize) {
+        // One call per reader, as the skip of shared inputs counts them.
+        for _ in 0..readers {
+            ActStats::record(self, site, x, in_dim);
+        }
+    }
+
+    fn needs_every_row(&self) -> bool {
+        true
+    }
+
+    fn clone_box(&self) -> Box<dyn LinearTap> {
+        Box::new(self.clone())
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
     }
 }
