@@ -202,6 +202,23 @@ dispatch! {
 }
 
 dispatch! {
+    /// `Σ e^(x[i] - shift)` with each term in f32 ([`exp`]) and the sum in f64: evaluation's
+    /// log-softmax over vocabularies of tens of thousands, where a scalar f64 `exp` per
+    /// logit cost more than the model's forward pass.
+    pub fn sum_exp_shifted_f64(x: &[f32], shift: f32) -> f64 {
+        let mut acc = [0.0f64; LANES];
+        let mut chunks = x.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (a, v) in acc.iter_mut().zip(c) {
+                *a += f64::from(exp(*v - shift));
+            }
+        }
+        let tail: f64 = chunks.remainder().iter().map(|v| f64::from(exp(*v - shift))).sum();
+        tail + acc.iter().sum::<f64>()
+    }
+}
+
+dispatch! {
     /// Largest element (`-inf` for an empty slice; NaN elements are skipped).
     pub fn max(x: &[f32]) -> f32 {
         let mut acc = [f32::NEG_INFINITY; LANES];
