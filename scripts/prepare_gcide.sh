@@ -25,7 +25,13 @@ PY
 )
 if [ "$done_already" != yes ]; then
   start=$(date +%s)
-  PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} "$python" -m orthoformer.prepare \
+  # The installed package when $python has one; the source tree only for an in-place build
+  # (python/orthoformer/_native*.so), which an installed package must not be shadowed by.
+  pythonpath=${PYTHONPATH:-}
+  if ! "$python" -c 'import orthoformer._native' 2>/dev/null; then
+    pythonpath=python${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  PYTHONPATH=$pythonpath "$python" -m orthoformer.prepare \
     --input data/gcide/gcide.txt --out "$out" --train-bpe "$vocab" --val-fraction 0.1
   echo "prepared $out in $(( $(date +%s) - start )) s"
 fi

@@ -33,6 +33,7 @@
 mod bootstrap;
 mod lsq;
 mod multiplier;
+mod per_seed;
 mod readings;
 mod solve;
 #[cfg(test)]
@@ -43,6 +44,9 @@ mod tests_fixture;
 pub use bootstrap::fit_with_bootstrap;
 pub use lsq::fit;
 pub use multiplier::{Multiplier, MultiplierReport, Trend, multiplier};
+pub use per_seed::{
+    PerSeedFit, PerSeedMultiplier, SeedEstimates, per_seed_fit, per_seed_multiplier,
+};
 pub use readings::{interpolate, paired_interval};
 
 use serde::{Deserialize, Serialize};

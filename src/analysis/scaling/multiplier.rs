@@ -178,7 +178,7 @@ fn check_other(other: &[Observation]) -> Result<(), ScalingError> {
 
 /// At each of `xs`: `law.x_for(mean y of obs at x) / x`; `+∞` where the law never reaches
 /// that loss; `NaN` where `obs` has no point at that `x`.
-fn multipliers(law: &PowerLaw, obs: &[Observation], xs: &[f64]) -> Vec<f64> {
+pub(super) fn multipliers(law: &PowerLaw, obs: &[Observation], xs: &[f64]) -> Vec<f64> {
     let (mut sums, mut counts) = (vec![0.0; xs.len()], vec![0usize; xs.len()]);
     for o in obs {
         // `xs` are the distinct x of a superset of `obs`, so the search finds an exact match.
@@ -199,7 +199,7 @@ fn multipliers(law: &PowerLaw, obs: &[Observation], xs: &[f64]) -> Vec<f64> {
 }
 
 /// Least-squares slope of `ln m` against `ln x` over the indices `at`; `None` below 2 points.
-fn slope_of(xs: &[f64], m: &[f64], at: &[usize]) -> Option<f64> {
+pub(super) fn slope_of(xs: &[f64], m: &[f64], at: &[usize]) -> Option<f64> {
     if at.len() < 2 {
         return None;
     }

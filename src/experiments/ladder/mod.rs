@@ -26,6 +26,8 @@ pub mod runs;
 pub mod select;
 pub mod shape;
 pub(crate) mod table;
+pub mod uncertainty;
+mod uncertainty_table;
 mod validate;
 
 use std::path::Path;

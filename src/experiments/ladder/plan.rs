@@ -49,6 +49,19 @@ pub struct Recorded {
     pub transfer_tokens: usize,
 }
 
+/// Why the ladder added a rate to a rung and variant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AddedWhy {
+    /// The rate at an edge of the variant's rates was not measurably worse than its chosen
+    /// rate (or was the chosen one): the grid widened beyond that edge. Limited by `extend`.
+    #[default]
+    Edge,
+    /// Another variant chose it at this rung: run so that the variants are also compared at a
+    /// matched rate. Not counted against `extend`.
+    Matched,
+}
+
 /// A learning rate the ladder added beyond the grid's edge for one rung and variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,6 +72,9 @@ pub struct AddedLr {
     pub variant: AttentionKind,
     /// The rate.
     pub lr: f64,
+    /// Why it was added (plans written before this field: an edge).
+    #[serde(default)]
+    pub why: AddedWhy,
 }
 
 /// A ladder: every variant at every rung, seed and learning rate.
@@ -377,6 +393,7 @@ mod tests {
             rung: "a".into(),
             variant: AttentionKind::Orthogonal,
             lr: 3e-2,
+            why: AddedWhy::Edge,
         });
         p.check().unwrap();
         assert_eq!(p.rates("a", AttentionKind::Orthogonal).len(), 5);

@@ -10,6 +10,8 @@
 //!
 //! The rates were chosen on that held-out split, so two more readings at the end score the
 //! runs on text no choice saw: the validation split and the out-of-domain transfer text.
+//! Two matched-rate readings of the validation loss put both variants at one rate (softmax's
+//! chosen rate, then the variant's), so a gap is not a difference of tuning alone.
 
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +59,12 @@ pub struct RungReadings {
     /// At the end, on the out-of-domain transfer text.
     #[serde(default)]
     pub transfer: Reading,
+    /// Validation loss with both at softmax's chosen rate (`None` until the variant ran it).
+    #[serde(default)]
+    pub matched_softmax_lr: Option<Reading>,
+    /// Validation loss with both at the variant's chosen rate (`None` until softmax ran it).
+    #[serde(default)]
+    pub matched_variant_lr: Option<Reading>,
 }
 
 /// The reading of per-seed differences `per_seed`, read at `at`: their mean and paired
@@ -133,15 +141,22 @@ pub fn readings(
             let Some(lr) = chosen(&rung.name, v) else {
                 continue;
             };
-            let pairs: Vec<(&RunResult, &RunResult)> = plan
-                .seeds
-                .iter()
-                .filter_map(|&s| {
-                    let a = results.get(&key(&rung.name, v, s, lr))?;
-                    let b = results.get(&key(&rung.name, AttentionKind::Softmax, s, soft_lr))?;
-                    Some((a, b))
-                })
-                .collect();
+            let pairs_at = |v_lr: f64, s_lr: f64| -> Vec<(&RunResult, &RunResult)> {
+                plan.seeds
+                    .iter()
+                    .filter_map(|&s| {
+                        let a = results.get(&key(&rung.name, v, s, v_lr))?;
+                        let b = results.get(&key(&rung.name, AttentionKind::Softmax, s, s_lr))?;
+                        Some((a, b))
+                    })
+                    .collect()
+            };
+            let pairs = pairs_at(lr, soft_lr);
+            // A matched reading needs every seed at that rate in both variants.
+            let matched = |at: f64| {
+                let p = pairs_at(at, at);
+                (p.len() == plan.seeds.len()).then(|| final_reading(&p, |r| r.val_loss))
+            };
             out.push(RungReadings {
                 rung: rung.name.clone(),
                 variant: v.name().to_string(),
@@ -152,6 +167,8 @@ pub fn readings(
                 equal_time: reading(&pairs, |p| p.seconds),
                 validation: final_reading(&pairs, |r| r.val_loss),
                 transfer: final_reading(&pairs, |r| r.transfer_loss),
+                matched_softmax_lr: matched(soft_lr),
+                matched_variant_lr: matched(lr),
             });
         }
     }

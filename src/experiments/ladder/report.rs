@@ -6,8 +6,10 @@
 //! rate (never the held-out loss the rate was chosen on, which is biased low by the choice):
 //! `L(N)` over the trainable non-embedding parameters, `L(C)` over training FLOPs, by
 //! `analysis::scaling` (least squares, percentile bootstrap over seeds, 90%, 1000 draws,
-//! seed 0). A fit the data cannot support (fewer than 3 rungs, one seed, losses that do not
-//! fall) is reported with its reason instead of its coefficients.
+//! seed 0), and per seed with Student t intervals (`uncertainty.rs`). A rung whose seeds
+//! spread more than `uncertainty::UNREADABLE_SD` at the chosen rates is left out of every fit
+//! and multiplier, and named. A fit the data cannot support (fewer than 3 rungs, one seed,
+//! losses that do not fall) is reported with its reason instead of its coefficients.
 
 use std::path::Path;
 
@@ -19,6 +21,7 @@ use super::result::RunResult;
 use super::runs::RunSpec;
 use super::select::{self, Results, Selection, key};
 use super::shape::Params;
+use super::uncertainty::{self, Uncertainty};
 use crate::Result;
 use crate::analysis::scaling::{
     FitWithIntervals, MultiplierReport, Observation, fit_with_bootstrap, multiplier,
@@ -52,6 +55,9 @@ pub struct Point {
     pub params: Params,
     /// Training FLOPs.
     pub flops: u64,
+    /// Training tokens.
+    #[serde(default)]
+    pub tokens: u64,
     /// Training seconds.
     pub seconds: f64,
     /// Held-out loss.
@@ -118,6 +124,10 @@ pub struct Report {
     pub multipliers: Vec<VariantMultiplier>,
     /// Per rung and variant other than softmax.
     pub readings: Vec<RungReadings>,
+    /// The rungs left out of the fits by the stated rule, per-seed fits and multipliers with
+    /// t intervals, the multiplier over both parameter counts, tokens per parameter.
+    #[serde(default)]
+    pub uncertainty: Uncertainty,
     /// Rungs left out because some of their runs (or a rate that is due) are unfinished:
     /// empty unless the report was asked for with `partial` ([`build_partial`]).
     #[serde(default)]
@@ -189,6 +199,12 @@ pub fn assemble(plan: LadderPlan, results: &Results) -> Report {
         }
     }
     let points = chosen_points(&plan, &selection, results);
+    let unreadable = uncertainty::unreadable(&points);
+    let readable: Vec<Point> = points
+        .iter()
+        .filter(|p| !unreadable.iter().any(|u| u.rung == p.rung))
+        .cloned()
+        .collect();
     let mut engines: Vec<String> = results.values().map(|r| r.engine.clone()).collect();
     engines.sort();
     engines.dedup();
@@ -196,15 +212,7 @@ pub fn assemble(plan: LadderPlan, results: &Results) -> Report {
     devices.sort();
     devices.dedup();
     let obs = |v: AttentionKind, x: fn(&Point) -> f64| -> Vec<Observation> {
-        points
-            .iter()
-            .filter(|p| p.variant == v.name())
-            .map(|p| Observation {
-                x: x(p),
-                y: p.val_loss,
-                seed: p.seed,
-            })
-            .collect()
+        uncertainty::observations(&readable, v, x)
     };
     let by_params = |p: &Point| p.params.trainable_non_embedding as f64;
     let by_flops = |p: &Point| p.flops as f64;
@@ -248,6 +256,7 @@ pub fn assemble(plan: LadderPlan, results: &Results) -> Report {
         )
         .collect();
     let readings = readings::readings(&plan, &selection, results);
+    let uncertainty = uncertainty::assess(&plan.variants, &readable, &points, unreadable);
     Report {
         format: FORMAT.to_string(),
         version: 1,
@@ -259,6 +268,7 @@ pub fn assemble(plan: LadderPlan, results: &Results) -> Report {
         fits,
         multipliers,
         readings,
+        uncertainty,
         plan,
         unfinished: Vec::new(),
     }
@@ -283,6 +293,7 @@ fn chosen_points(plan: &LadderPlan, selection: &[Selection], results: &Results) 
                 lr: s.chosen_lr,
                 params: r.params,
                 flops: r.flops,
+                tokens: r.tokens,
                 seconds: r.seconds,
                 heldout_loss: r.heldout_loss,
                 val_loss: r.val_loss,

@@ -1,18 +1,27 @@
 //! Choosing each rung's and variant's learning rate, and widening its grid.
 //!
 //! The chosen rate is the one with the lowest mean held-out loss over the seeds (the lower
-//! rate wins a tie); the validation split is never used to choose. When every run of a rung
-//! and variant is finished and its chosen rate is the lowest (highest) of its rates, and fewer
-//! than `extend` rates were added below (above) the plan's grid for it, the next rate beyond
-//! is added: `edge² / neighbour` (the grid's own ratio at that edge), rounded to three
-//! significant digits so its folder name stays short (unrounded if rounding would not move it
-//! beyond the edge).
+//! rate wins a tie); the validation split is never used to choose. A choice is *bracketed*
+//! when the rate at each edge of the variant's rates is measurably worse than the chosen one:
+//! its paired per-seed difference from the chosen rate has a mean above twice its standard
+//! error (with one seed: above 0). The chosen rate itself at an edge is never bracketed there.
+//!
+//! When every run of a rung and variant is finished, the grid widens beyond each edge that
+//! does not bracket the choice, while fewer than `extend` rates were added beyond that edge of
+//! the plan's grid for it: the next rate is `edge² / neighbour` (the grid's own ratio at that
+//! edge), rounded to three significant digits so its folder name stays short (unrounded if
+//! rounding would not move it beyond the edge). A tie at an edge within the seeds' spread so
+//! widens the grid as a choice at the edge does.
+//!
+//! When every variant of a rung has a choice, each variant also runs every rate another
+//! variant chose there ([`AddedWhy::Matched`], not counted against `extend`), so that the
+//! variants are compared at a matched rate as well as each at its own.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::{AddedLr, LadderPlan};
+use super::plan::{AddedLr, AddedWhy, LadderPlan};
 use super::result::RunResult;
 use crate::model::AttentionKind;
 
@@ -69,6 +78,10 @@ pub struct Selection {
     pub chosen_lr: f64,
     /// Whether the chosen rate is at an edge of the rates (`None`: inside).
     pub edge: Option<Edge>,
+    /// The edges whose rate is not measurably worse than the chosen one (module doc): the
+    /// choice is bracketed when this is empty.
+    #[serde(default)]
+    pub unbracketed: Vec<Edge>,
 }
 
 /// The selection of `rung` × `variant`, when every one of its runs is in `results`.
@@ -112,34 +125,60 @@ pub fn select(
     } else {
         None
     };
+    let last = rates.len() - 1;
+    let unbracketed = [(Edge::Low, 0), (Edge::High, last)]
+        .into_iter()
+        .filter(|&(_, at)| !measurably_worse(&rates[at], &rates[best]))
+        .map(|(e, _)| e)
+        .collect();
     Some(Selection {
         rung: rung.to_string(),
         variant: variant.name().to_string(),
         chosen_lr: rates[best].lr,
         rates,
         edge,
+        unbracketed,
     })
 }
 
-/// The rate to add for `sel` (of `variant`), if its chosen rate is at an edge that `extend`
-/// still allows widening.
-pub fn due_extension(plan: &LadderPlan, sel: &Selection, variant: AttentionKind) -> Option<f64> {
+/// Whether `row` is measurably worse than `best`: its paired per-seed held-out difference has
+/// a mean above twice its standard error (one seed: above 0). `best` itself is not.
+pub fn measurably_worse(row: &RateRow, best: &RateRow) -> bool {
+    let d: Vec<f64> = row
+        .heldout_loss
+        .iter()
+        .zip(&best.heldout_loss)
+        .map(|(a, b)| a - b)
+        .collect();
+    let m = crate::stats::mean(&d);
+    if d.len() < 2 {
+        return m > 0.0;
+    }
+    let se = crate::stats::sample_sd(&d) / (d.len() as f64).sqrt();
+    m > 2.0 * se
+}
+
+/// The rates to add for `sel` (of `variant`): beyond each edge that does not bracket its
+/// choice, while `extend` still allows widening there.
+pub fn due_extensions(plan: &LadderPlan, sel: &Selection, variant: AttentionKind) -> Vec<f64> {
     let lrs: Vec<f64> = sel.rates.iter().map(|r| r.lr).collect();
     let (lo, hi) = (plan.lrs[0], plan.lrs[plan.lrs.len() - 1]);
     let added = |below: bool| {
         plan.added_lrs
             .iter()
-            .filter(|a| a.rung == sel.rung && a.variant == variant)
+            .filter(|a| a.rung == sel.rung && a.variant == variant && a.why == AddedWhy::Edge)
             .filter(|a| if below { a.lr < lo } else { a.lr > hi })
             .count()
     };
     let n = lrs.len();
-    let next = match sel.edge? {
-        Edge::Low if added(true) < plan.extend => beyond(lrs[0], lrs[1]),
-        Edge::High if added(false) < plan.extend => beyond(lrs[n - 1], lrs[n - 2]),
-        _ => return None,
-    };
-    Some(next)
+    sel.unbracketed
+        .iter()
+        .filter_map(|edge| match edge {
+            Edge::Low if added(true) < plan.extend => Some(beyond(lrs[0], lrs[1])),
+            Edge::High if added(false) < plan.extend => Some(beyond(lrs[n - 1], lrs[n - 2])),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `edge² / neighbour`, rounded to three significant digits when that keeps it beyond.
@@ -156,29 +195,55 @@ fn beyond(edge: f64, neighbour: f64) -> f64 {
     }
 }
 
-/// Adds every due extension to `plan` (given every finished run); returns the rates added.
+/// Adds every due rate to `plan` (given every finished run): the extensions beyond edges,
+/// then the rates other variants chose at a rung; returns the rates added.
 pub fn extend(plan: &mut LadderPlan, results: &Results) -> Vec<AddedLr> {
     let mut added = Vec::new();
     for rung in plan.rungs.clone() {
+        let mut chosen = Vec::new();
+        let mut every_variant_chose = true;
         for &variant in &plan.variants.clone() {
             let Some(sel) = select(plan, &rung.name, variant, results) else {
+                every_variant_chose = false;
                 continue;
             };
-            if let Some(lr) = due_extension(plan, &sel, variant)
-                && lr.is_finite()
-                && lr > 0.0
-            {
-                let a = AddedLr {
-                    rung: rung.name.clone(),
-                    variant,
-                    lr,
-                };
-                plan.added_lrs.push(a.clone());
-                added.push(a);
+            chosen.push(sel.chosen_lr);
+            for lr in due_extensions(plan, &sel, variant) {
+                push(plan, &mut added, &rung.name, variant, lr, AddedWhy::Edge);
+            }
+        }
+        if !every_variant_chose {
+            continue;
+        }
+        for &variant in &plan.variants.clone() {
+            for &lr in &chosen {
+                push(plan, &mut added, &rung.name, variant, lr, AddedWhy::Matched);
             }
         }
     }
     added
+}
+
+/// Adds `lr` for `rung` × `variant` unless it is not a usable rate or already one of its rates.
+fn push(
+    plan: &mut LadderPlan,
+    added: &mut Vec<AddedLr>,
+    rung: &str,
+    variant: AttentionKind,
+    lr: f64,
+    why: AddedWhy,
+) {
+    if !(lr.is_finite() && lr > 0.0) || plan.rates(rung, variant).contains(&lr) {
+        return;
+    }
+    let a = AddedLr {
+        rung: rung.to_string(),
+        variant,
+        lr,
+        why,
+    };
+    plan.added_lrs.push(a.clone());
+    added.push(a);
 }
 
 #[cfg(test)]
@@ -267,7 +332,69 @@ mod tests {
         let sel = select(&p, "a", AttentionKind::Orthogonal, &r).unwrap();
         assert_eq!((sel.chosen_lr, sel.edge), (0.0333, Some(Edge::High)));
         assert!(sel.rates[4].added && !sel.rates[3].added);
-        assert!(extend(&mut p, &r).is_empty(), "extend 1 is spent");
+        // Extend 1 is spent for orthogonal; softmax runs the rate orthogonal chose.
+        let added = extend(&mut p, &r);
+        assert_eq!(added.len(), 1);
+        assert_eq!(
+            (added[0].variant, added[0].lr, added[0].why),
+            (AttentionKind::Softmax, 0.0333, AddedWhy::Matched)
+        );
+        fill(&p, &mut r, "a", AttentionKind::Softmax, |lr| {
+            (lr.ln() - 3e-3f64.ln()).powi(2)
+        });
+        assert!(extend(&mut p, &r).is_empty());
+        // A matched rate is not counted against `extend`, and softmax's choice is unchanged.
+        let sel = select(&p, "a", AttentionKind::Softmax, &r).unwrap();
+        assert_eq!((sel.chosen_lr, sel.unbracketed.len()), (3e-3, 0));
+    }
+
+    /// The w96-l3 case: the best rate is one below the top edge and the edge rate is worse on
+    /// average but within the seeds' spread, so the grid widens above it; once a rate beyond
+    /// is clearly worse in every seed, the choice is bracketed and nothing more is added.
+    #[test]
+    fn a_tie_at_an_edge_within_the_seeds_spread_widens_the_grid() {
+        let mut p = plan();
+        p.extend = 2;
+        let mut r = Results::new();
+        let bowl = |lr: f64| (lr.ln() - 3e-3f64.ln()).powi(2);
+        fill(&p, &mut r, "a", AttentionKind::Softmax, bowl);
+        // Orthogonal: best at 3e-3; 1e-2 worse by +0.02 on seed 0 and −0.01 on seed 1.
+        let noisy = |lr: f64, s: u64| {
+            if lr == 1e-2 {
+                [1.02, 0.99][s as usize]
+            } else {
+                1.0 + bowl(lr)
+            }
+        };
+        for lr in p.rates("a", AttentionKind::Orthogonal) {
+            for s in [0, 1] {
+                r.insert(
+                    key("a", AttentionKind::Orthogonal, s, lr),
+                    result("a", AttentionKind::Orthogonal, s, lr, noisy(lr, s)),
+                );
+            }
+        }
+        let sel = select(&p, "a", AttentionKind::Orthogonal, &r).unwrap();
+        assert_eq!((sel.chosen_lr, sel.edge), (3e-3, None));
+        assert_eq!(sel.unbracketed, vec![Edge::High]);
+        let added = extend(&mut p, &r);
+        assert_eq!(added.len(), 1, "{added:?}");
+        assert_eq!(
+            (added[0].variant, added[0].lr, added[0].why),
+            (AttentionKind::Orthogonal, 0.0333, AddedWhy::Edge)
+        );
+        for s in [0, 1] {
+            let lr = 0.0333;
+            r.insert(
+                key("a", AttentionKind::Orthogonal, s, lr),
+                result("a", AttentionKind::Orthogonal, s, lr, 2.0 + s as f64 * 0.01),
+            );
+        }
+        let sel = select(&p, "a", AttentionKind::Orthogonal, &r).unwrap();
+        assert!(sel.unbracketed.is_empty());
+        assert!(extend(&mut p, &r).is_empty());
+        assert!(!measurably_worse(&sel.rates[3], &sel.rates[2]));
+        assert!(measurably_worse(&sel.rates[4], &sel.rates[2]));
     }
 
     #[test]
@@ -277,8 +404,11 @@ mod tests {
         fill(&p, &mut r, "a", AttentionKind::Softmax, |lr| lr);
         fill(&p, &mut r, "a", AttentionKind::Orthogonal, |_| 1.0);
         let added = extend(&mut p, &r);
-        assert_eq!(added.len(), 2);
+        // Softmax widens below; a flat orthogonal is bracketed at neither edge.
+        assert_eq!(added.len(), 3, "{added:?}");
         assert!((added[0].lr - 9e-5).abs() < 1e-12, "{}", added[0].lr);
+        assert_eq!(added[1].lr, added[0].lr);
+        assert_eq!(added[2].lr, 0.0333);
         assert_eq!(beyond(1e-3, 1.0001e-3), 1e-3 * (1e-3 / 1.0001e-3));
     }
 }

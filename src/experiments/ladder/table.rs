@@ -7,7 +7,7 @@ use super::report::{FitOutcome, Report};
 use super::select::Edge;
 use crate::analysis::scaling::{Interval, Trend};
 
-fn interval(i: &Option<Interval>) -> String {
+pub(super) fn interval(i: &Option<Interval>) -> String {
     match i {
         Some(i) => format!("[{}, {}]", g(i.lo), g(i.hi)),
         None => "–".to_string(),
@@ -15,7 +15,7 @@ fn interval(i: &Option<Interval>) -> String {
 }
 
 /// Four significant digits, in the shorter of fixed and exponent forms.
-fn g(x: f64) -> String {
+pub(super) fn g(x: f64) -> String {
     if !x.is_finite() {
         return format!("{x}");
     }
@@ -102,10 +102,11 @@ pub fn markdown(r: &Report) -> String {
                 }
             })
             .collect();
-        let edge = match s.edge {
-            Some(Edge::Low) => "low (at edge)",
-            Some(Edge::High) => "high (at edge)",
-            None => "inside",
+        let edge = match (s.edge, s.unbracketed.as_slice()) {
+            (Some(Edge::Low), _) => "low (at edge)",
+            (Some(Edge::High), _) => "high (at edge)",
+            (None, []) => "inside",
+            (None, _) => "inside, an edge tied within the seeds' spread",
         };
         let _ = writeln!(
             out,
@@ -124,6 +125,7 @@ pub fn markdown(r: &Report) -> String {
          covered the true exponent in about 64% of cases at 3 seeds, 79% at 6): read them as \
          lower bounds on the uncertainty.\n\n| variant | x | E | A | α | draws |\n|---|---|---|---|---|---|"
     );
+    out.push_str(&super::uncertainty_table::left_out(r));
     for f in &r.fits {
         fit_row(&mut out, &f.variant, "N", &f.params);
         fit_row(&mut out, &f.variant, "C", &f.flops);
@@ -189,12 +191,13 @@ pub fn markdown(r: &Report) -> String {
             cell(&x.transfer)
         );
     }
+    out.push_str(&super::uncertainty_table::markdown(r));
     out
 }
 
 /// The multiplier's trend in words a reader cannot misread: a shrinking multiplier means the
 /// variant falls further behind softmax with size.
-fn trend_words(t: Trend) -> &'static str {
+pub(super) fn trend_words(t: Trend) -> &'static str {
     match t {
         Trend::Grows => "grows with size: the variant gains on softmax",
         Trend::Shrinks => "shrinks with size: the variant falls further behind softmax",
