@@ -20,6 +20,20 @@ if [ ! -f "$src/ladder.json" ] || [ -L "$src/ladder.json" ]; then
   echo "error: $src holds no ladder (no ladder.json, or it is a link)" >&2
   exit 2
 fi
+# DEST replaces a folder as a whole: refuse one that is SRC, holds it or lies inside it, which
+# would delete what is being copied.
+src_real=$(realpath -m -- "$src")
+dest_real=$(realpath -m -- "$dest")
+case "$dest_real/" in
+  "$src_real/"*)
+    echo "error: DEST $dest is $src or lies inside it: choose a folder outside the ladder" >&2
+    exit 2 ;;
+esac
+case "$src_real/" in
+  "$dest_real/"*)
+    echo "error: DEST $dest holds the ladder $src, which replacing it would delete: choose another folder" >&2
+    exit 2 ;;
+esac
 tmp="$dest.tmp.$$"
 rm -rf "$tmp"
 trap 'rm -rf "$tmp"' EXIT
