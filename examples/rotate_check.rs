@@ -46,7 +46,7 @@ fn main() -> orthoformer::Result<()> {
         rotation,
         seed: 0,
         check_tokens: if short { 64 } else { 256 },
-        context: if short { 32 } else { 128 },
+        context: Some(if short { 32 } else { 128 }),
         ..RotateOptions::default()
     };
     let job = RotateJob {

@@ -37,7 +37,8 @@ pub struct AlignArgs {
     #[arg(long, default_value_t = AlignOptions::default().max_tokens)]
     pub max_tokens: usize,
     /// Tokens per forward chunk (the model's attention window here) [default: 256]; with
-    /// --weights, the window of the check [default: 128].
+    /// --weights, the window of the check [default: 128]; either default is cut to the
+    /// model's context when that is shorter.
     #[arg(long)]
     pub context: Option<usize>,
     /// Align the weights instead of hidden states: fold both models' norms, fit the residual
@@ -88,7 +89,7 @@ impl AlignArgs {
         AlignOptions {
             layer: self.layer.unwrap_or_default(),
             max_tokens: self.max_tokens,
-            context: self.context.unwrap_or(AlignOptions::default().context),
+            context: self.context,
             true_rotation: self.true_rotation,
             seed: self.seed,
         }
@@ -104,9 +105,7 @@ impl AlignArgs {
             gguf_type: self.gguf_type,
             check_tokens: self.check_tokens,
             tolerance: self.tolerance,
-            context: self
-                .context
-                .unwrap_or(WeightAlignOptions::default().context),
+            context: self.context,
             true_rotation: self.true_rotation,
             seed: self.seed,
         }

@@ -50,9 +50,10 @@ pub struct RotateArgs {
     /// Tokens scored by --check.
     #[arg(long, default_value_t = RotateOptions::default().check_tokens)]
     pub check_tokens: usize,
-    /// Window of --check.
-    #[arg(long, default_value_t = RotateOptions::default().context)]
-    pub context: usize,
+    /// Window of --check [default: 128, or the model's context when that is shorter]; a
+    /// window given must fit the model's context.
+    #[arg(long)]
+    pub context: Option<usize>,
     /// --check fails (exit 1) when max |Δlogit| exceeds this.
     #[arg(long, default_value_t = RotateOptions::default().tolerance)]
     pub tolerance: f64,

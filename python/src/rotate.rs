@@ -46,7 +46,7 @@ fn rotate_model(
             heads: d.heads,
             gguf_type: gguf_type_named(gguf_type).or_py()?,
             check_tokens: check_tokens.unwrap_or(d.check_tokens),
-            context: context.unwrap_or(d.context),
+            context: context.or(d.context),
             tolerance: tolerance.unwrap_or(d.tolerance),
         },
     };
@@ -98,7 +98,7 @@ fn align_weights_model(
             iterations: iterations.unwrap_or(d.iterations),
             gguf_type: gguf_type_named(gguf_type).or_py()?,
             check_tokens: check_tokens.unwrap_or(d.check_tokens),
-            context: context.unwrap_or(d.context),
+            context: context.or(d.context),
             tolerance: tolerance.unwrap_or(d.tolerance),
             true_rotation: true_rotation
                 .map(|s| {

@@ -67,19 +67,19 @@ fn hidden(path: &Path, data: Option<&Path>, o: &AlignOptions) -> crate::Result<(
         )));
     }
     let max = cfg.max_context;
-    if o.context == 0 || o.context > max {
+    let chunk = super::options::window_or(o.context, super::options::ALIGN_CHUNK, max);
+    if chunk == 0 || chunk > max {
         return Err(invalid(format!(
-            "`context` {} must be between 1 and the model's {max}",
-            o.context
+            "`context` {chunk} must be between 1 and the model's {max}"
         )));
     }
-    check_cache_fits(cfg, o.context)?;
+    check_cache_fits(cfg, chunk)?;
     let ids = read_tokens(&loaded.tokenizer, data, o.max_tokens)?;
     let c = cfg.d_model;
     let mut m = Llama::new(loaded.weights);
-    let mut cache = m.new_cache(o.context)?;
+    let mut cache = m.new_cache(chunk)?;
     let mut out = Vec::with_capacity(ids.len() * c);
-    for chunk in ids.chunks(o.context) {
+    for chunk in ids.chunks(chunk) {
         cache.clear();
         out.extend(m.hidden_states(chunk, &mut cache, o.layer)?);
     }

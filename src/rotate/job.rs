@@ -103,7 +103,11 @@ pub fn validate(job: &RotateJob) -> crate::Result<()> {
 
 /// Checks a logit check's own values: a finite tolerance >= 0, at least 2 tokens (each token
 /// after the first is scored) and a window of at least 2.
-pub(crate) fn validate_check(tolerance: f64, tokens: usize, context: usize) -> crate::Result<()> {
+pub(crate) fn validate_check(
+    tolerance: f64,
+    tokens: usize,
+    context: Option<usize>,
+) -> crate::Result<()> {
     if !(tolerance.is_finite() && tolerance >= 0.0) {
         return Err(invalid(format!(
             "`tolerance` {tolerance} must be a finite number >= 0 (max |Δlogit| allowed)"
@@ -115,23 +119,25 @@ pub(crate) fn validate_check(tolerance: f64, tokens: usize, context: usize) -> c
              the first"
         )));
     }
-    if context < 2 {
-        return Err(invalid(format!(
-            "`context` must be at least 2 (got {context})"
-        )));
+    if let Some(c) = context
+        && c < 2
+    {
+        return Err(invalid(format!("`context` must be at least 2 (got {c})")));
     }
     Ok(())
 }
 
-/// The first `n` tokens of `data` that a logit check of `loaded` scores in windows of
-/// `context`, once the window, its cache and the kept logits are known to fit.
+/// The first `n` tokens of `data` that a logit check of `loaded` scores, and the window it
+/// scores them in (`context`, or the default window clamped to the model's context), once
+/// the window, its cache and the kept logits are known to fit.
 pub(crate) fn check_tokens(
     loaded: &crate::model::llama::LoadedModel,
     data: Option<&std::path::Path>,
-    context: usize,
+    context: Option<usize>,
     n: usize,
-) -> crate::Result<Vec<u32>> {
+) -> crate::Result<(Vec<u32>, usize)> {
     let max = loaded.weights.cfg.max_context;
+    let context = super::options::window_or(context, super::options::CHECK_WINDOW, max);
     if context > max {
         return Err(invalid(format!(
             "`context` {context} exceeds the model's {max}"
@@ -148,7 +154,7 @@ pub(crate) fn check_tokens(
             ids.len()
         ),
     )?;
-    Ok(ids)
+    Ok((ids, context))
 }
 
 /// Rotates `job.model` as [`RotateJob`] says. Every input, `out` included, is checked before
@@ -215,18 +221,18 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
     let t_write = t2.elapsed().as_secs_f64();
     let check = match check_ids {
         None => None,
-        Some(ids) => {
+        Some((ids, window)) => {
             let mut original = Llama::new(loaded.weights);
             Some(if staged.is_empty() {
                 let total = 2 * (ids.len() - 1);
                 let mut b = Llama::new(w);
-                compare_models(&mut original, &mut b, &ids, o.context, &mut |n| {
+                compare_models(&mut original, &mut b, &ids, window, &mut |n| {
                     progress(n, total)
                 })?
             } else {
                 // What is checked is what was written, read back: not the weights in memory.
                 drop(w);
-                check_staged(&mut original, &staged, &ids, o.context, progress)?
+                check_staged(&mut original, &staged, &ids, window, progress)?
             })
         }
     };

@@ -19,10 +19,23 @@ pub struct RotateOptions {
     pub gguf_type: GgmlType,
     /// Tokens the logit check scores.
     pub check_tokens: usize,
-    /// Window of the logit check.
-    pub context: usize,
+    /// Window of the logit check; `None`: [`CHECK_WINDOW`], or the model's context when that
+    /// is shorter. A window given is refused when it exceeds the model's context.
+    pub context: Option<usize>,
     /// The check fails when max |Δlogit| exceeds this.
     pub tolerance: f64,
+}
+
+/// The logit check's window when none is given (clamped to the model's context).
+pub const CHECK_WINDOW: usize = 128;
+
+/// Tokens per forward chunk of a hidden-state alignment when none is given (clamped to the
+/// model's context).
+pub const ALIGN_CHUNK: usize = 256;
+
+/// `context`, or `default` clamped to the model's context `max` when none is given.
+pub fn window_or(context: Option<usize>, default: usize, max: usize) -> usize {
+    context.unwrap_or(default.min(max))
 }
 
 impl Default for RotateOptions {
@@ -35,7 +48,7 @@ impl Default for RotateOptions {
             heads: false,
             gguf_type: GgmlType::F32,
             check_tokens: 256,
-            context: 128,
+            context: None,
             tolerance: 1e-2,
         }
     }
@@ -68,8 +81,9 @@ pub struct AlignOptions {
     pub layer: usize,
     /// Tokens of text (hidden-state rows).
     pub max_tokens: usize,
-    /// Tokens per forward chunk.
-    pub context: usize,
+    /// Tokens per forward chunk; `None`: [`ALIGN_CHUNK`], or the model's context when that
+    /// is shorter.
+    pub context: Option<usize>,
     /// Model B was made by `rotate` with this kind and [`AlignOptions::seed`]: compare the
     /// fitted map with that `Q`.
     pub true_rotation: Option<RotationKind>,
@@ -83,7 +97,7 @@ impl AlignOptions {
         AlignOptions {
             layer,
             max_tokens: 1024,
-            context: 256,
+            context: None,
             true_rotation: None,
             seed: 0,
         }
@@ -156,8 +170,8 @@ pub struct WeightAlignOptions {
     pub gguf_type: GgmlType,
     /// Tokens the logit check scores (the aligned model against model B as loaded).
     pub check_tokens: usize,
-    /// Window of the logit check.
-    pub context: usize,
+    /// Window of the logit check (as [`RotateOptions::context`]).
+    pub context: Option<usize>,
     /// The check fails when max |Δlogit| exceeds this.
     pub tolerance: f64,
     /// Model B was made from model A by `rotate` with this kind and

@@ -176,7 +176,7 @@ pub fn run(
     } else {
         Vec::new()
     };
-    let ids = check_tokens(&loaded_b, job.data.as_deref(), o.context, o.check_tokens)?;
+    let (ids, window) = check_tokens(&loaded_b, job.data.as_deref(), o.context, o.check_tokens)?;
     let c = loaded_a.weights.cfg.d_model;
     let true_q = match o.true_rotation {
         Some(kind) => Some(Rotation::of_kind(kind, c, o.seed)?.dense()),
@@ -223,12 +223,12 @@ pub fn run(
     let check = if staged.is_empty() {
         let total = 2 * (ids.len() - 1);
         let mut aligned = Llama::new(b);
-        compare_models(&mut original, &mut aligned, &ids, o.context, &mut |n| {
+        compare_models(&mut original, &mut aligned, &ids, window, &mut |n| {
             on_check(n, total)
         })?
     } else {
         drop(b);
-        check_staged(&mut original, &staged, &ids, o.context, &mut on_check)?
+        check_staged(&mut original, &staged, &ids, window, &mut on_check)?
     };
     let check_passed = check.max_abs_logit_diff <= o.tolerance;
     let mut outputs = Vec::new();

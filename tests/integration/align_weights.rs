@@ -259,3 +259,42 @@ fn refuses_models_of_different_shapes_and_bad_options() {
         .to_string();
     assert!(e.contains("model_b"), "{e}");
 }
+
+/// A model whose context is shorter than the check's default window is checked in a window of
+/// its own context (the default is cut to fit, as `quantize` does); a window asked for that
+/// exceeds the model's context is still refused, by name.
+#[test]
+fn the_default_check_window_fits_a_short_context_model() {
+    let dir = scratch("short-context");
+    let (a, b) = (dir.join("a.gguf"), dir.join("b.gguf"));
+    let mut w = model(1);
+    w.cfg.max_context = 64;
+    save(&w, &a);
+    save(&w, &b);
+    let report = align(&a, &b, vec![], WeightAlignOptions::default());
+    assert!(report.check_passed, "{:?}", report.check);
+    let job = WeightAlignJob {
+        model: a.clone(),
+        model_b: b.clone(),
+        out: vec![],
+        data: None,
+        options: WeightAlignOptions {
+            context: Some(128),
+            ..WeightAlignOptions::default()
+        },
+    };
+    let e = weight_align::run(&job, &mut |_, _, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`context` 128 exceeds the model's 64"), "{e}");
+    // `rotate --check` takes the same default.
+    let rot = RotateJob {
+        model: a.clone(),
+        out: vec![],
+        options: RotateOptions::default(),
+        check: true,
+        data: None,
+    };
+    let r = orthoformer::rotate::run(&rot, &mut |_, _| {}).unwrap();
+    assert_eq!(r.check_passed, Some(true), "{:?}", r.check);
+}

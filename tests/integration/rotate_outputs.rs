@@ -102,7 +102,7 @@ fn job(model: &Path, out: &[PathBuf], o: RotateOptions) -> RotateJob {
         data: None,
         options: RotateOptions {
             check_tokens: 48,
-            context: 24,
+            context: Some(24),
             ..o
         },
     }
