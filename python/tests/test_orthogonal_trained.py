@@ -1,10 +1,12 @@
 """The ``orthogonal-trained`` control: softmax attention whose trainable ``W_Q, W_K`` start at
 the matrices ``orthogonal`` freezes. The PyTorch GPT starts where the Rust one does (every
 tensor bit for bit, ``W_Q, W_K`` the orthogonal model's frozen ones), gives its loss, trains
-``W_Q, W_K`` with weight decay, and builds alike on ``meta``; the paths that cannot take it
-(a Llama, ``freeze_qk_``) refuse it in one line."""
+``W_Q, W_K`` with weight decay, builds alike on ``meta`` and exports as a plain GPT-2; the
+paths that cannot take it (a Llama, ``freeze_qk_``) refuse it in one line."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -70,6 +72,17 @@ def test_meta_build_and_reset_parameters_give_the_frozen_draw() -> None:
     assert isinstance(attn.q, DrawnInitLinear) and attn.q.weight.requires_grad
     assert torch.equal(attn.k.weight, frozen_orthogonal_weight(16, 2, seed=7, tensor=3))
     assert torch.equal(attn.k.weight, want["h.1.attn.k.weight"])
+
+
+def test_it_exports_as_a_plain_gpt2_that_loads_back_as_softmax(tmp_path) -> None:
+    model = GPT(small_config("orthogonal-trained"), seed=3).eval()
+    model.to_hf(tmp_path / "gpt")
+    assert "orthoformer" not in json.loads((tmp_path / "gpt" / "config.json").read_text())
+    back = GPT.from_hf(tmp_path / "gpt").eval()
+    assert back.config.attention == "softmax"
+    x = torch.from_numpy(tokens(2, 16, 1))
+    with torch.no_grad():
+        assert torch.equal(model(x)[0], back(x)[0])
 
 
 def test_llama_and_freeze_qk_refuse_it_in_one_line() -> None:

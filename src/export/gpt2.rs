@@ -281,5 +281,8 @@ mod tests {
             gpt2_config(&cfg).unwrap()["orthoformer"]["attention"],
             "identity-q"
         );
+        // Trained Q/K started at the frozen draw are plain GPT-2 weights: no marker.
+        cfg.attention = AttentionKind::OrthogonalTrained;
+        assert!(gpt2_config(&cfg).unwrap().get("orthoformer").is_none());
     }
 }
