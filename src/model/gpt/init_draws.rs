@@ -8,7 +8,7 @@ use crate::model::config::{AttentionKind, GptConfig};
 use crate::model::gpt::layout::{self, InitRule, TensorSpec};
 use crate::model::gpt::store::{FrozenGenerator, FrozenStore};
 use rand::Rng as _;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The initial values of `cfg`'s trainable tensors from `seed`, one `(spec, values)` per
 /// tensor: weights `N(0, std)` as the layout says, biases 0, norm gains 1, and weights ruled
@@ -51,8 +51,7 @@ impl InitDraws {
             ..cfg.clone()
         });
         let mine = layout::trainable(cfg);
-        let have: std::collections::HashSet<String> =
-            order.iter().map(|s| s.name.clone()).collect();
+        let have: HashSet<String> = order.iter().map(|s| s.name.clone()).collect();
         let keep = mine.iter().map(|s| (s.name.clone(), s.clone())).collect();
         order.extend(
             mine.into_iter()
