@@ -26,8 +26,8 @@ pub struct BenchArgs {
     )]
     pub configs: Vec<String>,
     /// Attention variants to time (any of softmax, orthogonal, orthogonal-tied, identity-q,
-    /// orthogonal-hadamard, linear, orthogonal-linear; PyTorch runs the frozen ones as its
-    /// frozen dense model and has no linear attention).
+    /// orthogonal-hadamard, orthogonal-trained, linear, orthogonal-linear; PyTorch runs the
+    /// frozen ones as its frozen dense model and has no linear attention).
     #[arg(
         long,
         value_delimiter = ',',

@@ -36,8 +36,8 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub model: ModelFlags,
     /// Attention variants to compare, comma-separated: softmax, orthogonal, linear,
-    /// orthogonal-linear, orthogonal-tied, identity-q, orthogonal-hadamard
-    /// [default: softmax,orthogonal].
+    /// orthogonal-linear, orthogonal-tied, identity-q, orthogonal-hadamard, orthogonal-trained
+    /// (trainable W_Q, W_K started at the frozen orthogonal draw) [default: softmax,orthogonal].
     #[arg(long, value_delimiter = ',')]
     pub attention: Option<Vec<String>>,
     /// Paired seeds per variant: seed s sets the batches, the initialisation and the frozen

@@ -94,8 +94,8 @@ pub enum Command {
     ///
     /// Budget on 2 cores (AVX-512): steps measured at 25-125 ms for 64:4 and 128:8 at widths
     /// 64 and 128 (about 30 minutes for those four cells x 7 variants x 2 learning rates x 500
-    /// steps); extrapolated, the default grid (4 settings x widths 64/128/256 x 7 variants x 2
-    /// learning rates x 1,000 steps) is about 20 hours, most of it 512:64 at width 256.
+    /// steps); extrapolated, the default grid (4 settings x widths 64/128/256 x 8 variants x 2
+    /// learning rates x 1,000 steps) is about 23 hours, most of it 512:64 at width 256.
     Mqar(mqar::MqarArgs),
     /// Measure seed 003's §6 claims (isometry, JL) on a trained model's activations.
     Theory(theory::TheoryArgs),

@@ -62,9 +62,10 @@ pub struct MqarArgs {
     /// softmax variants only).
     #[arg(long, default_value_t = MqarPlan::default().temperature, value_parser = library_values(&Temperature::ALL.map(Temperature::name), Temperature::parse))]
     pub temperature: Temperature,
-    /// A small run (45 s measured on 2 cores with all seven variants): setting 64:4, width 64,
-    /// every variant, one learning rate (3e-3), 400 steps, vocabulary 512 (the grid's
-    /// default is 8,192), 256 held-out examples.
+    /// A small run (45 s measured on 2 cores with the seven variants before
+    /// orthogonal-trained; 71 s with all eight on one core of a busy machine): setting 64:4,
+    /// width 64, every variant, one learning rate (3e-3), 400 steps, vocabulary 512 (the
+    /// grid's default is 8,192), 256 held-out examples.
     #[arg(long)]
     pub quick: bool,
     /// Output folder for mqar.json and the heatmap.

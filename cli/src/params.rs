@@ -17,7 +17,7 @@ pub struct ParamsArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Attention: softmax, orthogonal, linear, orthogonal-linear, orthogonal-tied, identity-q,
-    /// orthogonal-hadamard (default: the config's).
+    /// orthogonal-hadamard, orthogonal-trained (default: the config's).
     #[arg(long)]
     pub attention: Option<String>,
     /// Batch size for the activation memory.

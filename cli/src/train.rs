@@ -133,7 +133,9 @@ pub struct TrainArgs {
     pub model: ModelFlags,
     /// Attention: softmax, orthogonal (frozen random orthogonal Q/K), linear, orthogonal-linear,
     /// orthogonal-tied (one frozen matrix as Q and K), identity-q (W_Q = I, W_K trained),
-    /// orthogonal-hadamard (frozen SRHT Q/K, fast transform) [default: the preset's].
+    /// orthogonal-hadamard (frozen SRHT Q/K, fast transform), orthogonal-trained (trainable
+    /// W_Q, W_K started at the frozen orthogonal draw: the control that separates freezing
+    /// from the initial scale) [default: the preset's].
     #[arg(long)]
     pub attention: Option<String>,
     /// Start from a named recipe's model and options (flags given override it):

@@ -104,7 +104,7 @@ class GPTConfig:
 
     def projections(self) -> tuple[str, str]:
         """How ``W_Q`` and ``W_K`` work: ``trainable``, ``frozen-dense``, ``tied-to-q``,
-        ``identity`` or ``hadamard``."""
+        ``identity``, ``hadamard`` or ``trained-from-draw``."""
         return tuple(_native.attention_projections(self.attention))  # type: ignore[return-value]
 
     @property

@@ -92,7 +92,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--attention",
         help="softmax, orthogonal, linear, orthogonal-linear, orthogonal-tied, identity-q, "
-        "orthogonal-hadamard [default: the preset's]",
+        "orthogonal-hadamard, orthogonal-trained (trainable W_Q, W_K started at the frozen orthogonal "
+        "draw: the control that separates freezing from the initial scale) [default: the preset's]",
     )
     p.add_argument(
         "--position",

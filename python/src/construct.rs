@@ -11,7 +11,7 @@ use orthoformer::model::gpt::store::head_seed;
 use orthoformer::nn::srht::Srht;
 
 use crate::convert::f32_out;
-use crate::error::value;
+use crate::error::{lib, value};
 use crate::model::parse_config;
 
 /// The initial values of a config's trainable tensors from a seed, tensor by tensor in the
@@ -33,9 +33,9 @@ impl PyInitDraws {
     }
 
     /// Starts the next tensor: `(name, shape)`, or `None` after the last.
-    fn next_tensor(&mut self, py: Python<'_>) -> Option<(String, Vec<usize>)> {
-        py.detach(|| self.inner.next_tensor())
-            .map(|spec| (spec.name, spec.shape))
+    fn next_tensor(&mut self, py: Python<'_>) -> PyResult<Option<(String, Vec<usize>)>> {
+        let spec = py.detach(|| self.inner.next_tensor()).map_err(lib)?;
+        Ok(spec.map(|spec| (spec.name, spec.shape)))
     }
 
     /// The current tensor's next `n` values (fewer at its end) as f32 bytes.

@@ -115,7 +115,7 @@ fn model_names() -> (Vec<&'static str>, Vec<&'static str>) {
 }
 
 /// How each variant makes Q and K: `(q, k)` among `trainable`, `frozen-dense`, `tied-to-q`,
-/// `identity`, `hadamard`.
+/// `identity`, `hadamard`, `trained-from-draw`.
 #[pyfunction]
 fn attention_projections(attention: &str) -> PyResult<(&'static str, &'static str)> {
     use orthoformer::model::Projection as P;
@@ -125,6 +125,7 @@ fn attention_projections(attention: &str) -> PyResult<(&'static str, &'static st
         P::TiedToQ => "tied-to-q",
         P::Identity => "identity",
         P::Hadamard => "hadamard",
+        P::TrainedFromDraw => "trained-from-draw",
     };
     let a = AttentionKind::parse(attention).or_py()?;
     Ok((name(a.q_projection()), name(a.k_projection())))

@@ -24,8 +24,9 @@ from helpers import small_config
 
 #: Every variant with a frozen part.
 FROZEN_VARIANTS = ["orthogonal", "orthogonal-tied", "orthogonal-hadamard", "orthogonal-linear"]
-#: And identity queries (nothing to regenerate, everything else reset alike).
-UNTRAINED_Q = [*FROZEN_VARIANTS, "identity-q"]
+#: And identity queries (nothing to regenerate, everything else reset alike) and trained Q/K
+#: started at the frozen draw (reset to it).
+UNTRAINED_Q = [*FROZEN_VARIANTS, "identity-q", "orthogonal-trained"]
 
 
 def build(variant: str, layer: int, device: str = "cpu") -> OrthogonalAttention:
@@ -60,7 +61,7 @@ def assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
         assert a[n].dtype == b[n].dtype and torch.equal(a[n], b[n]), n
 
 
-@pytest.mark.parametrize("variant", FROZEN_VARIANTS)
+@pytest.mark.parametrize("variant", [*FROZEN_VARIANTS, "orthogonal-trained"])
 def test_meta_build_to_empty_and_init_loop_give_the_cpu_values(variant) -> None:
     direct = build(variant, 1)
     with torch.device("meta"):
@@ -133,7 +134,7 @@ def test_load_state_dict_assign_on_a_meta_module_materialises_the_frozen_state(v
     assert_same(everything(meta), everything(direct))
 
 
-@pytest.mark.parametrize("variant", FROZEN_VARIANTS)
+@pytest.mark.parametrize("variant", [*FROZEN_VARIANTS, "orthogonal-trained"])
 def test_library_gpt_built_on_meta_then_to_empty_and_init_loop(variant) -> None:
     cfg = small_config(variant, frozen_seed=11)
     with warnings.catch_warnings():

@@ -215,7 +215,7 @@ def test_llama_document_masking_equals_each_document_alone() -> None:
     assert (got[:, 4:] - ours(model, x)[:, 4:]).abs().max() > 1e-3, "the documents were not separated"
 
 
-@pytest.mark.parametrize("attention", ATTENTIONS)
+@pytest.mark.parametrize("attention", [a for a in ATTENTIONS if a != "orthogonal-trained"])
 def test_every_variant_trains_and_leaves_frozen_parts_alone(attention) -> None:
     kv = 4 if attention in ("orthogonal-tied", "orthogonal-hadamard") else 2
     torch.manual_seed(4)

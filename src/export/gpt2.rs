@@ -15,11 +15,11 @@
 //!   float rounding, as any reordered matrix product);
 //! - `gelu` tanh is `transformers`' `gelu_new`, exact is `gelu` (erf).
 //!
-//! A model whose `W_Q` or `W_K` is not trained (every exportable variant but softmax) also
-//! gets a marker in `config.json`, `"orthoformer": {"attention", "frozen_method",
-//! "frozen_seed"}`: `transformers` ignores it (the frozen values load as ordinary, trainable
-//! weights), and the Python package's `freeze_qk_` and `GPT.from_hf` read it to freeze them
-//! again.
+//! A model whose `W_Q` or `W_K` is not trained (every exportable variant but softmax and
+//! orthogonal-trained) also gets a marker in `config.json`, `"orthoformer": {"attention",
+//! "frozen_method", "frozen_seed"}`: `transformers` ignores it (the frozen values load as
+//! ordinary, trainable weights), and the Python package's `freeze_qk_` and `GPT.from_hf` read
+//! it to freeze them again.
 //!
 //! Tensor names are those `save_pretrained` writes for `GPT2LMHeadModel` (`transformer.` then
 //! `wte.weight`, `wpe.weight`, `h.{l}.ln_1.weight`, `h.{l}.attn.c_attn.weight`, ...); the tied
@@ -117,8 +117,9 @@ pub fn gpt2_config(cfg: &GptConfig) -> Result<Json, ModelError> {
         "eos_token_id": null,
         "torch_dtype": "float32",
     });
-    // Every exportable variant but softmax fixes W_Q or W_K (frozen, tied or the identity).
-    if cfg.attention != crate::model::attention_kind::AttentionKind::Softmax {
+    // A variant that fixes W_Q or W_K (frozen, tied or the identity) is marked; one that trains
+    // both (softmax, orthogonal-trained) is a plain GPT-2.
+    if cfg.attention.frozen_qk() {
         config["orthoformer"] = json!({
             "attention": cfg.attention.name(),
             "frozen_method": cfg.frozen_method.name(),
@@ -280,5 +281,8 @@ mod tests {
             gpt2_config(&cfg).unwrap()["orthoformer"]["attention"],
             "identity-q"
         );
+        // Trained Q/K started at the frozen draw are plain GPT-2 weights: no marker.
+        cfg.attention = AttentionKind::OrthogonalTrained;
+        assert!(gpt2_config(&cfg).unwrap().get("orthoformer").is_none());
     }
 }

@@ -1,7 +1,7 @@
 //! What an attention layer is: a kernel (softmax or linear) applied to queries and keys that
 //! are each made by a projection (trained, frozen dense orthogonal, frozen Hadamard, the
-//! identity, or the queries again). [`AttentionSpec`] is that product; [`AttentionKind`] names
-//! the seven combinations the command line and configurations use. The model is written
+//! identity, the queries again, or trained from the frozen draw). [`AttentionSpec`] is that
+//! product; [`AttentionKind`] names the eight combinations the command line and configurations use. The model is written
 //! against the spec, so a new combination needs a name here and nothing in the model.
 
 use super::ModelError;
@@ -29,12 +29,15 @@ pub enum Projection {
     Identity,
     /// A frozen subsampled randomised Hadamard transform ([`crate::nn::srht::Srht`]).
     Hadamard,
+    /// A trainable `C x C` weight whose initial value is the matrix [`Projection::FrozenDense`]
+    /// would freeze for the same configuration (same draw, bit for bit), not `N(0, 0.02)`.
+    TrainedFromDraw,
 }
 
 impl Projection {
     /// Whether the optimiser trains it.
     pub fn trainable(self) -> bool {
-        self == Self::Trainable
+        matches!(self, Self::Trainable | Self::TrainedFromDraw)
     }
 
     /// Whether the model stores a frozen `C x C` tensor for it.
@@ -44,7 +47,16 @@ impl Projection {
 
     /// Whether it runs as a `C x C` matrix product (trained or frozen dense).
     pub fn dense_product(self) -> bool {
-        matches!(self, Self::Trainable | Self::FrozenDense)
+        matches!(
+            self,
+            Self::Trainable | Self::FrozenDense | Self::TrainedFromDraw
+        )
+    }
+
+    /// Whether its values, frozen or initial, are the frozen generator's draw (so the draw
+    /// method and seed change the model).
+    pub fn uses_frozen_draw(self) -> bool {
+        matches!(self, Self::FrozenDense | Self::TrainedFromDraw)
     }
 }
 
@@ -134,11 +146,15 @@ pub enum AttentionKind {
     /// (random signs, a Walsh-Hadamard transform, a fixed random choice of coordinates per
     /// head), applied in `O(C log C)` per token, never as a matrix product.
     OrthogonalHadamard,
+    /// Softmax attention with trainable `W_Q, W_K` started at the matrices `orthogonal` would
+    /// freeze (same draw, bit for bit): the control that separates freezing from the initial
+    /// scale (orthonormal entries have std `1/sqrt(C)`, not 0.02).
+    OrthogonalTrained,
 }
 
 impl AttentionKind {
     /// All variants, in the order the CLI lists them.
-    pub const ALL: [AttentionKind; 7] = [
+    pub const ALL: [AttentionKind; 8] = [
         Self::Softmax,
         Self::Orthogonal,
         Self::Linear,
@@ -146,12 +162,13 @@ impl AttentionKind {
         Self::OrthogonalTied,
         Self::IdentityQ,
         Self::OrthogonalHadamard,
+        Self::OrthogonalTrained,
     ];
 
     /// The kernel and projections this name stands for (the one table of what each is).
     pub const fn spec(self) -> AttentionSpec {
         use Kernel::{Linear, Softmax};
-        use Projection::{FrozenDense, Hadamard, Identity, TiedToQ, Trainable};
+        use Projection::{FrozenDense, Hadamard, Identity, TiedToQ, Trainable, TrainedFromDraw};
         let (kernel, q, k) = match self {
             Self::Softmax => (Softmax, Trainable, Trainable),
             Self::Orthogonal => (Softmax, FrozenDense, FrozenDense),
@@ -160,6 +177,7 @@ impl AttentionKind {
             Self::OrthogonalTied => (Softmax, FrozenDense, TiedToQ),
             Self::IdentityQ => (Softmax, Identity, Trainable),
             Self::OrthogonalHadamard => (Softmax, Hadamard, Hadamard),
+            Self::OrthogonalTrained => (Softmax, TrainedFromDraw, TrainedFromDraw),
         };
         AttentionSpec { kernel, q, k }
     }
@@ -209,6 +227,7 @@ impl AttentionKind {
             Self::OrthogonalTied => "orthogonal-tied",
             Self::IdentityQ => "identity-q",
             Self::OrthogonalHadamard => "orthogonal-hadamard",
+            Self::OrthogonalTrained => "orthogonal-trained",
         }
     }
 

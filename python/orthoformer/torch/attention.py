@@ -9,6 +9,7 @@ queries and keys:
 | ``orthogonal-tied`` | frozen dense | the queries themselves |
 | ``identity-q`` | the input itself | trainable |
 | ``orthogonal-hadamard`` | frozen SRHT (fast) | frozen SRHT (fast) |
+| ``orthogonal-trained`` | trainable, from the frozen draw | trainable, from the frozen draw |
 
 Frozen projections (:class:`~orthoformer.torch.frozen.FrozenOrthogonalLinear`,
 :class:`~orthoformer.torch.hadamard.FrozenHadamardLinear`) hold non-persistent buffers
@@ -44,6 +45,7 @@ from ..validate import InputError, integer
 from . import rope as _rope
 from .frozen import FrozenOrthogonalLinear, check_frozen_state, draw_seed, note_unplaced_seed
 from .functional import Device, causal_linear_attention, feature_map, linear_attention  # noqa: F401
+from .drawn import DrawnInitLinear
 from .hadamard import FrozenHadamardLinear
 from .masking import check_attn_mask, check_doc_ids, keep_mask, masked_linear_attention, softmax_mask
 
@@ -79,7 +81,7 @@ class KVCache:
 
 class OrthogonalAttention(nn.Module):
     """Multi-head self-attention ``(B, T, C) -> (B, T, C)`` with queries and keys as
-    ``variant`` says (one of the seven above; default frozen dense orthogonal), ``n_head``
+    ``variant`` says (one of the eight above; default frozen dense orthogonal), ``n_head``
     heads of width ``C / n_head``.
 
     Frozen matrices are drawn by ``method`` (``qr``, ``svd``, ``householder``, ``cayley``)
@@ -143,9 +145,10 @@ class OrthogonalAttention(nn.Module):
             )
         self.rope, self.rope_theta = rope, float(rope_theta)
         self.q_kind, self.k_kind = _native.attention_projections(variant)
-        frozen = "frozen-dense" in (self.q_kind, self.k_kind) or "hadamard" in (self.q_kind, self.k_kind)
+        kinds = (self.q_kind, self.k_kind)
+        frozen = any(k in kinds for k in ("frozen-dense", "hadamard", "trained-from-draw"))
         # Checked even where unused (softmax: a bad seed never passes silently); drawn only
-        # when something is frozen, so softmax modules leave torch's generator alone.
+        # when something is drawn from it, so softmax modules leave torch's generator alone.
         self.seed = draw_seed(seed) if frozen or seed is not None else None
         # Layer l draws from (seed, l); no layer given is layer 0.
         self.layer = 0 if layer is None else integer("layer", layer, lo=0, hi=2**62)
@@ -200,6 +203,11 @@ class OrthogonalAttention(nn.Module):
         heads = self.n_head if heads is None else heads
         if kind == "trainable":
             return nn.Linear(c, heads * self.d_head, bias=bias, **kw)
+        if kind == "trained-from-draw":
+            assert self.seed is not None  # drawn in __init__ for this kind
+            return DrawnInitLinear(
+                c, heads, self.d_head, seed=self.seed, bias=bias, method=self.method, tensor=tensor, **kw
+            )
         if kind in ("identity", "tied-to-q"):
             return None
         if kind == "hadamard":
@@ -263,8 +271,8 @@ class OrthogonalAttention(nn.Module):
         modules) runs as itself."""
         mods = {"q": self.q, "k": self.k, "v": self.v}
         out: dict[str, torch.Tensor] = {}
-        for kind in (nn.Linear, FrozenOrthogonalLinear):
-            names = [n for n, m in mods.items() if type(m) is kind and not _hooked(m)]
+        for kinds in ((nn.Linear, DrawnInitLinear), (FrozenOrthogonalLinear,)):
+            names = [n for n, m in mods.items() if type(m) in kinds and not _hooked(m)]
             group = [mods[n] for n in names]
             biases = [m.bias for m in group]  # type: ignore[union-attr]
             fusable = (

@@ -290,7 +290,8 @@ def to_hf(model: Any, folder: PathArg) -> None:
         "eos_token_id": None,
         "torch_dtype": "float32",
     }
-    if cfg.attention != "softmax":  # W_Q or W_K is not trained: frozen, tied or the identity
+    if any(p not in ("trainable", "trained-from-draw") for p in cfg.projections()):
+        # W_Q or W_K is not trained (frozen, tied or the identity): a reader must freeze it.
         hf[MARKER] = {
             "attention": cfg.attention,
             "frozen_method": cfg.frozen_method,

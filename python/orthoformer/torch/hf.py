@@ -50,7 +50,9 @@ MARKER = "orthoformer"
 FREEZE_VARIANTS = ("orthogonal", "orthogonal-tied", "orthogonal-hadamard")
 #: The variants a GPT-2 folder's marker can name: those with an untrained ``W_Q`` or ``W_K``
 #: that GPT-2 can compute (softmax kernels; ``GPT.to_hf`` writes no linear attention).
-MARKED_VARIANTS = tuple(a for a in ATTENTIONS if a not in ("softmax", "linear", "orthogonal-linear"))
+MARKED_VARIANTS = tuple(
+    a for a in ATTENTIONS if a not in ("softmax", "linear", "orthogonal-linear", "orthogonal-trained")
+)
 
 
 def read_marker(marker: Any, variants: tuple[str, ...] = MARKED_VARIANTS) -> tuple[str, str, int]:

@@ -41,7 +41,7 @@ PathArg = Union[str, "PathLike[str]"]
 #: The key of the frozen-attention marker in ``config.json`` (as :mod:`.hf` writes it).
 MARKER = "orthoformer"
 #: The variants a Llama folder's marker names (:meth:`Llama.to_hf` marks every one but softmax).
-MARKED_ATTENTIONS = tuple(a for a in ATTENTIONS if a != "softmax")
+MARKED_ATTENTIONS = tuple(a for a in ATTENTIONS if a not in ("softmax", "orthogonal-trained"))
 #: Standard deviation of the initial weights (``transformers``' ``initializer_range``).
 INIT_STD = 0.02
 #: Our attention's module names and ``transformers``' (parameter names differ only there).

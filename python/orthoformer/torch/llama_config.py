@@ -44,9 +44,10 @@ class LlamaConfig:
     ``rms_norm_eps``, RoPE base ``rope_theta`` (half-split pairs, as ``transformers``),
     ``max_position_embeddings`` (recorded, not enforced, as ``transformers``),
     ``tie_word_embeddings`` (the head is the embedding), ``attention`` (one of the library's
-    seven variants; frozen Q/K of layer ``l`` are the library's tensors ``2l``, ``2l + 1``
-    drawn by ``frozen_method`` from ``frozen_seed``) and ``attention_dropout`` (on the softmax
-    probabilities while training). Validated on construction."""
+    variants but ``orthogonal-trained``; frozen Q/K of layer ``l`` are the library's tensors
+    ``2l``, ``2l + 1`` drawn by ``frozen_method`` from ``frozen_seed``) and
+    ``attention_dropout`` (on the softmax probabilities while training). Validated on
+    construction."""
 
     vocab_size: int
     hidden_size: int
@@ -89,6 +90,8 @@ class LlamaConfig:
         if not isinstance(self.tie_word_embeddings, bool):
             raise InputError(f"tie_word_embeddings must be true or false, got {self.tie_word_embeddings!r}")
         choice("attention", self.attention, ATTENTIONS)
+        if self.attention == "orthogonal-trained":
+            raise InputError("orthogonal-trained is built by orthoformer.torch.GPT only: use softmax for a Llama")
         self.frozen_seed = seed("frozen_seed", self.frozen_seed)
         choice("frozen_method", self.frozen_method, _init.ORTHO_METHODS)
         self.attention_dropout = number(

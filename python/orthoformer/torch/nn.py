@@ -1,5 +1,5 @@
 """Drop-in PyTorch modules for orthogonal attention in any model:
-:class:`OrthogonalAttention` (all seven variants of the library), the frozen projections
+:class:`OrthogonalAttention` (all eight variants of the library), the frozen projections
 :class:`FrozenOrthogonalLinear` and :class:`FrozenHadamardLinear`, and
 :func:`ignore_frozen_in_ddp` for a model one wraps in DistributedDataParallel oneself.
 
@@ -26,7 +26,7 @@ from .attention import KVCache, OrthogonalAttention
 from .frozen import FrozenOrthogonalLinear, FrozenProjection
 from .hadamard import FrozenHadamardLinear
 
-#: The seven attention variants, as ``orthoformer train --attention`` names them.
+#: The eight attention variants, as ``orthoformer train --attention`` names them.
 VARIANTS: tuple[str, ...] = tuple(ATTENTIONS)
 
 

@@ -315,16 +315,16 @@ pub fn variant_label(
     model: &crate::model::GptConfig,
     options: &crate::train::TrainOptions,
 ) -> String {
-    use crate::model::{AttnWeight, FrozenDraw, Projection};
+    use crate::model::{AttnWeight, FrozenDraw};
     let projections = AttnWeight::QK.map(|w| kind.projection(w));
     let mut label = kind.name().to_string();
     if model.frozen_method != FrozenDraw::Orthogonal(crate::init::orthogonal::OrthoMethod::Qr)
-        && projections.contains(&Projection::FrozenDense)
+        && projections.iter().any(|p| p.uses_frozen_draw())
     {
         label = format!("{label}+{}", model.frozen_method.name());
     }
     if let Some(layers) = &model.frozen_layers
-        && kind.frozen_qk()
+        && kind != kind.trained_counterpart()
     {
         let list: Vec<String> = layers.iter().map(|l| l.to_string()).collect();
         label = format!("{label}[layers {}]", list.join(","));

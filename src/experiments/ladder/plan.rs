@@ -367,6 +367,10 @@ mod tests {
                 "must be \"rope\"",
             ),
             (r#""extend": 99"#, "\"extend\""),
+            (
+                r#""architecture": "llama", "variants": ["softmax", "orthogonal-trained"]"#,
+                "lists orthogonal-trained",
+            ),
         ];
         for (extra, want) in cases {
             let e = with(extra).unwrap_err().to_string();

@@ -64,6 +64,15 @@ impl LadderPlan {
                     .into(),
             );
         }
+        if self.architecture == Architecture::Llama
+            && self.variants.contains(&AttentionKind::OrthogonalTrained)
+        {
+            return bad(
+                "variants",
+                "lists orthogonal-trained, which only the library's GPT builds: use                  architecture \"gpt\" for it"
+                    .into(),
+            );
+        }
         check_unique("seeds", &self.seeds, |s| s.to_string())?;
         self.check_numbers()?;
         self.check_rates()?;

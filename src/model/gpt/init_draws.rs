@@ -6,27 +6,41 @@
 use crate::init::rng::{Rng, seeded};
 use crate::model::config::{AttentionKind, GptConfig};
 use crate::model::gpt::layout::{self, InitRule, TensorSpec};
+use crate::model::gpt::store::{FrozenGenerator, FrozenStore};
 use rand::Rng as _;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// The initial values of `cfg`'s trainable tensors from `seed`, one `(spec, values)` per
-/// tensor: weights `N(0, std)` as the layout says, biases 0, norm gains 1.
+/// tensor: weights `N(0, std)` as the layout says, biases 0, norm gains 1, and weights ruled
+/// [`InitRule::FrozenDraw`] the frozen generator's matrix for their slot.
 ///
 /// The draws follow the store order of the *softmax* model of the same shape, and a variant
 /// keeps the draws of the tensors it has: trained `W_Q, W_K` are drawn (and dropped) even
-/// where the variant freezes or drops them, so every variant built from one seed starts with
-/// the same values in the tensors they share. Tensors of the variant that the softmax model
-/// lacks come last, zero.
+/// where the variant freezes or drops them, or starts them at the frozen draw, so every
+/// variant built from one seed starts with the same values in the tensors they share.
+/// Tensors of the variant that the softmax model lacks come last, zero.
 pub struct InitDraws {
     /// The softmax model's tensors (draw order), then the variant's extra ones.
     order: Vec<TensorSpec>,
-    /// Names of the variant's tensors (those yielded).
-    keep: HashSet<String>,
+    /// The variant's tensors (those yielded) by name, with their own rules.
+    keep: HashMap<String, TensorSpec>,
+    /// The frozen generator of `cfg`, for the tensors ruled [`InitRule::FrozenDraw`].
+    generator: FrozenGenerator,
     rng: Rng,
     /// Index in `order` of the next tensor to start.
     next: usize,
-    /// The rule and the values still to draw of the tensor being drawn.
-    current: Option<(InitRule, usize)>,
+    /// The tensor being drawn.
+    current: Option<Current>,
+}
+
+/// The tensor [`InitDraws`] is drawing.
+struct Current {
+    /// The softmax model's rule for it, which the random stream follows.
+    rule: InitRule,
+    /// Values still to draw.
+    left: usize,
+    /// The values yielded instead of the stream's (a frozen draw), and the next one's index.
+    fixed: Option<(Vec<f32>, usize)>,
 }
 
 impl InitDraws {
@@ -38,7 +52,7 @@ impl InitDraws {
         });
         let mine = layout::trainable(cfg);
         let have: HashSet<String> = order.iter().map(|s| s.name.clone()).collect();
-        let keep = mine.iter().map(|s| s.name.clone()).collect();
+        let keep = mine.iter().map(|s| (s.name.clone(), s.clone())).collect();
         order.extend(
             mine.into_iter()
                 .filter(|s| !have.contains(&s.name))
@@ -50,6 +64,7 @@ impl InitDraws {
         InitDraws {
             order,
             keep,
+            generator: FrozenGenerator::of(cfg),
             rng: seeded(seed),
             next: 0,
             current: None,
@@ -57,18 +72,37 @@ impl InitDraws {
     }
 
     /// Starts the next tensor of the variant (drawing and dropping the rest of the current
-    /// one and every tensor the variant lacks, to keep the stream aligned) and returns it;
-    /// its values then come from [`draw`](Self::draw). `None` after the last.
-    pub fn next_tensor(&mut self) -> Option<TensorSpec> {
+    /// one and every tensor the variant lacks, to keep the stream aligned) and returns it
+    /// with the variant's rule; its values then come from [`draw`](Self::draw). `None` after
+    /// the last; an error when a frozen draw fails (a configuration
+    /// [`GptConfig::validate`] refuses).
+    pub fn next_tensor(&mut self) -> crate::Result<Option<TensorSpec>> {
         loop {
-            if let Some((_, left)) = self.current {
+            if let Some(left) = self.current.as_ref().map(|c| c.left) {
                 drop(self.draw(left));
             }
-            let spec = self.order.get(self.next)?.clone();
+            let Some(spec) = self.order.get(self.next).cloned() else {
+                self.current = None;
+                return Ok(None);
+            };
             self.next += 1;
-            self.current = Some((spec.init, spec.numel()));
-            if self.keep.contains(&spec.name) {
-                return Some(spec);
+            let own = self.keep.get(&spec.name).cloned();
+            // A frozen-draw tensor still advances the stream by the softmax model's draws.
+            let fixed = match own.as_ref().map(|s| s.init) {
+                Some(InitRule::FrozenDraw { layer, weight }) => {
+                    let store =
+                        FrozenStore::generate(self.generator.clone(), &[(layer, weight)], false)?;
+                    store.tensors.into_iter().next().map(|t| (t.data, 0))
+                }
+                _ => None,
+            };
+            self.current = Some(Current {
+                rule: spec.init,
+                left: spec.numel(),
+                fixed,
+            });
+            if own.is_some() {
+                return Ok(own);
             }
         }
     }
@@ -76,12 +110,12 @@ impl InitDraws {
     /// The next `n` values of the current tensor (fewer when it has fewer left), so a
     /// caller can write a large tensor in pieces.
     pub fn draw(&mut self, n: usize) -> Vec<f32> {
-        let Some((rule, left)) = self.current.as_mut() else {
+        let Some(cur) = self.current.as_mut() else {
             return Vec::new();
         };
-        let n = n.min(*left);
-        *left -= n;
-        match *rule {
+        let n = n.min(cur.left);
+        cur.left -= n;
+        let drawn = match cur.rule {
             InitRule::Zeros => vec![0.0; n],
             InitRule::Ones => vec![1.0; n],
             InitRule::Normal(std) => (0..n)
@@ -90,18 +124,33 @@ impl InitDraws {
                     (z * std as f64) as f32
                 })
                 .collect(),
+            // The softmax model has no frozen-draw tensors: its rules are the three above.
+            InitRule::FrozenDraw { .. } => vec![0.0; n],
+        };
+        match cur.fixed.as_mut() {
+            Some((values, at)) => {
+                let piece = values[*at..*at + n].to_vec();
+                *at += n;
+                piece
+            }
+            None => drawn,
         }
     }
 }
 
 impl Iterator for InitDraws {
-    type Item = (TensorSpec, Vec<f32>);
+    type Item = crate::Result<(TensorSpec, Vec<f32>)>;
 
     /// The next tensor of the variant with all its values.
     fn next(&mut self) -> Option<Self::Item> {
-        let spec = self.next_tensor()?;
-        let values = self.draw(spec.numel());
-        Some((spec, values))
+        match self.next_tensor() {
+            Ok(Some(spec)) => {
+                let values = self.draw(spec.numel());
+                Some(Ok((spec, values)))
+            }
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 }
 
@@ -118,6 +167,7 @@ mod tests {
             AttentionKind::Softmax,
             AttentionKind::IdentityQ,
             AttentionKind::Orthogonal,
+            AttentionKind::OrthogonalTrained,
         ] {
             let cfg = GptConfig {
                 attention,
@@ -127,7 +177,7 @@ mod tests {
             let model = Gpt::new(cfg.clone(), 7).unwrap();
             let mut draws = InitDraws::new(&cfg, 7);
             let mut seen = 0;
-            while let Some(spec) = draws.next_tensor() {
+            while let Some(spec) = draws.next_tensor().unwrap() {
                 let mut values = Vec::new();
                 loop {
                     let piece = draws.draw(5);
@@ -140,6 +190,89 @@ mod tests {
                 seen += 1;
             }
             assert_eq!(seen, model.params().tensors.len(), "{attention:?}");
+        }
+    }
+
+    /// `orthogonal-trained` starts where `orthogonal` is frozen: its `W_Q, W_K` are the
+    /// frozen tensors and every other trainable tensor the orthogonal model's, bit for bit
+    /// (for either draw method); one AdamW step then moves `W_Q, W_K` like any weight.
+    #[test]
+    fn orthogonal_trained_starts_at_the_frozen_draw_and_trains_it() {
+        use crate::init::frozen_draw::FrozenDraw;
+        use crate::init::orthogonal::OrthoMethod;
+        use crate::train::Trainable;
+        use crate::train::adamw::{AdamW, AdamWConfig, groups_from};
+        for frozen_method in [
+            FrozenDraw::Orthogonal(OrthoMethod::Qr),
+            FrozenDraw::Gaussian,
+        ] {
+            let cfg = GptConfig {
+                attention: AttentionKind::Orthogonal,
+                attn_bias: true,
+                frozen_method,
+                frozen_seed: 5,
+                ..GptConfig::preset("tiny").unwrap()
+            };
+            let frozen = Gpt::new(cfg.clone(), 11).unwrap();
+            let trained_cfg = GptConfig {
+                attention: AttentionKind::OrthogonalTrained,
+                ..cfg.clone()
+            };
+            let mut trained = Gpt::new(trained_cfg.clone(), 11).unwrap();
+            assert!(trained.frozen().is_empty());
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let qk: Vec<String> = frozen
+                .frozen()
+                .tensors
+                .iter()
+                .map(|t| t.name.clone())
+                .collect();
+            assert_eq!(qk.len(), 2 * cfg.n_layer);
+            for t in &frozen.frozen().tensors {
+                let got = trained.params().get(&t.name).expect("trained W_Q/W_K");
+                assert_eq!(bits(got), bits(&t.data), "{} {frozen_method:?}", t.name);
+            }
+            for t in &frozen.params().tensors {
+                let got = trained.params().get(&t.name).expect("shared tensor");
+                assert_eq!(
+                    bits(got),
+                    bits(frozen.params().get(&t.name).unwrap()),
+                    "{}",
+                    t.name
+                );
+            }
+            let shared = frozen.params().tensors.len();
+            assert_eq!(trained.params().tensors.len(), shared + qk.len());
+            // One step on a small batch: W_Q and W_K are trained, with weight decay.
+            let (b, t) = (2, 6);
+            let x: Vec<u32> = (0..b * t)
+                .map(|i| (i * 7 % cfg.vocab_size) as u32)
+                .collect();
+            let y: Vec<u32> = (0..b * t)
+                .map(|i| (i * 3 % cfg.vocab_size) as u32)
+                .collect();
+            trained.forward_backward(&x, &y, b, t, 0).unwrap();
+            let n = trained.params().len();
+            let groups = groups_from(&trained.param_parts(), n).unwrap();
+            let mut adam = AdamW::new(AdamWConfig::default(), n);
+            let store = trained.params_mut();
+            adam.step(&mut store.data, &store.grad, &groups, 1e-2);
+            for name in &qk {
+                let info = trained.params().info(name).unwrap();
+                assert!(info.decay, "{name}");
+                let before = &frozen
+                    .frozen()
+                    .tensors
+                    .iter()
+                    .find(|t| &t.name == name)
+                    .unwrap()
+                    .data;
+                assert_ne!(
+                    bits(trained.params().get(name).unwrap()),
+                    bits(before),
+                    "{name}"
+                );
+            }
         }
     }
 }

@@ -14,6 +14,14 @@ pub enum InitRule {
     Zeros,
     /// All ones (norm gains).
     Ones,
+    /// The matrix the frozen generator draws for slot `(layer, weight)`, bit for bit what a
+    /// variant with [`Projection::FrozenDense`] there would freeze (trained from that start).
+    FrozenDraw {
+        /// The layer.
+        layer: usize,
+        /// `W_Q` or `W_K`.
+        weight: AttnWeight,
+    },
 }
 
 /// One trainable tensor of the model.
@@ -97,7 +105,12 @@ pub fn trainable(cfg: &GptConfig) -> Vec<TensorSpec> {
         ]) {
             let (name, proj) = (w.name(), cfg.layer_kind(l).projection(w));
             if proj.trainable() {
-                let init = if w == AttnWeight::O {
+                let init = if proj == Projection::TrainedFromDraw {
+                    InitRule::FrozenDraw {
+                        layer: l,
+                        weight: w,
+                    }
+                } else if w == AttnWeight::O {
                     InitRule::Normal(resid_std)
                 } else {
                     InitRule::Normal(std)
@@ -332,6 +345,33 @@ mod tests {
                 assert_eq!(c.trainable, full.trainable + 2 * 8 * 8);
                 assert!(table.iter().any(|t| t.name == "h.0.attn.q.weight"));
                 assert!(!table.iter().any(|t| t.name == "h.1.attn.q.weight"));
+            }
+        }
+    }
+
+    /// `orthogonal-trained` trains exactly what softmax trains (same tensors, same shapes,
+    /// same decay) and stores nothing frozen; only the start of `W_Q, W_K` differs.
+    #[test]
+    fn orthogonal_trained_counts_equal_softmax() {
+        for preset in GptConfig::PRESETS {
+            let softmax = GptConfig::preset(preset).expect("preset");
+            let control = GptConfig {
+                attention: AttentionKind::OrthogonalTrained,
+                ..softmax.clone()
+            };
+            assert_eq!(param_counts(&control), param_counts(&softmax), "{preset}");
+            assert_eq!(frozen_count(&control), 0);
+            let (a, b) = (trainable(&control), trainable(&softmax));
+            assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(&b) {
+                assert_eq!((&x.name, &x.shape, x.decay), (&y.name, &y.shape, y.decay));
+                let qk = x.name.ends_with("attn.q.weight") || x.name.ends_with("attn.k.weight");
+                assert_eq!(
+                    matches!(x.init, InitRule::FrozenDraw { .. }),
+                    qk,
+                    "{}",
+                    x.name
+                );
             }
         }
     }

@@ -149,7 +149,8 @@ impl Gpt {
     /// what makes a comparison across variants paired.
     pub fn new(cfg: GptConfig, seed: u64) -> crate::Result<Self> {
         let mut model = Self::zeroed(cfg)?;
-        for (spec, values) in InitDraws::new(&model.cfg, seed) {
+        for drawn in InitDraws::new(&model.cfg, seed) {
+            let (spec, values) = drawn?;
             let info = model.params.info(&spec.name).ok_or_else(|| {
                 ModelError::Config(format!("internal: tensor {} missing", spec.name))
             })?;

@@ -108,6 +108,18 @@ pub struct FrozenGenerator {
     pub n_head: usize,
 }
 
+impl FrozenGenerator {
+    /// The generator `cfg`'s frozen weights come from (its `frozen_method` and `frozen_seed`).
+    pub fn of(cfg: &GptConfig) -> Self {
+        FrozenGenerator {
+            method: cfg.frozen_method,
+            seed: cfg.frozen_seed,
+            d_model: cfg.d_model,
+            n_head: cfg.n_head,
+        }
+    }
+}
+
 /// Seed of head `h` of frozen tensor `i`: a SplitMix64-style mix of the three numbers.
 pub fn head_seed(seed: u64, tensor: usize, head: usize) -> u64 {
     crate::init::rng::mix64(seed ^ ((tensor as u64) << 32) ^ (head as u64))
@@ -153,12 +165,7 @@ impl FrozenStore {
         if slots.is_empty() {
             return Ok(Self::empty());
         }
-        let generator = FrozenGenerator {
-            method: cfg.frozen_method,
-            seed: cfg.frozen_seed,
-            d_model: cfg.d_model,
-            n_head: cfg.n_head,
-        };
+        let generator = FrozenGenerator::of(cfg);
         let hadamard = cfg.attention.q_projection() == Projection::Hadamard;
         Self::generate(generator, &slots, hadamard)
     }
