@@ -134,6 +134,13 @@ class FrozenProjection(nn.Module):
         """Whether the frozen values are stored whole (not regenerable from a seed)."""
         return self.seed is None
 
+    def _persist(self) -> None:
+        """Keeps the frozen values in ``state_dict`` (where a format needs them under their own
+        name, as a Hugging Face checkpoint does) while they stay regenerable from the seed:
+        allocated anew off ``meta``, they are drawn again, never left uninitialised."""
+        for name in self.FROZEN:
+            self._non_persistent_buffers_set.discard(name)
+
     def _pin(self) -> None:
         """Marks the frozen values as stored whole: persistent buffers, no seed."""
         self.seed = None
@@ -211,10 +218,14 @@ class FrozenProjection(nn.Module):
     def _materialize(self, device: torch.device) -> None:
         """Allocates the buffers still on ``meta`` on ``device`` and fills the frozen state
         (stored values, loaded whole, are kept; the Hadamard factors follow the width)."""
-        for n, b in list(self._buffers.items()):
-            if b is not None and b.is_meta:
-                self._buffers[n] = torch.empty_like(b, device=device)
-        self.reset_frozen()
+        fresh = [n for n, b in self._buffers.items() if b is not None and b.is_meta]
+        for n in fresh:
+            self._buffers[n] = torch.empty_like(self._buffers[n], device=device)
+        if any(n in fresh for n in self.FROZEN):
+            self.reset_frozen()
+        else:  # the frozen values were loaded whole (a persisted weight): keep them
+            with torch.no_grad():
+                self.frozen_seed.fill_(0 if self.seed is None else _to_i64(self.seed))
 
 
 class FrozenOrthogonalLinear(FrozenProjection):

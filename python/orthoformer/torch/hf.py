@@ -19,6 +19,12 @@ ordinary trainable weights; :func:`from_pretrained` loads such a folder with the
 again (as does ``freeze_qk_(model)`` without arguments on a plainly loaded model), keeping the
 stored values.
 
+A model built on the meta device (deferred initialisation, FSDP) can be frozen before it is
+materialised: its frozen matrices are drawn from the seed whenever they are allocated
+(``to_empty``, ``reset_parameters``) and take the loaded values under
+``load_state_dict(assign=True)``, equal bit for bit to a model frozen on the CPU.
+``orthogonal-hadamard`` (whose matrices are stored, not drawn again) is refused there.
+
 Everything is checked before the model changes: the marker's fields, the seed, and the
 config's head counts against the weights' shapes; a mismatch is one
 :class:`~orthoformer.validate.InputError` naming the field.
@@ -30,7 +36,7 @@ import json
 import os
 import pathlib
 from os import PathLike
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -90,20 +96,35 @@ def frozen_matrix(
     return frozen_orthogonal_weight(c, n_head, d_head, method=method, seed=seed, tensor=tensor)
 
 
+#: Draws a layer's frozen ``(W_Q, W_K)`` again (``W_K`` ``None`` when tied).
+Draw = Callable[[], tuple[torch.Tensor, Optional[torch.Tensor]]]
+
+
 class FrozenQKVConv1D(nn.Module):
     """GPT-2's fused ``c_attn`` (``y = x·W + b``, ``W`` ``C x 3C`` = ``[W_Qᵀ | W_Kᵀ | W_Vᵀ]``)
     with ``W_Q, W_K`` frozen buffers and ``W_V`` and the biases trainable. Its ``state_dict``
     is GPT-2's (``weight``, ``bias``, fused, frozen values included), so ``save_pretrained``
     writes a checkpoint plain ``transformers`` loads. ``keep_bias`` keeps the Q/K biases of
-    ``c_attn`` (restoring a frozen model) instead of starting them at zero."""
+    ``c_attn`` (restoring a frozen model) instead of starting them at zero.
+
+    ``draw`` gives the frozen matrices again from their seed: with it, they are drawn anew
+    whenever the buffers are allocated anew (``to_empty`` of a meta-built model,
+    ``reset_parameters``), never left uninitialised; ``reset_parameters`` also draws ``W_V``
+    as GPT-2 does (normal, ``std``) and zeroes the biases."""
 
     def __init__(
-        self, c_attn: nn.Module, wq: torch.Tensor, wk: Optional[torch.Tensor], keep_bias: bool = False
+        self,
+        c_attn: nn.Module,
+        wq: torch.Tensor,
+        wk: Optional[torch.Tensor],
+        keep_bias: bool = False,
+        draw: Optional[Draw] = None,
+        std: float = 0.02,
     ) -> None:
         super().__init__()
         w, b = c_attn.weight.detach(), c_attn.bias.detach()
         c = w.shape[0]
-        self.c, self.tied = c, wk is None
+        self.c, self.tied, self._draw, self.std = c, wk is None, draw, std
         kw: dict[str, Any] = {"device": w.device, "dtype": w.dtype}
         self.register_buffer("q_weight", wq.to(**kw), persistent=False)
         self.register_buffer("k_weight", (wq if wk is None else wk).to(**kw), persistent=False)
@@ -119,6 +140,35 @@ class FrozenQKVConv1D(nn.Module):
         k = q if self.tied else F.linear(x, self.k_weight, self.k_bias)
         v = x @ self.v_weight + self.v_bias
         return torch.cat((q, k, v), dim=-1)
+
+    def _regenerate(self) -> None:
+        if self._draw is None or self.q_weight.is_meta:
+            return
+        wq, wk = self._draw()
+        with torch.no_grad():
+            self.q_weight.copy_(wq.to(dtype=self.q_weight.dtype))
+            self.k_weight.copy_((wq if wk is None else wk).to(dtype=self.k_weight.dtype))
+
+    def reset_parameters(self) -> None:
+        """What the standard initialisation loop calls: the frozen matrices drawn again from
+        their seed, ``W_V`` drawn as GPT-2 draws it, the biases zero."""
+        if self.q_weight.is_meta:
+            return
+        self._regenerate()
+        with torch.no_grad():
+            nn.init.normal_(self.v_weight, std=self.std)
+            for p in (self.q_bias, self.k_bias, self.v_bias):
+                if p is not None:
+                    p.zero_()
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
+        # `to_empty` comes through here: frozen buffers allocated anew off `meta` are drawn
+        # again (a plain move keeps them).
+        was_meta = self.q_weight.is_meta
+        out = super()._apply(fn, recurse)
+        if was_meta and not self.q_weight.is_meta:
+            self._regenerate()
+        return out
 
     def fused(self) -> tuple[torch.Tensor, torch.Tensor]:
         """GPT-2's ``(weight, bias)`` of this layer."""
@@ -147,6 +197,17 @@ class FrozenQKVConv1D(nn.Module):
             return
         c = self.c
         w, b = state_dict[wkey], state_dict[bkey]
+        if self.q_weight.is_meta:
+            # A meta-built module (`assign=True`, FSDP): copying into meta keeps nothing, so
+            # the loaded values become the tensors.
+            self.q_weight = w[:, :c].T.detach().clone()
+            self.k_weight = w[:, c : 2 * c].T.detach().clone()
+            self.v_weight = nn.Parameter(w[:, 2 * c :].detach().clone())
+            self.q_bias = nn.Parameter(b[:c].detach().clone())
+            if self.k_bias is not None:
+                self.k_bias = nn.Parameter(b[c : 2 * c].detach().clone())
+            self.v_bias = nn.Parameter(b[2 * c :].detach().clone())
+            return
         with torch.no_grad():
             self.q_weight.copy_(w[:, :c].T)
             self.k_weight.copy_(w[:, c : 2 * c].T)
@@ -196,6 +257,31 @@ def _llama_frozen(
     return f
 
 
+def _llama_generated(
+    proj: nn.Linear, n_head: int, d_head: int, method: str, seed: int, tensor: int
+) -> FrozenOrthogonalLinear:
+    """A frozen replacement of a ``q_proj``/``k_proj`` drawing its matrix from ``(seed,
+    method, tensor)`` on ``proj``'s device and dtype: drawn again wherever its buffer is
+    allocated anew (``to_empty``, ``reset_parameters``, ``load_state_dict(assign=True)``), so a
+    meta-built model gets the values a model built on a device has. Its weight persists in
+    ``state_dict`` (``save_pretrained`` writes it under the same name); its bias starts at zero."""
+    w = proj.weight
+    f = FrozenOrthogonalLinear(
+        proj.in_features,
+        n_head,
+        d_head,
+        bias=proj.bias is not None,
+        method=method,
+        seed=seed,
+        tensor=tensor,
+        seed_in_state_dict=False,
+        device=w.device,
+        dtype=w.dtype,
+    )
+    f._persist()
+    return f
+
+
 def _same_or_stored(current: torch.Tensor, generated: torch.Tensor, keep: bool) -> torch.Tensor:
     """When restoring from a marker (``keep``), the stored values win; else the generated."""
     return current.detach().clone() if keep else generated
@@ -226,34 +312,54 @@ def freeze_qk_(
         raise InputError(f"variant: freeze_qk_ makes {', '.join(FREEZE_VARIANTS)}, not {variant!r}")
     method = check_method(method or "qr")
     seed = draw_seed(seed)
+    # A meta-built model (deferred initialisation, FSDP) holds no values to keep: its frozen
+    # matrices are drawn from the seed whenever they are allocated.
+    meta = any(t.is_meta for t in model.parameters())
+    stored = restore and not meta
+    if meta and variant == "orthogonal-hadamard":
+        raise InputError(
+            "variant orthogonal-hadamard cannot be frozen on a meta-built model (its matrices are "
+            "stored, not drawn again on allocation): freeze after to_empty and initialisation, or "
+            "use orthogonal"
+        )
     kind = getattr(cfg, "model_type", "")
     if kind == "gpt2":
         attns = check_gpt2(model)
+        tied = variant == "orthogonal-tied"
         for layer, attn in enumerate(attns):
             c, h = attn.embed_dim, attn.num_heads
+
+            def draw(layer: int = layer, c: int = c, h: int = h) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+                wq = frozen_matrix(variant, c, h, c // h, method, seed, 2 * layer)
+                return wq, None if tied else frozen_matrix(variant, c, h, c // h, method, seed, 2 * layer + 1)
+
             w = attn.c_attn.weight
-            wq = _same_or_stored(
-                w[:, :c].T, frozen_matrix(variant, c, h, c // h, method, seed, 2 * layer), restore
+            gq, gk = draw()
+            wq = _same_or_stored(w[:, :c].T, gq, stored)
+            wk = None if tied else _same_or_stored(w[:, c : 2 * c].T, gk, stored)
+            std = float(getattr(cfg, "initializer_range", 0.02))
+            attn.c_attn = FrozenQKVConv1D(
+                attn.c_attn, wq, wk, keep_bias=stored, draw=None if stored else draw, std=std
             )
-            wk = None
-            if variant != "orthogonal-tied":
-                gen = frozen_matrix(variant, c, h, c // h, method, seed, 2 * layer + 1)
-                wk = _same_or_stored(w[:, c : 2 * c].T, gen, restore)
-            attn.c_attn = FrozenQKVConv1D(attn.c_attn, wq, wk, keep_bias=restore)
     elif hasattr(getattr(model, "model", model), "layers"):
         attns, h, kv, d = check_llama(model, variant)
         for layer, attn in enumerate(attns):
             c = attn.q_proj.in_features
-            wq = _same_or_stored(
-                attn.q_proj.weight, frozen_matrix(variant, c, h, d, method, seed, 2 * layer), restore
-            )
-            q = _llama_frozen(attn.q_proj, wq, h, d, method, seed, 2 * layer, restore)
+            if stored or variant == "orthogonal-hadamard":
+                wq = _same_or_stored(
+                    attn.q_proj.weight, frozen_matrix(variant, c, h, d, method, seed, 2 * layer), stored
+                )
+                q = _llama_frozen(attn.q_proj, wq, h, d, method, seed, 2 * layer, stored)
+            else:
+                q = _llama_generated(attn.q_proj, h, d, method, seed, 2 * layer)
             if variant == "orthogonal-tied":
                 k = q
-            else:
+            elif stored or variant == "orthogonal-hadamard":
                 gen = frozen_matrix(variant, c, kv, d, method, seed, 2 * layer + 1)
-                wk = _same_or_stored(attn.k_proj.weight, gen, restore)
-                k = _llama_frozen(attn.k_proj, wk, kv, d, method, seed, 2 * layer + 1, restore)
+                wk = _same_or_stored(attn.k_proj.weight, gen, stored)
+                k = _llama_frozen(attn.k_proj, wk, kv, d, method, seed, 2 * layer + 1, stored)
+            else:
+                k = _llama_generated(attn.k_proj, kv, d, method, seed, 2 * layer + 1)
             attn.q_proj, attn.k_proj = q, k
     else:
         raise InputError(
