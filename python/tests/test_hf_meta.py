@@ -93,3 +93,28 @@ def test_hadamard_on_a_meta_model_is_refused_in_one_line(kind) -> None:
     with pytest.raises(InputError, match="meta-built model") as e:
         freeze_qk_(on_meta(kind), "orthogonal-hadamard", seed=1)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("safe", [True, False])
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_an_orthogonal_tied_llama_family_model_saves_and_loads(tmp_path, kind, safe) -> None:
+    import orthoformer.torch as ot
+
+    model = freeze_qk_(build(kind, kv_heads=4), "orthogonal-tied", seed=7)
+    x = torch.randint(0, 50, (2, 8))
+    with torch.no_grad():
+        want = model(input_ids=x).logits
+    model.save_pretrained(tmp_path, safe_serialization=safe)
+    plain = type(model).from_pretrained(tmp_path).eval()  # transformers alone: a standard folder
+    back = ot.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.equal(plain(input_ids=x).logits, want)
+        assert torch.equal(back(input_ids=x).logits, want)
+    for layer in back.model.layers:
+        assert layer.self_attn.k_proj._q is layer.self_attn.q_proj
+
+
+def test_a_tied_model_frozen_twice_is_refused_as_any_frozen_model() -> None:
+    model = freeze_qk_(build("llama", kv_heads=4), "orthogonal-tied", seed=7)
+    with pytest.raises(InputError, match="frozen already"):
+        freeze_qk_(model, "orthogonal", seed=1)

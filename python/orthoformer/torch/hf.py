@@ -49,6 +49,7 @@ from .frozen import FrozenOrthogonalLinear, draw_seed
 from .functional import check_method, frozen_orthogonal_weight
 from .hadamard import FrozenHadamardLinear
 from .hf_checks import check_gpt2, check_llama
+from .tied_key import TiedKey
 
 #: The key of the marker in a model's ``config.json``.
 MARKER = "orthoformer"
@@ -353,7 +354,7 @@ def freeze_qk_(
             else:
                 q = _llama_generated(attn.q_proj, h, d, method, seed, 2 * layer)
             if variant == "orthogonal-tied":
-                k = q
+                k = TiedKey(q)
             elif stored or variant == "orthogonal-hadamard":
                 gen = frozen_matrix(variant, c, kv, d, method, seed, 2 * layer + 1)
                 wk = _same_or_stored(attn.k_proj.weight, gen, stored)
@@ -398,6 +399,7 @@ __all__ = [
     "FrozenQKVConv1D",
     "MARKED_VARIANTS",
     "MARKER",
+    "TiedKey",
     "freeze_qk_",
     "from_pretrained",
     "frozen_matrix",

@@ -12,6 +12,7 @@ from torch import nn
 from .. import validate
 from ..validate import InputError
 from .frozen import FrozenOrthogonalLinear
+from .tied_key import TiedKey
 
 
 def _heads(cfg: Any, name: str, default: Optional[int] = None) -> int:
@@ -66,7 +67,7 @@ def _check_structure(model: nn.Module) -> None:
             )
         for name in ("q_proj", "k_proj"):
             proj = getattr(attn, name, None)
-            if not isinstance(proj, nn.Linear) and not isinstance(proj, FrozenOrthogonalLinear):
+            if not isinstance(proj, (nn.Linear, FrozenOrthogonalLinear, TiedKey)):
                 raise InputError(
                     f"model_type {kind!r}: layer {layer}'s attention has no linear {name}: freeze_qk_ "
                     "converts Llama-family attention (q_proj, k_proj, v_proj, o_proj) only"
