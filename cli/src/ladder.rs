@@ -90,7 +90,22 @@ pub fn run(args: &LadderArgs) -> anyhow::Result<Outcome> {
         ladder::start(&text, out)?;
     }
     let plan = ladder::read(out)?;
-    let pending = ladder::pending(out)?.len();
+    let due = ladder::pending(out)?;
+    let pending = due.len();
+    if !args.json {
+        // The cost before any step: what is due now (rates the ladder adds later come on top).
+        let (steps, flops) = due.iter().fold((0u128, 0u128), |(s, f), r| {
+            (
+                s + r.steps as u128,
+                f + r.steps as u128 * u128::from(r.flops_per_step),
+            )
+        });
+        outln!(
+            "{pending} runs to train: {steps} steps, {flops:.3e} training FLOPs by the library's \
+             count (rates the ladder adds as it goes come on top)",
+            flops = flops as f64
+        )?;
+    }
     let workers = orthoformer::nn::threads::current_threads();
     let jobs = match args.jobs {
         Some(n) => Jobs::new(n.min(pending).max(1), workers)?,
