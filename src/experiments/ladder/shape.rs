@@ -358,6 +358,21 @@ mod tests {
             };
             assert!(n(&p.rungs[3]) >= 10 * n(&p.rungs[0]));
         }
+        // The factorial crosses width with depth: valid, its rungs in increasing size.
+        let factorial = include_str!("../../../assets/ladder/cpu-factorial.json");
+        let p = LadderPlan::from_json(factorial).unwrap();
+        let sizes: Vec<u64> = p
+            .rungs
+            .iter()
+            .map(|r| {
+                cost(&p, r, AttentionKind::Softmax, 8192)
+                    .unwrap()
+                    .params
+                    .non_embedding
+            })
+            .collect();
+        assert!(sizes.windows(2).all(|w| w[0] < w[1]), "{sizes:?}");
+        assert_eq!((sizes[0], sizes[3]), (98_624, 332_448));
         let smoke = include_str!("../../../assets/ladder/smoke.json");
         assert_eq!(LadderPlan::from_json(smoke).unwrap().rungs.len(), 2);
     }
