@@ -132,6 +132,26 @@ def one_line(message: Any) -> str:
     return "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
 
 
+def safetensors_file(path: Any, framework: str = "numpy") -> dict[str, Any]:
+    """Every tensor of the safetensors file ``path`` (``framework``: ``numpy`` or ``torch``).
+    Whatever the ``safetensors`` library refuses (a truncated or corrupt file: its
+    ``SafetensorError`` is neither a ``ValueError`` nor an ``OSError``) is one
+    :class:`InputError` naming the file."""
+    from safetensors import SafetensorError
+
+    if framework == "torch":
+        from safetensors.torch import load_file
+    else:
+        from safetensors.numpy import load_file
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise InputError(
+            f"{path} is not a readable safetensors file ({one_line(e)}): write it again, or "
+            "restore it from where it came"
+        ) from None
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with the package's error form: a bad or missing flag is an :class:`InputError`
     (``main`` prints one ``error:`` line and returns 2) instead of argparse's usage block on
@@ -328,6 +348,7 @@ def _hint(hint: str) -> str:
 
 __all__ = [
     "ArgumentParser",
+    "safetensors_file",
     "COUNT_MAX",
     "Claim",
     "InputError",

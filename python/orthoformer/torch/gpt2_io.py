@@ -47,9 +47,7 @@ def _read(folder: pathlib.Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     hf = dict(validate.mapping(f"{cfg_path}", parsed))
     st, bin_ = folder / "model.safetensors", folder / "pytorch_model.bin"
     if st.is_file():
-        from safetensors.numpy import load_file
-
-        raw = load_file(str(st))
+        raw = validate.safetensors_file(st, "numpy")
     elif bin_.is_file():
         raw = {
             k: v.float().numpy() for k, v in torch.load(bin_, map_location="cpu", weights_only=True).items()

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ..validate import InputError, mapping
+from ..validate import InputError, mapping, safetensors_file
 from .gpt2_io import export_folder
 from .llama import MARKER, Llama, dense_qk, hf_name, pin_frozen
 
@@ -22,8 +22,6 @@ IGNORED_SUFFIXES = (".self_attn.rotary_emb.inv_freq",)
 
 def read_folder(folder: pathlib.Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """``config.json`` (parsed) and every tensor of a folder."""
-    from safetensors.torch import load_file
-
     cfg = folder / "config.json"
     if not cfg.is_file():
         raise InputError(f"{folder} has no config.json: pass a Hugging Face Llama folder")
@@ -33,7 +31,7 @@ def read_folder(folder: pathlib.Path) -> tuple[dict[str, Any], dict[str, torch.T
         raise InputError(f"{cfg}: not JSON ({e})") from None
     single, index = folder / "model.safetensors", folder / INDEX
     if single.is_file():
-        return hf, load_file(str(single))
+        return hf, safetensors_file(single, "torch")
     if index.is_file():
         weight_map = mapping(f"{INDEX}: weight_map", json.loads(index.read_text()).get("weight_map"))
         tensors: dict[str, torch.Tensor] = {}
@@ -41,7 +39,7 @@ def read_folder(folder: pathlib.Path) -> tuple[dict[str, Any], dict[str, torch.T
             path = folder / shard
             if pathlib.Path(shard).name != shard or not path.is_file():
                 raise InputError(f"{INDEX} lists shard {shard!r}, which is not a file of {folder}")
-            tensors.update(load_file(str(path)))
+            tensors.update(safetensors_file(path, "torch"))
         return hf, tensors
     raise InputError(f"{folder} has neither model.safetensors nor {INDEX}")
 
