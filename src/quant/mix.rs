@@ -171,9 +171,12 @@ pub fn choose(
         fallbacks: Vec::new(),
         overridden: Vec::new(),
     };
+    let mut used = vec![false; overrides.len()];
     let mut pick = |name: &str, role: Role, width: usize| -> Result<Format, QuantError> {
-        let chosen = match overrides.iter().find(|o| name.contains(&o.pattern)) {
-            Some(o) => {
+        let chosen = match overrides.iter().position(|o| name.contains(&o.pattern)) {
+            Some(i) => {
+                let o = &overrides[i];
+                used[i] = true;
                 out.overridden
                     .push(format!("{name}: {}", o.format.file_name().unwrap_or("")));
                 o.format
@@ -215,6 +218,14 @@ pub fn choose(
     } else {
         Some(pick(keys::OUTPUT, Role::Output, c)?)
     };
+    // A pattern that chose nothing is a typo or a shadowed rule: never silently ignored.
+    if let Some(i) = used.iter().position(|u| !u) {
+        return Err(QuantError::Invalid(format!(
+            "`tensor_type` {}={}: the pattern matches no tensor of this model that an earlier              pattern does not already take (names are like blk.0.attn_v.weight,              token_embd.weight, output.weight): fix it or drop it",
+            overrides[i].pattern,
+            overrides[i].format.file_name().unwrap_or("")
+        )));
+    }
     out.embed = embed;
     out.layers = layers;
     out.head = head;
@@ -339,6 +350,30 @@ mod tests {
         // n = 30: the first 3, the last 4, and every third from layer 5.
         let picked: Vec<usize> = (0..30).filter(|&i| more(i, 30)).collect();
         assert_eq!(picked, [0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 26, 27, 28, 29]);
+    }
+
+    /// An override takes the tensors whose names contain its pattern; a pattern that takes
+    /// none (a typo, or every match already taken by an earlier pattern) is refused by name.
+    #[test]
+    fn an_override_that_takes_no_tensor_is_refused() {
+        let cfg = crate::export::tiny_llama::tiny_llama_config();
+        let ov = |s: &[&str]| {
+            s.iter()
+                .map(|p| p.parse().unwrap())
+                .collect::<Vec<TensorOverride>>()
+        };
+        let t = choose(FileType::Q4KM, &cfg, false, false, &ov(&["attn_v=q8_0"])).unwrap();
+        assert!(t.layers.iter().all(|row| row[2] == Format::Q8_0));
+        for bad in [&["atn_v=q8_0"][..], &["attn=q8_0", "attn_v=q4_0"]] {
+            let e = choose(FileType::Q4KM, &cfg, false, false, &ov(bad))
+                .unwrap_err()
+                .to_string();
+            let last = bad[bad.len() - 1];
+            assert!(
+                e.contains(&format!("`tensor_type` {last}")) && e.contains("matches no tensor"),
+                "{e}"
+            );
+        }
     }
 
     #[test]
