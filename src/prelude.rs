@@ -107,7 +107,7 @@
 //! let model = dir.join(format!("orthoformer-doc-rotate-{}.gguf", std::process::id()));
 //! let rotated = dir.join(format!("orthoformer-doc-rotated-{}.gguf", std::process::id()));
 //! write_tiny_llama_gguf(&model, 0)?;
-//! let options = RotateOptions { check_tokens: 64, context: 32, ..RotateOptions::default() };
+//! let options = RotateOptions { check_tokens: 64, context: Some(32), ..RotateOptions::default() };
 //! let job = RotateJob { model: model.clone(), out: vec![rotated.clone()], check: true, data: None, options };
 //! let report = rotate(&job, &mut |_, _| {})?;
 //! assert_eq!(report.check_passed, Some(true));

@@ -31,6 +31,10 @@ pub(super) fn left_out(r: &Report) -> String {
 }
 
 fn estimate(e: &SeedEstimates) -> String {
+    if e.values.is_empty() {
+        let why = e.missing.first().map_or("no seed", |(_, w)| w.as_str());
+        return format!("none ({why})");
+    }
     let missing = if e.missing.is_empty() {
         String::new()
     } else {
