@@ -113,9 +113,13 @@ class FrozenProjection(nn.Module):
     def reset_frozen(self) -> None:
         """Regenerates the frozen state from ``(seed, method, tensor)`` on the buffers' device
         and dtype (after ``to_empty`` or on a meta-built module now on a device)."""
+        self._record_seed()
+        self._regenerate()
+
+    def _record_seed(self) -> None:
+        """Writes the seed into the ``frozen_seed`` buffer (0 when the values are stored)."""
         with torch.no_grad():
             self.frozen_seed.fill_(0 if self.seed is None else _to_i64(self.seed))
-        self._regenerate()
 
     def reset_parameters(self) -> None:
         """What the standard initialisation loop (``for m in model.modules():
@@ -224,8 +228,7 @@ class FrozenProjection(nn.Module):
         if any(n in fresh for n in self.FROZEN):
             self.reset_frozen()
         else:  # the frozen values were loaded whole (a persisted weight): keep them
-            with torch.no_grad():
-                self.frozen_seed.fill_(0 if self.seed is None else _to_i64(self.seed))
+            self._record_seed()
 
 
 class FrozenOrthogonalLinear(FrozenProjection):

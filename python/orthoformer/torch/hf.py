@@ -219,6 +219,24 @@ class FrozenQKVConv1D(nn.Module):
             self.v_bias.copy_(b[2 * c :])
 
 
+def _frozen_like(
+    proj: nn.Linear, n_head: int, d_head: int, method: str, seed: int, tensor: int, **where: Any
+) -> FrozenOrthogonalLinear:
+    """The frozen replacement's module for ``proj`` (its bias if ``proj`` has one), built
+    ``where`` says (``device``, ``dtype``); the seed lives in the marker, not ``state_dict``."""
+    return FrozenOrthogonalLinear(
+        proj.in_features,
+        n_head,
+        d_head,
+        bias=proj.bias is not None,
+        method=method,
+        seed=seed,
+        tensor=tensor,
+        seed_in_state_dict=False,
+        **where,
+    )
+
+
 def _llama_frozen(
     proj: nn.Linear,
     mat: torch.Tensor,
@@ -231,19 +249,8 @@ def _llama_frozen(
 ) -> FrozenOrthogonalLinear:
     """A frozen replacement of a ``q_proj``/``k_proj`` holding ``mat``; its weight persists in
     ``state_dict`` (so ``save_pretrained`` writes it under the same name)."""
-    c = proj.in_features
     w = proj.weight
-    f = FrozenOrthogonalLinear(
-        c,
-        n_head,
-        d_head,
-        bias=proj.bias is not None,
-        method=method,
-        seed=seed,
-        tensor=tensor,
-        seed_in_state_dict=False,
-        device="meta",
-    )
+    f = _frozen_like(proj, n_head, d_head, method, seed, tensor, device="meta")
     # Stored before allocating, so the allocation does not regenerate values `mat` replaces.
     f._pin()
     f.to_empty(device=w.device)
@@ -267,18 +274,7 @@ def _llama_generated(
     meta-built model gets the values a model built on a device has. Its weight persists in
     ``state_dict`` (``save_pretrained`` writes it under the same name); its bias starts at zero."""
     w = proj.weight
-    f = FrozenOrthogonalLinear(
-        proj.in_features,
-        n_head,
-        d_head,
-        bias=proj.bias is not None,
-        method=method,
-        seed=seed,
-        tensor=tensor,
-        seed_in_state_dict=False,
-        device=w.device,
-        dtype=w.dtype,
-    )
+    f = _frozen_like(proj, n_head, d_head, method, seed, tensor, device=w.device, dtype=w.dtype)
     f._persist()
     return f
 
@@ -344,23 +340,19 @@ def freeze_qk_(
             )
     elif hasattr(getattr(model, "model", model), "layers"):
         attns, h, kv, d = check_llama(model, variant)
+        # Hadamard matrices and restored values are stored whole; the rest is drawn from the seed.
+        keeps_values = stored or variant == "orthogonal-hadamard"
+
+        def replace(proj: nn.Linear, heads: int, tensor: int) -> FrozenOrthogonalLinear:
+            if not keeps_values:
+                return _llama_generated(proj, heads, d, method, seed, tensor)
+            gen = frozen_matrix(variant, proj.in_features, heads, d, method, seed, tensor)
+            mat = _same_or_stored(proj.weight, gen, stored)
+            return _llama_frozen(proj, mat, heads, d, method, seed, tensor, stored)
+
         for layer, attn in enumerate(attns):
-            c = attn.q_proj.in_features
-            if stored or variant == "orthogonal-hadamard":
-                wq = _same_or_stored(
-                    attn.q_proj.weight, frozen_matrix(variant, c, h, d, method, seed, 2 * layer), stored
-                )
-                q = _llama_frozen(attn.q_proj, wq, h, d, method, seed, 2 * layer, stored)
-            else:
-                q = _llama_generated(attn.q_proj, h, d, method, seed, 2 * layer)
-            if variant == "orthogonal-tied":
-                k = TiedKey(q)
-            elif stored or variant == "orthogonal-hadamard":
-                gen = frozen_matrix(variant, c, kv, d, method, seed, 2 * layer + 1)
-                wk = _same_or_stored(attn.k_proj.weight, gen, stored)
-                k = _llama_frozen(attn.k_proj, wk, kv, d, method, seed, 2 * layer + 1, stored)
-            else:
-                k = _llama_generated(attn.k_proj, kv, d, method, seed, 2 * layer + 1)
+            q = replace(attn.q_proj, h, 2 * layer)
+            k = TiedKey(q) if variant == "orthogonal-tied" else replace(attn.k_proj, kv, 2 * layer + 1)
             attn.q_proj, attn.k_proj = q, k
     else:
         raise InputError(
