@@ -87,6 +87,11 @@ pub struct BenchArgs {
     /// With --model: skip llama.cpp.
     #[arg(long)]
     pub no_llamacpp: bool,
+    /// With --model: print the ratios even when other processes kept the cores busy during
+    /// the run or our rounds were unsteady (they are marked `!`); without it such ratios are
+    /// withheld and the report says why.
+    #[arg(long)]
+    pub allow_busy: bool,
     /// With --model: how our KV cache stores keys and values, f16 (llama.cpp's default, which
     /// its side uses too) or f32.
     #[arg(long, default_value_t = BenchOptions::default().kv_cache, value_parser = super::generate::parse_kv_cache)]

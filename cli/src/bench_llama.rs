@@ -14,6 +14,7 @@ use anyhow::Context;
 use super::Outcome;
 use super::bench::BenchArgs;
 use orthoformer::bench::llama_report::{LlamaBenchReport, LlamaBenchRow, LlamaCppTiming};
+use orthoformer::bench::machine_load::{self, MachineLoad};
 use orthoformer::bench::options::BenchOptions;
 use orthoformer::bench::{llama_run, llamacpp_native};
 
@@ -38,6 +39,7 @@ fn bench_one(
     path: &Path,
     threads: usize,
 ) -> anyhow::Result<LlamaBenchRow> {
+    let before = machine_load::sample();
     let run = llama_run::run(path, opts)?;
     let llamacpp = if args.no_llamacpp {
         Err("skipped (--no-llamacpp)".to_string())
@@ -49,7 +51,22 @@ fn bench_one(
     } else {
         run_torch(args, opts, path, threads).map_err(|e| format!("{e:#}"))
     };
-    Ok(LlamaBenchRow::new(run.model, run.ours, llamacpp, torch))
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let load = MachineLoad::between(
+        before,
+        machine_load::sample(),
+        cpus,
+        &run.ours.prefill_rounds,
+        &run.ours.decode_rounds,
+    );
+    Ok(LlamaBenchRow::new(
+        run.model,
+        run.ours,
+        llamacpp,
+        torch,
+        load,
+        args.allow_busy,
+    ))
 }
 
 /// Times llama.cpp: the native build when the cache has one, else the wheel's script.

@@ -88,11 +88,14 @@ pub struct QuantizeArgs {
     /// converter writes it (a tokenizer llama.cpp would run differently is refused by name).
     #[arg(long, requires = "gguf_type")]
     pub out: Option<PathBuf>,
-    /// Block format or mix of --out: q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0 (every
-    /// matrix), or llama-quantize's mixes q4_k_m, q4_k_s, q5_k_m, q5_k_s (the same per-tensor
-    /// choices). As llama.cpp: the head (or a tied embedding) is Q6_K or Q8_0, and matrices
-    /// whose rows are not whole 256-weight super-blocks fall back (q4_k to q5_0, q5_k to q5_1,
-    /// q6_k to q8_0); the report lists every fallback.
+    /// Block format or mix of --out: q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, iq4_nl,
+    /// iq4_xs (every matrix, with llama-quantize's per-tensor rules for that type), or
+    /// llama-quantize's mixes q4_k_m, q4_k_s, q5_k_m, q5_k_s (the same per-tensor choices). As
+    /// llama.cpp: the head (or a tied embedding) is Q6_K or Q8_0, and matrices whose rows are
+    /// not whole 256-weight super-blocks fall back (q4_k to q5_0, q5_k to q5_1, q6_k to q8_0,
+    /// iq4_xs to iq4_nl); the report lists every fallback. The file records how it was made
+    /// under orthoformer.quantize.* (type, method, rotation and seed, calibration text SHA-256
+    /// and token count).
     #[arg(long, requires = "out", value_parser = library_values(&FileType::names(), str::parse::<FileType>))]
     pub gguf_type: Option<FileType>,
     /// --out: store tensors whose GGUF name contains PATTERN in TYPE, instead of the mix's

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bench::llama::LlamaBench;
+use crate::bench::machine_load::MachineLoad;
 use crate::io::rss::mib;
 use crate::io::table::{Align, Block, Report, Table};
 
@@ -59,6 +60,13 @@ pub struct LlamaBenchRow {
     pub decode_vs_llamacpp: Option<f64>,
     /// Ours / PyTorch on the eval windows.
     pub eval_vs_torch: Option<f64>,
+    /// What the machine did while this row ran.
+    pub load: MachineLoad,
+    /// Why the machine was not quiet and steady (`None`: it was).
+    pub busy: Option<String>,
+    /// The ratios are withheld (null) because the machine was busy; `--allow-busy` keeps
+    /// them, marked.
+    pub ratios_withheld: bool,
 }
 
 /// What the command line knows about a model before it is benchmarked.
@@ -81,10 +89,14 @@ impl LlamaBenchRow {
         ours: LlamaBench,
         llamacpp: Result<LlamaCppTiming, String>,
         torch_eval_tokens_per_s: Result<f64, String>,
+        load: MachineLoad,
+        allow_busy: bool,
     ) -> Self {
         let (llamacpp, llamacpp_error) = split(llamacpp);
         let (torch, torch_error) = split(torch_eval_tokens_per_s);
-        LlamaBenchRow {
+        let busy = load.verdict();
+        let withheld = busy.is_some() && !allow_busy;
+        let mut row = LlamaBenchRow {
             model: model.model,
             file_bytes: model.file_bytes,
             weights_mapped: model.weights_mapped,
@@ -101,7 +113,16 @@ impl LlamaBenchRow {
             llamacpp_error,
             torch_eval_tokens_per_s: torch,
             torch_error,
+            load,
+            busy,
+            ratios_withheld: withheld,
+        };
+        if withheld {
+            row.prefill_vs_llamacpp = None;
+            row.decode_vs_llamacpp = None;
+            row.eval_vs_torch = None;
         }
+        row
     }
 }
 
@@ -134,7 +155,13 @@ impl Report for LlamaBenchReport {
 fn row_blocks(r: &LlamaBenchRow, threads: usize) -> Vec<Block> {
     let o = &r.ours;
     let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.1}"));
-    let ratio = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.2}x"));
+    // A ratio from a busy machine is withheld, or (--allow-busy) marked with `!`.
+    let mark = if r.busy.is_some() { "!" } else { "" };
+    let ratio = |x: Option<f64>| match x {
+        _ if r.ratios_withheld => "withheld".to_string(),
+        Some(v) => format!("{v:.2}x{mark}"),
+        None => "-".into(),
+    };
     let mb = |x: Option<u64>| x.map_or("-".into(), |v| format!("{:.0} MiB", mib(v)));
     let (l, rt) = (Align::Left, Align::Right);
     let mut t = Table::new(&[
@@ -180,6 +207,21 @@ fn row_blocks(r: &LlamaBenchRow, threads: usize) -> Vec<Block> {
     }
     if let Some(e) = &r.torch_error {
         t.note(format!("    torch: {e}"));
+    }
+    if let Some(why) = &r.busy {
+        t.note(format!(
+            "    {}: {why}; rerun on a quiet machine{}",
+            if r.ratios_withheld {
+                "ratios withheld"
+            } else {
+                "! busy machine"
+            },
+            if r.ratios_withheld {
+                " (or pass --allow-busy to print them, marked)"
+            } else {
+                ""
+            }
+        ));
     }
     let mut text = format!(
         "decode ({} activations) reads {:.1} MB of weights + {:.1} MB of {} KV cache per token; \
@@ -264,18 +306,56 @@ mod tests {
             system_info: "AVX2".into(),
             source: "native".into(),
         };
-        let both = LlamaBenchRow::new(model.clone(), ours(), Ok(lc), Ok(300.0));
+        let quiet = MachineLoad {
+            other_cores: Some(0.05),
+            prefill_spread: 0.02,
+            decode_spread: 0.03,
+        };
+        let busy = MachineLoad {
+            other_cores: Some(1.4),
+            ..quiet.clone()
+        };
+        let held = LlamaBenchRow::new(
+            model.clone(),
+            ours(),
+            Ok(lc.clone()),
+            Ok(300.0),
+            busy.clone(),
+            false,
+        );
+        assert_eq!(
+            (held.prefill_vs_llamacpp, held.ratios_withheld),
+            (None, true)
+        );
+        let marked =
+            LlamaBenchRow::new(model.clone(), ours(), Ok(lc.clone()), Ok(300.0), busy, true);
+        assert_eq!(marked.prefill_vs_llamacpp, Some(2.0));
+        let both = LlamaBenchRow::new(
+            model.clone(),
+            ours(),
+            Ok(lc),
+            Ok(300.0),
+            quiet.clone(),
+            false,
+        );
         assert_eq!(both.prefill_vs_llamacpp, Some(2.0));
         assert_eq!(both.decode_vs_llamacpp, Some(0.8));
         assert_eq!(both.eval_vs_torch, Some(2.0));
-        let none = LlamaBenchRow::new(model, ours(), Err("skipped".into()), Err("no".into()));
+        let none = LlamaBenchRow::new(
+            model,
+            ours(),
+            Err("skipped".into()),
+            Err("no".into()),
+            quiet,
+            false,
+        );
         assert_eq!(
             (none.llamacpp_error.as_deref(), none.eval_vs_torch),
             (Some("skipped"), None)
         );
         let report = LlamaBenchReport {
             threads: 2,
-            rows: vec![both, none],
+            rows: vec![both, none, held, marked],
         };
         for t in report.tables() {
             t.check().unwrap();
@@ -284,6 +364,9 @@ mod tests {
         assert!(text.contains("first 2 of 3 greedy tokens"), "{text}");
         assert!(text.contains("llama.cpp: skipped"), "{text}");
         assert!(text.contains("llama.cpp native") && text.contains("MB of f16 KV cache"));
+        assert!(
+            text.contains("withheld") && text.contains("1.40 cores") && text.contains("2.00x!")
+        );
         // The fallback script's JSON has no `source`: it is labelled as the wheel.
         let wheel: LlamaCppTiming = serde_json::from_str(
             r#"{"prefill_tokens_per_s": 1.0, "decode_tokens_per_s": 2.0,

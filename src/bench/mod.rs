@@ -12,6 +12,7 @@ pub mod llama_batch_report;
 pub mod llama_report;
 pub mod llama_run;
 pub mod llamacpp_native;
+pub mod machine_load;
 pub mod memory;
 pub mod memory_report;
 pub mod memory_run;

@@ -15,7 +15,7 @@ pub fn text_name(data: Option<&Path>) -> String {
 }
 
 /// The bytes of the file `data`, or of the embedded TinyShakespeare when `None`.
-fn text_bytes(data: Option<&Path>) -> crate::Result<std::borrow::Cow<'static, [u8]>> {
+pub fn text_bytes(data: Option<&Path>) -> crate::Result<std::borrow::Cow<'static, [u8]>> {
     Ok(match data {
         Some(path) => crate::io::safe_file::read_regular(path)?.into(),
         None => TINY_SHAKESPEARE.as_bytes().into(),

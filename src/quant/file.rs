@@ -15,13 +15,15 @@ use serde::Serialize;
 use super::QuantError;
 use super::job::QuantizeJob;
 use super::study::WeightRounding;
-use crate::infer::text::read_tokens;
+use crate::infer::text::{read_tokens, text_bytes, text_name};
 use crate::io::gguf::GgufFile;
+use crate::io::gguf::provenance::sha256_hex;
 use crate::model::llama::gguf_vocab::source_metadata;
 use crate::model::llama::{Llama, load_model};
 use crate::quant::calibrate::calibrate;
 use crate::quant::mix::{self, TypeCounts};
 use crate::quant::model::{Method, Plan, layer_cols, quantize_model};
+use crate::quant::provenance::{CalibrationRecord, Provenance};
 use crate::quant::sequential::quantize_sequential;
 use crate::quant::write::save_quantized_gguf;
 use crate::quant::{Clip, FileType, GptqOptions};
@@ -174,6 +176,29 @@ pub fn write(
     let per_matrix = layer_cols(c).map(|k| k * c.d_model);
     let ftype = mix::llama_ftype(ft, types.dominant(per_matrix));
     let signs = down.as_ref().and_then(|h| h.signs());
+    let provenance = Provenance {
+        gguf_type: ft.name().to_string(),
+        method: method_name(&method, rounding),
+        rotation: set.label(),
+        rotation_kind: format!("{:?}", set.residual).to_lowercase(),
+        rotation_seed: (set.residual.kind().is_some() || set.heads || set.down)
+            .then_some(o.seed[0]),
+        sequential: o.sequential,
+        calibration: if ids.is_empty() {
+            None
+        } else {
+            let text = job.first_text();
+            Some(CalibrationRecord {
+                text: text
+                    .and_then(|p| p.file_name())
+                    .map_or_else(|| text_name(None), |n| n.to_string_lossy().into_owned()),
+                text_sha256: sha256_hex(&text_bytes(text)?),
+                ids: ids.clone(),
+            })
+        },
+    };
+    let mut meta = meta;
+    provenance.record(&mut meta);
     let staged = Staged::new(out)?;
     save_quantized_gguf(&w, &q, ftype, &meta, signs, staged.path())?;
     // The file, run by the engine as a user would (its R4 read back from the file), against
@@ -251,6 +276,8 @@ fn ftype_name(t: u32) -> &'static str {
         16 => "MOSTLY_Q5_K_S",
         17 => "MOSTLY_Q5_K_M",
         18 => "MOSTLY_Q6_K",
+        25 => "MOSTLY_IQ4_NL",
+        30 => "MOSTLY_IQ4_XS",
         _ => "unknown",
     }
 }

@@ -120,6 +120,8 @@ mod tests {
             (Format::Q5_1, 6.5e4, 6.6e4),
             (Format::Q5K, 4.1e6, 4.2e6),
             (Format::Q6K, 2.6e8, 2.8e8),
+            (Format::Iq4Nl, 8.0e6, 8.4e6),
+            (Format::Iq4Xs, 2.6e8, 2.7e8),
         ] {
             assert!(check_fits(f, "w", &row(-ok), 256).is_ok(), "{f:?} {ok}");
             let e = check_fits(f, "model.layers.0.mlp.up_proj.weight", &row(-bad), 256)
@@ -134,8 +136,9 @@ mod tests {
         }
         let e = check_fits(Format::Q4_0, "w", &row(1e6), 256).unwrap_err();
         assert!(
-            e.to_string()
-                .contains("q8_0 or q6_k or q5_k or q5_1 or q5_0 or q4_k can hold it"),
+            e.to_string().contains(
+                "q8_0 or q6_k or q5_k or q5_1 or q5_0 or q4_k or iq4_nl or iq4_xs can hold it"
+            ),
             "{e}"
         );
         let e = check_fits(Format::Q8_0, "w", &row(1e9), 256).unwrap_err();

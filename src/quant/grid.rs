@@ -1,8 +1,9 @@
 //! The grids weights are rounded to: a generic affine grid (the study's, f32 scales) and the
 //! GGUF block formats, whose grids are fixed by how the file stores them.
 //!
-//! Every grid is `value = (q − zero)·d + m` in f32 for a code `q` in `0..=qmax`, with `d`, `m`
-//! per sub-block of `sub` weights, computed exactly as the format's dequantiser computes it
+//! Every grid is `value = (q − zero)·d + m` in f32 for a code `q` in `0..=qmax` (or, for the
+//! non-linear `IQ4_NL` and `IQ4_XS`, `value = d·k[q]` with 16 fixed levels `k`, [`super::iq4`]),
+//! with `d`, `m` per sub-block of `sub` weights, computed exactly as the format's dequantiser computes it
 //! (llama.cpp, gguf-py and this crate's `dequantize`), so a weight rounded here is bit for bit
 //! the weight the file gives back:
 //! - `Q8_0` (32 weights): `d` f16, `q − 127` as i8; `value = (q−127)·d`.
@@ -15,6 +16,8 @@
 //!   (`m = −dmin·mn`), codes of 4 or 5 bits.
 //! - `Q6_K` (super-block of 256 = 16 sub-blocks of 16): f16 `d` and a signed 8-bit scale `sc`
 //!   per sub-block; `value = (q−32)·(d·sc)`, 6-bit codes.
+//! - `IQ4_NL` (32): `d` f16; `value = d·k[q]`. `IQ4_XS` (super-block of 256 = 8 sub-blocks of
+//!   32): f16 `d` and a 6-bit `ls` per sub-block; `value = (d·(ls−32))·k[q]`.
 //!
 //! [`Format::params`] sets each grid from the span's range (llama.cpp's reference quantisers
 //! without a search); [`super::search`] finds llama.cpp's searched scales and minimums.
@@ -56,6 +59,10 @@ pub enum Format {
     Q5K,
     /// GGUF `Q6_K`.
     Q6K,
+    /// GGUF `IQ4_NL`.
+    Iq4Nl,
+    /// GGUF `IQ4_XS`.
+    Iq4Xs,
 }
 
 /// One span's grid: `value(j, q) = (q − zero)·d[j/sub] + m[j/sub]` and the bytes a block
@@ -74,17 +81,27 @@ pub struct Params {
     pub qmax: i32,
     /// The block's header bytes (scales, mins) for GGUF formats; empty for `Affine`.
     pub head: Vec<u8>,
+    /// A non-linear grid's levels (`IQ4_NL`, `IQ4_XS`): `value = d·levels[q]`; `None`: affine.
+    pub levels: Option<&'static [i8; 16]>,
 }
 
 impl Params {
     /// The grid value of code `q` at position `j` of the span.
     pub fn value(&self, j: usize, q: u8) -> f32 {
         let s = j / self.sub;
-        (i32::from(q) - self.zero) as f32 * self.d[s] + self.m[s]
+        match self.levels {
+            Some(k) => self.d[s] * f32::from(k[usize::from(q)]),
+            None => (i32::from(q) - self.zero) as f32 * self.d[s] + self.m[s],
+        }
     }
 
-    /// The code whose value is nearest (rounding the affine coordinate) to `x` at `j`.
+    /// The code whose value is nearest (rounding the affine coordinate, or comparing every
+    /// level of a non-linear grid) to `x` at `j`.
     pub fn code(&self, j: usize, x: f64) -> u8 {
+        if self.levels.is_some() {
+            let dist = |q: u8| (x - f64::from(self.value(j, q))).abs();
+            return (0..=15u8).fold(0, |b, q| if dist(q) < dist(b) { q } else { b });
+        }
         let s = j / self.sub;
         let d = f64::from(self.d[s]);
         if d == 0.0 {
@@ -118,7 +135,7 @@ impl Format {
             Format::Q8_0 => 8,
             Format::Q6K => 6,
             Format::Q5_0 | Format::Q5_1 | Format::Q5K => 5,
-            Format::Q4_0 | Format::Q4_1 | Format::Q4K => 4,
+            Format::Q4_0 | Format::Q4_1 | Format::Q4K | Format::Iq4Nl | Format::Iq4Xs => 4,
         }
     }
 
@@ -135,6 +152,8 @@ impl Format {
             Format::Q4K => GgmlType::Q4_K,
             Format::Q5K => GgmlType::Q5_K,
             Format::Q6K => GgmlType::Q6_K,
+            Format::Iq4Nl => GgmlType::IQ4_NL,
+            Format::Iq4Xs => GgmlType::IQ4_XS,
         })
     }
 
@@ -172,6 +191,7 @@ impl Format {
             zero,
             qmax,
             head,
+            levels: None,
         };
         match self {
             Format::Affine {
@@ -211,6 +231,7 @@ impl Format {
             }
             Format::Q4K | Format::Q5K => kquant_params(w, clip, self.qmax()),
             Format::Q6K => q6k_params(w, clip),
+            Format::Iq4Nl | Format::Iq4Xs => super::iq4::plain(self, w, clip),
         }
     }
 
@@ -223,8 +244,8 @@ impl Format {
 impl Format {
     /// The block formats a quantised GGUF file is written in, by the names
     /// [`str::parse`] takes.
-    pub const FILE_NAMES: [&'static str; 8] = [
-        "q8_0", "q6_k", "q5_k", "q5_1", "q5_0", "q4_k", "q4_1", "q4_0",
+    pub const FILE_NAMES: [&'static str; 10] = [
+        "q8_0", "q6_k", "q5_k", "q5_1", "q5_0", "q4_k", "q4_1", "q4_0", "iq4_nl", "iq4_xs",
     ];
 
     /// The name of a block format (`q4_k`); `None` for the study's affine grid.
@@ -239,13 +260,15 @@ impl Format {
             Format::Q4K => Some("q4_k"),
             Format::Q5K => Some("q5_k"),
             Format::Q6K => Some("q6_k"),
+            Format::Iq4Nl => Some("iq4_nl"),
+            Format::Iq4Xs => Some("iq4_xs"),
         }
     }
 }
 
 impl Format {
     /// The block formats, in [`Format::FILE_NAMES`]' order.
-    pub const BLOCK_FORMATS: [Format; 8] = [
+    pub const BLOCK_FORMATS: [Format; 10] = [
         Format::Q8_0,
         Format::Q6K,
         Format::Q5K,
@@ -254,6 +277,8 @@ impl Format {
         Format::Q4K,
         Format::Q4_1,
         Format::Q4_0,
+        Format::Iq4Nl,
+        Format::Iq4Xs,
     ];
 }
 
@@ -330,6 +355,7 @@ pub(crate) fn kquant_grid(ls: &[u8], lm: &[u8], d: f32, dmin: f32, qmax: i32) ->
         zero: 0,
         qmax,
         head: [&bd[..], &bm[..], &scales[..]].concat(),
+        levels: None,
     }
 }
 
@@ -377,6 +403,7 @@ pub(crate) fn q6k_grid(scales: &[f32]) -> Params {
         zero: 32,
         qmax: 63,
         head,
+        levels: None,
     }
 }
 

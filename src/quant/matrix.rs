@@ -52,6 +52,11 @@ impl QuantMatrix {
                     out.extend((0..16).map(|j| (q[j] & 0xF) | ((q[j + 16] & 0xF) << 4)));
                 }
                 Format::Q4K => out.extend(k_nibbles(q)),
+                // Each 32 weights: 16 bytes, the first 16 in the low nibbles.
+                Format::Iq4Nl | Format::Iq4Xs => out.extend(
+                    q.chunks_exact(32)
+                        .flat_map(|c| (0..16).map(move |j| c[j] | (c[j + 16] << 4))),
+                ),
                 // `qh[l]` bit `j`: the fifth bit of weight `l` of sub-block `j`.
                 Format::Q5K => {
                     out.extend(

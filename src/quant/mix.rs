@@ -10,11 +10,13 @@
 //! - `attn_v`: `Q6_K` where `more(i)` (`_M` mixes); `Q5_K` in the first 4 layers (`Q4_K_S`);
 //! - `ffn_down`: `Q6_K` where `more(i)` (`_M` mixes); `Q5_K` in the first `L/8` (`Q4_K_S`);
 //!   with calibration data, `Q4_0`/`Q5_0` files keep the first `L/8` as `Q4_1`/`Q5_1`;
+//! - `IQ4_NL`/`IQ4_XS` files: `attn_v` `Q5_K` when 4 or more query heads share a KV head,
+//!   and, without calibration data, `ffn_down` `Q5_K` in the first `L/8`;
 //! - an override (`PATTERN=TYPE`, the first whose pattern is part of the tensor's GGUF name)
 //!   replaces these rules for that tensor, as llama-quantize's `--tensor-type` does (which
 //!   takes a regular expression; here a plain substring);
 //! - last, a 256-weight type whose rows are not whole super-blocks falls back as llama.cpp's
-//!   does: `Q4_K` → `Q5_0`, `Q5_K` → `Q5_1`, `Q6_K` → `Q8_0`; a row that is not whole 32-weight
+//!   does: `Q4_K` → `Q5_0`, `Q5_K` → `Q5_1`, `Q6_K` → `Q8_0`, `IQ4_XS` → `IQ4_NL`; a row that is not whole 32-weight
 //!   blocks is refused (llama.cpp would store it F16, which this writer does not).
 
 use serde::Serialize;
@@ -163,6 +165,7 @@ pub fn choose(
     let (c, f) = (cfg.d_model, cfg.d_ff);
     let qd = cfg.n_head * cfg.head_dim();
     let n = cfg.n_layer;
+    let gqa = cfg.n_head / cfg.n_kv_head.max(1);
     let cols = [c, c, c, qd, c, c, f];
     let mut out = TensorTypes {
         layers: Vec::with_capacity(n),
@@ -181,7 +184,7 @@ pub fn choose(
                     .push(format!("{name}: {}", o.format.file_name().unwrap_or("")));
                 o.format
             }
-            None => rule(ft, role, width, n, calibrated),
+            None => rule(ft, role, width, (n, gqa), calibrated),
         };
         let got = fallback(chosen, width).ok_or_else(|| {
             QuantError::Invalid(format!(
@@ -237,21 +240,31 @@ fn more(i: usize, n: usize) -> bool {
     i < n / 8 || i >= 7 * n / 8 || (i as i64 - (n / 8) as i64).rem_euclid(3) == 2
 }
 
-/// The mix's choice for one tensor (before fallbacks).
-fn rule(ft: FileType, role: Role, width: usize, n: usize, calibrated: bool) -> Format {
+/// The mix's choice for one tensor (before fallbacks) in a model of `n` layers whose KV heads
+/// each serve `gqa` query heads.
+fn rule(
+    ft: FileType,
+    role: Role,
+    width: usize,
+    (n, gqa): (usize, usize),
+    calibrated: bool,
+) -> Format {
     let base = ft.base();
     let m = matches!(ft, FileType::Q4KM | FileType::Q5KM);
+    let iq4 = matches!(base, Format::Iq4Nl | Format::Iq4Xs);
     match role {
         Role::Output if !width.is_multiple_of(base.span(usize::MAX)) => Format::Q8_0,
         Role::Output if base == Format::Q8_0 => Format::Q8_0,
         Role::Output => Format::Q6K,
         Role::Embed => base,
         // attn_v
+        Role::Layer(_, 2) if iq4 && gqa >= 4 => Format::Q5K,
         Role::Layer(i, 2) if m && more(i, n) => Format::Q6K,
         Role::Layer(i, 2) if ft == FileType::Q4KS && i < 4 => Format::Q5K,
         // ffn_down
         Role::Layer(i, 6) if m && more(i, n) => Format::Q6K,
         Role::Layer(i, 6) if ft == FileType::Q4KS && i < n / 8 => Format::Q5K,
+        Role::Layer(i, 6) if iq4 && !calibrated && i < n / 8 => Format::Q5K,
         Role::Layer(i, 6) if calibrated && i < n / 8 && base == Format::Q4_0 => Format::Q4_1,
         Role::Layer(i, 6) if calibrated && i < n / 8 && base == Format::Q5_0 => Format::Q5_1,
         Role::Layer(..) => base,
@@ -267,6 +280,7 @@ fn fallback(f: Format, width: usize) -> Option<Format> {
         Format::Q4K => Format::Q5_0,
         Format::Q5K => Format::Q5_1,
         Format::Q6K => Format::Q8_0,
+        Format::Iq4Xs => Format::Iq4Nl,
         _ => return None,
     };
     width.is_multiple_of(32).then_some(g)
@@ -336,6 +350,8 @@ pub fn llama_ftype(ft: FileType, dominant: Format) -> u32 {
             Format::Q4K => 14,
             Format::Q5K => 16,
             Format::Q6K => 18,
+            Format::Iq4Nl => 25,
+            Format::Iq4Xs => 30,
             Format::Affine { .. } => 0,
         },
     }
@@ -376,11 +392,41 @@ mod tests {
         }
     }
 
+    /// llama-quantize's `IQ4_XS`: rows of 256-multiples stay `IQ4_XS`, others fall back to
+    /// `IQ4_NL`; `attn_v` takes `Q5_K` once 4 query heads share a KV head; without calibration
+    /// the first eighth of `ffn_down` takes `Q5_K`; the head `Q6_K`.
+    #[test]
+    fn iq4_files_follow_llama_quantize() {
+        let mut cfg = crate::export::tiny_llama::tiny_llama_config();
+        (
+            cfg.d_model,
+            cfg.d_ff,
+            cfg.n_layer,
+            cfg.n_head,
+            cfg.n_kv_head,
+        ) = (512, 768, 8, 8, 2);
+        let ft = FileType::Single(Format::Iq4Xs);
+        let t = choose(ft, &cfg, false, false, &[]).unwrap();
+        assert_eq!(t.layers[0][2], Format::Q5K);
+        assert_eq!(t.layers[0][6], Format::Q5K);
+        assert_eq!(t.layers[1][6], Format::Iq4Xs);
+        assert_eq!(t.layers[1][0], Format::Iq4Xs);
+        assert_eq!(t.head, Some(Format::Q6K));
+        let t = choose(ft, &cfg, false, true, &[]).unwrap();
+        assert_eq!(t.layers[0][6], Format::Iq4Xs);
+        (cfg.d_model, cfg.n_kv_head) = (576, 4);
+        let t = choose(ft, &cfg, false, true, &[]).unwrap();
+        assert_eq!(t.layers[1][0], Format::Iq4Nl);
+        assert_eq!(t.layers[1][2], Format::Iq4Nl);
+        assert_eq!(t.head, Some(Format::Q8_0));
+        assert_eq!(llama_ftype(ft, t.dominant([1; 7])), 25);
+    }
+
     #[test]
     fn overrides_parse_and_refuse_by_field() {
         let o: TensorOverride = "attn_v=q8_0".parse().unwrap();
         assert_eq!((o.pattern.as_str(), o.format), ("attn_v", Format::Q8_0));
-        for bad in ["attn_v", "=q8_0", "attn_v=q3_k"] {
+        for bad in ["attn_v", "=q8_0", "attn_v=q2_k"] {
             let e = bad.parse::<TensorOverride>().unwrap_err().to_string();
             assert!(e.contains("`tensor_type`"), "{bad}: {e}");
         }

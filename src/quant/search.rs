@@ -43,6 +43,7 @@ pub fn search(format: Format, w: &[f32], qw: Option<&[f32]>, row_sigma2: f32) ->
                 zero: nmax,
                 qmax: 2 * nmax - 1,
                 head: bd.to_vec(),
+                levels: None,
             }
         }
         (Format::Q4_1 | Format::Q5_1, Some(q)) => {
@@ -57,9 +58,11 @@ pub fn search(format: Format, w: &[f32], qw: Option<&[f32]>, row_sigma2: f32) ->
                 zero: 0,
                 qmax,
                 head: [bd, bm].concat(),
+                levels: None,
             }
         }
         (Format::Q4K | Format::Q5K, _) => kquant(format, w, qw),
+        (Format::Iq4Nl | Format::Iq4Xs, _) => super::iq4::search(format, w, qw),
         (Format::Q6K, _) => {
             let scales: Vec<f32> = w
                 .chunks(16)

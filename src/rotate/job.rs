@@ -21,7 +21,8 @@ use super::outputs::{Source, check_f16_range, check_staged, stage};
 use super::rotation::RotationKind;
 use super::set::{RotateChoice, RotationSet, apply_offline};
 use crate::infer::text::{check_cache_fits, read_tokens};
-use crate::io::gguf::GgmlType;
+use crate::io::gguf::provenance::set_record;
+use crate::io::gguf::{GgmlType, Value};
 use crate::io::memory::{bytes, check_fits};
 use crate::model::llama::gguf_vocab::source_metadata;
 use crate::model::llama::{Llama, load_model};
@@ -204,6 +205,22 @@ pub fn run(job: &RotateJob, progress: &mut dyn FnMut(usize, usize)) -> crate::Re
         })
     };
     apply_offline(&mut w, &set, o.seed)?;
+    // A GGUF output says which rotation it holds, drawn from which seed.
+    let mut gguf_metadata = gguf_metadata;
+    if !gguf_metadata.is_empty() {
+        set_record(
+            &mut gguf_metadata,
+            "orthoformer.rotate.",
+            vec![
+                ("rotation", Value::Str(set.label())),
+                (
+                    "rotation.kind",
+                    Value::Str(format!("{:?}", set.residual).to_lowercase()),
+                ),
+                ("seed", Value::U64(o.seed)),
+            ],
+        );
+    }
     let untied = was_tied && w.lm_head.is_some();
     let loaded_vocab = w.cfg.vocab_size;
     let t_rot = t1.elapsed().as_secs_f64();

@@ -1,5 +1,5 @@
 //! Quantised GGUF output on SmolLM2-135M (its first 2 layers): RTN and GPTQ files in every
-//! format the engine reads, rotated and not, hold exactly the in-memory grid values (read
+//! format the writer has (the K-quant mixes, the legacy types, IQ4_NL and IQ4_XS), rotated and not, hold exactly the in-memory grid values (read
 //! back tensor by tensor), and the engine running the memory-mapped file gives the in-memory
 //! quantised model's logits and greedy tokens.
 
@@ -78,6 +78,9 @@ fn quantised_files_run_as_the_in_memory_model() {
         (FileType::Q4KM, Method::Gptq(searched), true),
         (FileType::Q5KM, Method::Rtn(Clip::Scales), false),
         (FileType::Q4KS, Method::Gptq(searched), false),
+        // IQ4_XS falls back to IQ4_NL on rows of 576; ffn_down (1536) stays IQ4_XS.
+        (single(Format::Iq4Xs), Method::Gptq(searched), true),
+        (single(Format::Iq4Nl), Method::Rtn(Clip::Scales), false),
     ];
     for (ft, method, rotate) in cases {
         let format = ft.base();

@@ -7,7 +7,8 @@ use crate::common::{Scratch, run, stderr};
 
 use orthoformer::export::llama::save_gguf;
 use orthoformer::export::tiny_llama::{byte_tokenizer_metadata, tiny_llama_weights};
-use orthoformer::io::gguf::{GgmlType, GgufFile};
+use orthoformer::io::gguf::provenance::sha256_hex;
+use orthoformer::io::gguf::{GgmlType, GgufFile, Value};
 
 fn tiny(dir: &Scratch) {
     let w = tiny_llama_weights(0);
@@ -88,7 +89,30 @@ fn a_mix_stores_each_tensor_as_its_rule_override_or_fallback_says() {
         };
         assert_eq!(r["calibration_text"], want_cal, "{r}");
         assert_eq!(r["sequential"], method == "gptq");
+        // The file says how it was made.
+        let key = |k: &str| g.get(&format!("orthoformer.quantize.{k}")).cloned();
+        assert_eq!(key("type"), Some(Value::Str("q4_k_m".into())));
+        assert_eq!(key("rotation"), Some(Value::Str("none".into())));
+        let tokens = if method == "search" { 0 } else { 64 };
+        assert_eq!(key("calibration.tokens"), Some(Value::U64(tokens)));
+        if method != "search" {
+            let text = std::fs::read(dir.join("t.txt")).unwrap();
+            assert_eq!(
+                key("calibration.text_sha256"),
+                Some(Value::Str(sha256_hex(&text)))
+            );
+        }
     }
+    // IQ4_NL on rows of 64: every decoder matrix; the tied embedding by the output rule.
+    let o = quantize(&dir, &["--gguf-type", "iq4_nl", "--method", "imatrix"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["file_type"], "MOSTLY_IQ4_NL", "{r}");
+    let g = GgufFile::open(&dir.join("q.gguf")).unwrap();
+    assert_eq!(
+        g.tensor("blk.1.ffn_down.weight").unwrap().ty,
+        GgmlType::IQ4_NL
+    );
     // A single format names the file for what most weights are stored as.
     let o = quantize(&dir, &["--gguf-type", "q4_k", "--method", "search"]);
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -182,6 +206,9 @@ fn a_hugging_face_folder_quantises_to_gguf_or_is_refused_by_its_tokenizer() {
     assert!(o.status.success(), "{}", stderr(&o));
     let r = GgufFile::open(&dir.join("r.gguf")).unwrap();
     assert_eq!(r.get_str("tokenizer.ggml.model").unwrap(), "gpt2");
+    // It says which rotation it holds and its seed (the default, 0).
+    assert_eq!(r.get_str("orthoformer.rotate.rotation").unwrap(), "R1");
+    assert_eq!(r.get_u64("orthoformer.rotate.seed").unwrap(), 0);
     std::fs::remove_file(dir.join("r.gguf")).unwrap();
     // A normaliser llama.cpp's gpt2 tokenizer does not run: refused, nothing written.
     let tj = dir.join("hf/tokenizer.json");

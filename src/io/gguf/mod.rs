@@ -9,6 +9,7 @@ pub(crate) mod iquants;
 pub(crate) mod keys;
 pub(crate) mod kquants;
 pub(crate) mod le;
+pub mod provenance;
 pub(crate) mod read;
 pub(crate) mod validate;
 pub(crate) mod value;
