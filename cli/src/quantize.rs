@@ -107,6 +107,13 @@ pub struct QuantizeArgs {
     /// (GPTQ's reference order), instead of once on the unquantised model.
     #[arg(long, requires = "out")]
     pub sequential: bool,
+    /// --out with --method gptq or imatrix: keep the calibration in FILE (safetensors: every
+    /// layer's input sums, with the model's, rotation's and text's SHA-256). When FILE exists
+    /// its sums are read instead of calibrating again (another model, rotation, text or
+    /// window is refused by name), so a second type from the same calibration takes only the
+    /// rounding; when it does not, the calibration is written there.
+    #[arg(long, value_name = "FILE", requires = "out")]
+    pub calibration: Option<PathBuf>,
     /// How weights are rounded: rtn (each block's range), rtn-clip (a clip-ratio search), gptq,
     /// and for --out search (llama-quantize's block-scale search) and imatrix (the same,
     /// weighted by calibration: llama-quantize --imatrix). The study runs each of a
@@ -203,6 +210,7 @@ impl QuantizeArgs {
             out: self.out.clone(),
             gguf_type: self.gguf_type,
             tensor_types: self.tensor_type.clone(),
+            calibration: self.calibration.clone(),
         }
     }
 }
@@ -266,9 +274,14 @@ fn print_written(r: &QuantizeFileReport) -> anyhow::Result<()> {
         )?;
     }
     outln!(
-        "calibration: {}{}; time: calibrate {:.1} s, quantise {:.1} s",
+        "calibration: {}{}{}; time: calibrate {:.1} s, quantise {:.1} s",
         r.calibration_text,
         if r.sequential { ", layer by layer" } else { "" },
+        match r.calibration_file.as_str() {
+            "read" => ", sums read from the calibration file",
+            "written" => ", sums written to the calibration file",
+            _ => "",
+        },
         r.seconds_calibrate,
         r.seconds_quantize
     )?;

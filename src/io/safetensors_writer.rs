@@ -34,39 +34,46 @@ pub fn header(
     tensors: &[TensorOut<'_>],
     metadata: &BTreeMap<String, String>,
 ) -> io::Result<String> {
+    for t in tensors {
+        crate::io::finite::check_holds(t.name, t.data, crate::io::gguf::GgmlType::F32)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    }
+    let entries: Vec<Entry> = tensors
+        .iter()
+        .map(|t| (t.name, "F32", t.shape, t.data.len(), 4))
+        .collect();
+    header_of(&entries, metadata)
+}
+
+/// A tensor as the header sees it: name, dtype, shape, values given, bytes per value.
+type Entry<'a> = (&'a str, &'static str, &'a [usize], usize, usize);
+
+fn header_of(entries: &[Entry<'_>], metadata: &BTreeMap<String, String>) -> io::Result<String> {
     let mut h = String::from("{");
     if !metadata.is_empty() {
         h.push_str("\"__metadata__\":");
         h.push_str(&serde_json::to_string(metadata).map_err(io::Error::other)?);
     }
     let mut offset = 0usize;
-    for t in tensors {
-        let numel = t
-            .shape
+    for &(name, dtype, shape, given, width) in entries {
+        let numel = shape
             .iter()
             .try_fold(1usize, |a, &d| a.checked_mul(d))
-            .filter(|&n| n == t.data.len())
+            .filter(|&n| n == given)
             .ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    format!(
-                        "tensor {} has {} values but shape {:?}",
-                        t.name,
-                        t.data.len(),
-                        t.shape
-                    ),
+                    format!("tensor {name} has {given} values but shape {shape:?}"),
                 )
             })?;
-        crate::io::finite::check_holds(t.name, t.data, crate::io::gguf::GgmlType::F32)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        let end = offset + 4 * numel;
+        let end = offset + width * numel;
         if h.len() > 1 {
             h.push(',');
         }
-        let name = serde_json::to_string(t.name).map_err(io::Error::other)?;
-        let shape: Vec<String> = t.shape.iter().map(usize::to_string).collect();
+        let name = serde_json::to_string(name).map_err(io::Error::other)?;
+        let shape: Vec<String> = shape.iter().map(usize::to_string).collect();
         h.push_str(&format!(
-            "{name}:{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{offset},{end}]}}",
+            "{name}:{{\"dtype\":\"{dtype}\",\"shape\":[{}],\"data_offsets\":[{offset},{end}]}}",
             shape.join(",")
         ));
         offset = end;
@@ -77,6 +84,38 @@ pub fn header(
         h.push(' ');
     }
     Ok(h)
+}
+
+/// Writes a safetensors file of F64 tensors `(name, shape, values)` (in this order) and
+/// `metadata` (sorted) to `w`; values that are not finite are refused by name.
+pub fn write_safetensors_f64(
+    w: &mut dyn Write,
+    tensors: &[(&str, &[usize], &[f64])],
+    metadata: &BTreeMap<String, String>,
+) -> io::Result<()> {
+    if let Some((name, ..)) = tensors.iter().find(|t| t.2.iter().any(|v| !v.is_finite())) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("tensor {name} holds a value that is not finite"),
+        ));
+    }
+    let entries: Vec<Entry> = tensors
+        .iter()
+        .map(|&(name, shape, data)| (name, "F64", shape, data.len(), 8))
+        .collect();
+    let h = header_of(&entries, metadata)?;
+    w.write_all(&(h.len() as u64).to_le_bytes())?;
+    w.write_all(h.as_bytes())?;
+    for (_, _, data) in tensors {
+        if cfg!(target_endian = "little") {
+            w.write_all(bytemuck::cast_slice(data))?;
+        } else {
+            for v in *data {
+                w.write_all(&v.to_le_bytes())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes a safetensors file of `tensors` (in this order) and `metadata` (sorted) to `w`.

@@ -17,12 +17,13 @@ use super::job::QuantizeJob;
 use super::study::WeightRounding;
 use crate::infer::text::{read_tokens, text_bytes, text_name};
 use crate::io::gguf::GgufFile;
-use crate::io::gguf::provenance::sha256_hex;
+use crate::io::gguf::provenance::{ids_sha256, sha256_hex};
 use crate::model::llama::gguf_vocab::source_metadata;
 use crate::model::llama::{Llama, load_model};
 use crate::quant::calibrate::calibrate;
+use crate::quant::calibration_file::{self, CalibrationFile, CalibrationKey, weights_sha256};
 use crate::quant::mix::{self, TypeCounts};
-use crate::quant::model::{Method, Plan, layer_cols, quantize_model};
+use crate::quant::model::{Method, Plan, layer_cols, quantize_model, quantize_model_by_layer};
 use crate::quant::provenance::{CalibrationRecord, Provenance};
 use crate::quant::sequential::quantize_sequential;
 use crate::quant::write::save_quantized_gguf;
@@ -75,6 +76,9 @@ pub struct QuantizeFileReport {
     pub calibration_text: String,
     /// Calibrated layer by layer on the quantised layers' outputs (else once).
     pub sequential: bool,
+    /// The calibration file: `read` (its sums reused, no calibration pass), `written`, or
+    /// `none`.
+    pub calibration_file: String,
     /// GPTQ's summed reconstruction loss, for GPTQ.
     pub gptq_loss: Option<f64>,
     /// Seconds calibrating.
@@ -151,6 +155,12 @@ pub fn write(
     };
     let n_layer = w.layers.len();
     let mut progress = |done: usize| on_layer(done, n_layer);
+    let text_sha256 = if calibrated {
+        sha256_hex(&text_bytes(job.first_text())?)
+    } else {
+        String::new()
+    };
+    let mut calibration_file = "none";
     let (q, t_cal, t_q) = if o.sequential {
         let q = quantize_sequential(
             &mut w,
@@ -161,6 +171,37 @@ pub fn write(
             &mut progress,
         )?;
         (q, 0.0, t0.elapsed().as_secs_f64())
+    } else if let Some(path) = &job.calibration {
+        let key = CalibrationKey {
+            model_sha256: weights_sha256(&w),
+            rotation: format!("{} (seed {})", set.label(), o.seed[0]),
+            text_sha256: text_sha256.clone(),
+            tokens_sha256: ids_sha256(&ids),
+            tokens: ids.len(),
+            window: o.study.context,
+        };
+        if path.exists() {
+            calibration_file = "read";
+            let f = CalibrationFile::open(path, &w.cfg, &key)?;
+            let t_cal = t0.elapsed().as_secs_f64();
+            let t1 = Instant::now();
+            let q = quantize_model_by_layer(
+                &mut w,
+                &plan,
+                true,
+                &mut |l| f.layer(l).map(Some),
+                &mut progress,
+            )?;
+            (q, t_cal, t1.elapsed().as_secs_f64())
+        } else {
+            calibration_file = "written";
+            let hs = calibrate(&w, down.clone(), &ids, o.study.context)?;
+            calibration_file::write(path, &hs, w.layers.len(), &key)?;
+            let t_cal = t0.elapsed().as_secs_f64();
+            let t1 = Instant::now();
+            let q = quantize_model(&mut w, &plan, Some(&hs), &mut progress)?;
+            (q, t_cal, t1.elapsed().as_secs_f64())
+        }
     } else {
         let hessians = if calibrated {
             Some(calibrate(&w, down.clone(), &ids, o.study.context)?)
@@ -192,7 +233,7 @@ pub fn write(
                 text: text
                     .and_then(|p| p.file_name())
                     .map_or_else(|| text_name(None), |n| n.to_string_lossy().into_owned()),
-                text_sha256: sha256_hex(&text_bytes(text)?),
+                text_sha256: text_sha256.clone(),
                 ids: ids.clone(),
             })
         },
@@ -254,6 +295,7 @@ pub fn write(
             )
         },
         sequential: o.sequential,
+        calibration_file: calibration_file.to_string(),
         gptq_loss: matches!(method, Method::Gptq(_)).then_some(q.gptq_loss),
         seconds_calibrate: t_cal,
         seconds_quantize: t_q,

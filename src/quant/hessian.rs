@@ -109,6 +109,39 @@ impl Hessians {
         a.rows += rows as u64;
     }
 
+    /// The sum `XᵀX` of `site` in `layer` (row-major, `width x width`) and the rows summed,
+    /// or `None` where this value records nothing.
+    pub fn sum(&self, layer: usize, site: LinearSite) -> Option<(&[f64], u64)> {
+        let a = &self.layers.get(layer)?[slot(site)?];
+        (a.n > 0).then_some((&a.sum[..], a.rows))
+    }
+
+    /// The sums of layer `layer` of `cfg` only (in [`SITES`]' order, each with its rows);
+    /// every other layer records nothing. A sum of the wrong size is refused.
+    pub fn from_layer(
+        cfg: &LlamaConfig,
+        layer: usize,
+        sums: [(Vec<f64>, u64); 4],
+    ) -> Result<Self, String> {
+        let mut h = Hessians::for_layer(cfg, layer);
+        let slots = h
+            .layers
+            .get_mut(layer)
+            .ok_or_else(|| format!("layer {layer} of a {}-layer model", cfg.n_layer))?;
+        for ((acc, (sum, rows)), site) in slots.iter_mut().zip(sums).zip(SITES) {
+            if sum.len() != acc.n * acc.n {
+                return Err(format!(
+                    "layer {layer} {site:?}: {} values for a {n}x{n} sum",
+                    sum.len(),
+                    n = acc.n
+                ));
+            }
+            acc.sum = sum;
+            acc.rows = rows;
+        }
+        Ok(h)
+    }
+
     /// GPTQ's `H = 2·XᵀX / rows` of `site` in `layer` (`width x width`), or `None` when
     /// nothing was recorded there.
     pub fn hessian(&self, layer: usize, site: LinearSite) -> Option<Vec<f64>> {

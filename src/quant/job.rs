@@ -26,6 +26,10 @@ pub struct QuantizeJob {
     pub gguf_type: Option<FileType>,
     /// Per-tensor formats of `out` that replace the mix's choice (`PATTERN=TYPE`).
     pub tensor_types: Vec<TensorOverride>,
+    /// A calibration file (`out` only): read when it exists (refused if made from another
+    /// model, rotation, text or window), else calibrated and written there
+    /// ([`super::calibration_file`]).
+    pub calibration: Option<PathBuf>,
 }
 
 fn invalid(msg: &str) -> crate::Error {
@@ -37,6 +41,23 @@ impl QuantizeJob {
     pub fn validate(&self) -> crate::Result<()> {
         self.options.validate()?;
         let o = &self.options;
+        if let Some(c) = &self.calibration {
+            if self.out.is_none() {
+                return Err(invalid(
+                    "`calibration` keeps a file's calibration: use it with `out`",
+                ));
+            }
+            if o.sequential || !o.method.iter().all(|m| m.calibrates()) {
+                return Err(invalid(
+                    "`calibration` keeps the sums of one calibration pass: use it with `method`                      gptq or imatrix, without `sequential`",
+                ));
+            }
+            if Some(c) == self.out.as_ref() || *c == self.model || self.data.contains(c) {
+                return Err(invalid(
+                    "`calibration` must be a file of its own, not the model, a text or `out`",
+                ));
+            }
+        }
         match (&self.out, self.gguf_type) {
             (Some(out), Some(f)) => o.validate_file(out, f),
             (Some(_), None) => Err(invalid("`out` needs `gguf_type`, its block format")),

@@ -12,6 +12,7 @@
 
 pub mod act_stats;
 pub mod calibrate;
+pub mod calibration_file;
 pub mod file;
 pub mod fits;
 pub mod gptq;

@@ -156,14 +156,28 @@ pub fn quantize_model(
     hessians: Option<&Hessians>,
     on_layer: &mut dyn FnMut(usize),
 ) -> crate::Result<QuantizedModel> {
-    if matches!(plan.method, Method::Gptq(_)) && hessians.is_none() {
+    quantize_model_by_layer(w, plan, hessians.is_some(), &mut |_| Ok(hessians), on_layer)
+}
+
+/// [`quantize_model`] with each layer's sums fetched when that layer is quantised
+/// (`hessian_of(l)`; `calibrated` says whether it gives any), so that only one layer's need be
+/// in memory (a [`super::calibration_file::CalibrationFile`]).
+pub fn quantize_model_by_layer<H: std::borrow::Borrow<Hessians>>(
+    w: &mut LlamaWeights,
+    plan: &Plan,
+    calibrated: bool,
+    hessian_of: &mut dyn FnMut(usize) -> crate::Result<Option<H>>,
+    on_layer: &mut dyn FnMut(usize),
+) -> crate::Result<QuantizedModel> {
+    if matches!(plan.method, Method::Gptq(_)) && !calibrated {
         return Err(QuantError::Invalid("GPTQ needs calibration data".into()).into());
     }
     check_plan(w, plan)?;
     let mut layers = Vec::with_capacity(w.layers.len());
     let mut gptq_loss = 0.0;
     for l in 0..w.layers.len() {
-        let (q, loss) = quantize_layer(w, plan, l, hessians)?;
+        let h = hessian_of(l)?;
+        let (q, loss) = quantize_layer(w, plan, l, h.as_ref().map(|h| h.borrow()))?;
         layers.push(q);
         gptq_loss += loss;
         on_layer(l + 1);

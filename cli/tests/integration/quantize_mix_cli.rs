@@ -119,6 +119,36 @@ fn a_mix_stores_each_tensor_as_its_rule_override_or_fallback_says() {
     assert_eq!(r["file_type"], "MOSTLY_Q5_0", "{r}");
 }
 
+/// A calibration file written by one run and read by the next gives the same file, byte for
+/// byte, as calibrating afresh; another rotation (other weights) is refused by name and
+/// writes nothing.
+#[test]
+fn a_calibration_file_is_reused_exactly_and_refused_when_it_does_not_match() {
+    let dir = Scratch::new("quantize_mix_cli", "calibration");
+    tiny(&dir);
+    let args = ["--gguf-type", "q4_0", "--method", "gptq"];
+    let o = quantize(&dir, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let fresh = std::fs::read(dir.join("q.gguf")).unwrap();
+    let with = [&args[..], &["--calibration", "c.safetensors"]].concat();
+    for want in ["written", "read"] {
+        let o = quantize(&dir, &with);
+        assert!(o.status.success(), "{want}: {}", stderr(&o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["calibration_file"], want, "{r}");
+        assert_eq!(std::fs::read(dir.join("q.gguf")).unwrap(), fresh, "{want}");
+    }
+    std::fs::remove_file(dir.join("q.gguf")).unwrap();
+    let o = quantize(&dir, &[&with[..], &["--rotate", "hadamard"]].concat());
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("c.safetensors: it was made with another model_sha256"),
+        "{e}"
+    );
+    assert!(!dir.join("q.gguf").exists());
+}
+
 #[test]
 fn what_a_file_cannot_take_is_refused_before_any_work() {
     let dir = Scratch::new("quantize_mix_cli", "refused");
