@@ -6,6 +6,9 @@ outputs unchanged."""
 
 from __future__ import annotations
 
+import copy
+import io
+
 import pytest
 import torch
 
@@ -159,3 +162,37 @@ def test_other_peft_tuners_on_a_frozen_module_are_refused() -> None:
 def test_unfrozen_models_keep_peft_s_own_lora() -> None:
     pm = peft.get_peft_model(tiny_llama_family("llama"), peft.LoraConfig(task_type="CAUSAL_LM"))
     assert {type(m) for m in wrapped(pm).values()} == {peft.tuners.lora.Linear}
+
+
+def test_a_tied_model_and_a_pickled_or_copied_peft_model_keep_the_mask() -> None:
+    # orthogonal-tied: k_proj calls the frozen q_proj module itself, not peft's wrapper around
+    # it; the keys are the same, the wrapper's adapter being masked.
+    cfg = tiny_llama_family("llama").config
+    cfg.num_key_value_heads = 4
+    torch.manual_seed(0)
+    model = freeze_qk_(transformers.LlamaForCausalLM(cfg).eval(), "orthogonal-tied", seed=5)
+    pm = peft.get_peft_model(model, peft.LoraConfig(task_type="CAUSAL_LM", init_lora_weights=False))
+    want = logits(pm)
+    buf = io.BytesIO()
+    torch.save(pm, buf)  # the masked class and its hooks pickle
+    buf.seek(0)
+    for other in (torch.load(buf, weights_only=False), copy.deepcopy(pm)):
+        torch.testing.assert_close(logits(other), want, rtol=0, atol=0)
+        assert {type(m).__name__ for n, m in wrapped(other).items() if "q_proj" in n} == {"MaskedLoraLinear"}
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+def test_transformers_initialize_weights_skips_the_frozen_modules(kind) -> None:
+    # As nn.Linear subclasses they would match transformers' generic Linear branch, which
+    # draws N(0, 0.02²): they are marked initialised instead.
+    model = frozen_model(kind)
+    before = frozen_tensors(model)
+    others = {n: p.detach().clone() for n, p in model.named_parameters()}
+    for m in model.modules():  # forget transformers' own marks: everything else is drawn again
+        m.__dict__.pop("_is_hf_initialized", None)
+        for t in (*m.parameters(recurse=False), *m.buffers(recurse=False)):
+            t.__dict__.pop("_is_hf_initialized", None)
+    model.initialize_weights()
+    for n, t in frozen_tensors(model).items():
+        assert torch.equal(t, before[n]), n
+    assert any(not torch.equal(p, others[n]) for n, p in model.named_parameters()), "nothing was drawn"

@@ -85,7 +85,7 @@ def masked_class() -> type:
                     if b.bias is not None:
                         b.bias[:n].zero_()
                 # The output, not only the values: zero gradient there, whatever is loaded.
-                b.register_forward_hook(lambda _m, _i, out: F.pad(out[..., n:], (n, 0)))
+                b.register_forward_hook(ZeroRows(n))
 
             def get_delta_weight(self, adapter: str) -> torch.Tensor:
                 delta = super().get_delta_weight(adapter)
@@ -122,8 +122,28 @@ def masked_class() -> type:
                         db = self._bias_delta(a)
                         base.add_delta_(-self.get_delta_weight(a), None if db is None else -db)
 
+        # Named as this module's attribute (see __getattr__), so a pickled model finds it.
+        MaskedLoraLinear.__module__, MaskedLoraLinear.__qualname__ = __name__, "MaskedLoraLinear"
         _MASKED = MaskedLoraLinear
     return _MASKED
+
+
+def __getattr__(name: str) -> Any:
+    # `MaskedLoraLinear` subclasses a peft class, so it is made on first use (peft is optional).
+    if name == "MaskedLoraLinear":
+        return masked_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class ZeroRows:
+    """A forward hook on an adapter's ``B`` zeroing the first ``n`` output features (a class,
+    not a closure, so a model holding it can be pickled)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, module: nn.Module, args: Any, out: torch.Tensor) -> torch.Tensor:
+        return F.pad(out[..., self.n :], (self.n, 0))
 
 
 def _on_register(module: nn.Module, name: str, submodule: Optional[nn.Module]) -> None:
@@ -155,4 +175,4 @@ def install() -> None:
         _HANDLE = register_module_module_registration_hook(_on_register)
 
 
-__all__ = ["FROZEN", "PLAIN_INITS", "install", "masked_class"]
+__all__ = ["FROZEN", "PLAIN_INITS", "ZeroRows", "install", "masked_class"]
