@@ -25,6 +25,10 @@ materialised: its frozen matrices are drawn from the seed whenever they are allo
 ``load_state_dict(assign=True)``, equal bit for bit to a model frozen on the CPU.
 ``orthogonal-hadamard`` (whose matrices are stored, not drawn again) is refused there.
 
+The frozen projections (:mod:`.hf_frozen`) are ``nn.Linear`` subclasses, so ``peft``'s LoRA
+takes them with its default targets (``q_proj``, ``v_proj``; GPT-2's ``c_attn``);
+:mod:`.peft_lora` keeps every adapter off the frozen rows (``V`` adapts, Q/K never).
+
 Everything is checked before the model changes: the marker's fields, the seed, and the
 config's head counts against the weights' shapes; a mismatch is one
 :class:`~orthoformer.validate.InputError` naming the field.
