@@ -37,6 +37,7 @@ from .functional import Device
 from .hf import read_marker
 from .llama_config import LlamaConfig
 from .loss import lm_loss
+from .masking import check_attention_mask
 
 PathArg = Union[str, "PathLike[str]"]
 #: The key of the frozen-attention marker in ``config.json`` (as :mod:`.hf` writes it).
@@ -177,6 +178,8 @@ class Llama(nn.Module):
         attention beyond causal (see :meth:`OrthogonalAttention.forward`)."""
         if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.dtype.is_floating_point:
             raise InputError(f"idx must be a (B, T) tensor of token ids, got {getattr(idx, 'shape', idx)!r}")
+        if attention_mask is not None:  # checked once (a 0/1 check reads the device), not per layer
+            attention_mask = check_attention_mask(attention_mask, *idx.shape)
         x = self.embed_tokens(idx)  # (B, T, C)
         for layer in self.layers:
             x = layer(x, attn_mask, doc_ids, attention_mask)
