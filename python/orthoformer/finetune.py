@@ -1,7 +1,7 @@
 """``python -m orthoformer.finetune``: fine-tune a pretrained Hugging Face Llama-family model
-(SmolLM2-135M, as ``orthoformer rotate --out DIR`` writes it from the GGUF) on a text in
-three ways at the same budget, and report validation loss, trainable parameters, peak memory
-and step time of each:
+(SmolLM2-135M, as ``orthoformer rotate --out DIR`` writes it from the GGUF) on a text in up
+to four ways at the same budget (the first three by default), and report validation loss,
+trainable parameters, peak memory and step time of each:
 
 - ``full``: every weight trains;
 - ``qk-pretrained``: ``q_proj``/``k_proj`` frozen at their pretrained values, the rest trains;
@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Any, Optional
@@ -96,7 +97,15 @@ def run_mode(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="python -m orthoformer.finetune", description=__doc__.split("\n\n")[0])
+    # The module doc's first two paragraphs (what it does, the modes), without reST markup.
+    doc = re.sub(r":\w+:`([^`]*)`", r"\1", __doc__).replace("``", "").split("\n\n")
+    p = ArgumentParser(
+        prog="python -m orthoformer.finetune",
+        description=f"{doc[0]}\n\n{doc[1]}",
+        epilog="exit status: 0 done; 2 bad arguments or input, an I/O error, a failed mode\n"
+        "or a non-finite loss (one line on stderr)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", type=pathlib.Path, required=True, help="Hugging Face Llama-family folder")
     p.add_argument("--data", type=pathlib.Path, required=True, help="UTF-8 text (last 10%% validates)")
     p.add_argument(
@@ -105,14 +114,24 @@ def _parser() -> argparse.ArgumentParser:
         help=f"comma list of {', '.join(MODES)} (default {','.join(DEFAULT_MODES)})",
     )
     p.add_argument("--mode", help=argparse.SUPPRESS)  # one mode, in this process (the child)
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--context", type=int, default=256)
-    p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--val-windows", type=int, default=32)
+    p.add_argument("--steps", type=int, default=60, help="optimizer steps of each mode (default 60)")
+    p.add_argument("--context", type=int, default=256, help="tokens per training window (default 256)")
+    p.add_argument("--batch", type=int, default=2, help="windows per step (default 2)")
+    p.add_argument("--lr", type=float, default=1e-4, help="AdamW's peak learning rate (default 1e-4)")
     p.add_argument(
-        "--eval-every", type=int, default=0, help="also validate every N steps (0: before and after only)"
+        "--warmup",
+        type=int,
+        default=10,
+        help="steps of linear warm-up to --lr, then cosine decay to a tenth of it (default 10)",
+    )
+    p.add_argument(
+        "--val-windows", type=int, default=32, help="validation windows of --context tokens (default 32)"
+    )
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="also validate every N steps (default 0: before and after only)",
     )
     p.add_argument(
         "--lora-rank",
@@ -131,9 +150,16 @@ def _parser() -> argparse.ArgumentParser:
         default=",".join(LINEARS),
         help=f"comma list of the linears lora adapts (default all: {','.join(LINEARS)})",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--out", type=pathlib.Path, help="also write the reports here (JSON)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="draws the batches, qk-orthogonal's frozen matrices and lora's A (default 0)",
+    )
+    p.add_argument(
+        "--device", default="cpu", help="torch device to train on: auto, cpu, cuda or cuda:N (default cpu)"
+    )
+    p.add_argument("--out", type=pathlib.Path, help="also write the reports here (JSON; default: none)")
     return p
 
 

@@ -17,7 +17,9 @@ micro-steps make one optimizer step. ``@FILE`` reads flags from a file (one or m
         --data-dir data/owt --batch 96 --grad-accum 5 --out runs/gpt2
     python -m orthoformer.train --out runs/gpt2 --resume --steps 700000
 
-Errors print one line and exit with status 2, as the command line does.
+Errors print one line and exit with status 2, as the command line does. A run interrupted by
+SIGINT or SIGTERM writes a checkpoint and exits with status 75 (``EX_TEMPFAIL``: resume it
+with ``--resume``), so a scheduler can tell pre-emption from bad arguments.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any, Optional
 from collections.abc import Sequence
 
 from . import _native
-from .errors import TrainingStopped
+from .errors import EXIT_INTERRUPTED, Interrupted, TrainingStopped
 from .outputs import check_apart
 from .train_flags import OPTIM_FLAGS, OPTIONS, check_args, parser
 from .validate import env_integer, one_line
@@ -217,7 +219,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not _expected(e):
             raise
         print(f"error: {_as_flags(one_line(e))}", file=sys.stderr)
-        return 2
+        return EXIT_INTERRUPTED if isinstance(e, Interrupted) else 2
     finally:
         if world is not None:
             world.close()

@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from .data import DEFAULTS
+from .errors import EXIT_INTERRUPTED
 from .validate import (
     COUNT_MAX,
     SEED_MAX,
@@ -50,6 +51,14 @@ class _ArgsFileParser(ArgumentParser):
         return arg_line.split("#", 1)[0].split()
 
 
+#: The exit statuses, as ``--help`` lists them.
+EXIT_STATUS = (
+    "exit status: 0 trained (or stopped at --stop-at); 2 bad arguments or input, an I/O error, or a "
+    f"non-finite loss (the last good checkpoint is kept); {EXIT_INTERRUPTED} interrupted by SIGINT or "
+    "SIGTERM after writing a checkpoint: run again with --resume (EX_TEMPFAIL); 1 a defect (a traceback)"
+)
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser: ``orthoformer train``'s flags plus ``--device``."""
     p = _ArgsFileParser(
@@ -57,6 +66,7 @@ def parser() -> argparse.ArgumentParser:
         description="Train a GPT in PyTorch (data parallel or sharded under torchrun) into an "
         "Orthoformer checkpoint folder.",
         fromfile_prefix_chars="@",
+        epilog=EXIT_STATUS,
     )
     d = p.add_mutually_exclusive_group()
     d.add_argument("--data", help="training text, a UTF-8 file [default: the embedded TinyShakespeare]")

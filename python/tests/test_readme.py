@@ -1,6 +1,7 @@
-"""The README's Python section runs as written: its Python block top to bottom in a fresh
-folder and a fresh interpreter (as a new user would paste it), and its first trainer command
-(with ``--steps 2000`` cut to 3 steps and an evaluation at the end, to stay fast)."""
+"""The README's Python section runs as written: its Python blocks (the quick start, the peft
+recipe) top to bottom in a fresh folder and a fresh interpreter (as a new user would paste
+them), and its first trainer command (with ``--steps 2000`` cut to 3 steps and an evaluation
+at the end, to stay fast)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def blocks(lang: str) -> list[str]:
 
 
 def test_readme_python_block_runs_as_written(tmp_path: pathlib.Path) -> None:
-    (code,) = blocks("python")
+    code = blocks("python")[0]
     p = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600
     )
@@ -39,6 +40,17 @@ def test_readme_python_block_runs_as_written(tmp_path: pathlib.Path) -> None:
     assert after[:half] == after[half:] and len(re.findall(r"[A-Za-z]", after[:half])) >= 10, p.stdout
     assert (tmp_path / "runs" / "quickstart" / "model.safetensors").is_file()
     assert (tmp_path / "runs" / "quickstart-hf" / "config.json").is_file()
+
+
+def test_readme_peft_recipe_runs_as_written(tmp_path: pathlib.Path) -> None:
+    (code,) = [b for b in blocks("python") if "get_peft_model" in b]
+    p = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert p.returncode == 0, p.stderr
+    diff = float(p.stdout.split("merged - adapted:")[1].split()[0])
+    assert diff <= 1e-5, p.stdout
+    assert (tmp_path / "runs" / "frozen-llama-lora" / "adapter_config.json").is_file()
 
 
 def test_readme_trainer_command_runs(tmp_path: pathlib.Path) -> None:

@@ -49,3 +49,13 @@ def test_the_checkpoint_folder_is_never_an_input(tmp_path, capsys) -> None:
     code = train.main(["--data", str(text), "--out", str(tmp_path / "run"), "--device", "cpu"])
     err = capsys.readouterr().err
     assert code == 2 and "lies inside --out" in err and text.read_text() == "some text\n" * 100
+
+
+def test_help_lists_the_exit_statuses_and_an_interrupt_is_not_a_usage_error() -> None:
+    """Issue 71, item 5: a scheduler tells a pre-empted run (75, resumable) from bad
+    arguments (2); ``test_train.py`` checks the status of a real SIGINT."""
+    from orthoformer.errors import EXIT_INTERRUPTED
+
+    text = " ".join(train.parser().format_help().split())
+    assert EXIT_INTERRUPTED not in (0, 1, 2) and f"{EXIT_INTERRUPTED} interrupted" in text
+    assert "2 bad arguments" in text and "--resume" in text

@@ -199,3 +199,25 @@ def test_building_a_trainer_costs_about_the_model_in_host_memory(tmp_path) -> No
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got["rise_MiB"] <= 1.3 * got["model_MiB"] + 16, got
+
+
+def test_log_lines_carry_the_gradient_norm_before_clipping(tmp_path) -> None:
+    """Issue 71, item 5: every log line shows its step's gradient norm, before clipping (a
+    clip at 1e-3 would cap a norm read after it)."""
+    session = _native.Session.fresh(
+        str(tmp_path / "r"), tiny_config().to_json(), json.dumps(options(grad_clip=1e-3)), 5
+    )
+    world, lines = distributed.setup("cpu"), []
+    tr = Trainer(
+        TextRun(session, tmp_path / "r"),
+        world,
+        precision.resolve(world.device, "fp32", "off"),
+        log_every=2,
+        log=lines.append,
+    )
+    tr.run_loop()
+    progress = [line for line in lines if "tok/s" in line]
+    assert len(progress) == 4 and all("grad norm" in line for line in progress), lines
+    assert tr.progress.last["grad_norm"] > 1e-2  # pre-clip: far above the clip
+    shown = float(progress[-1].split("grad norm ")[1].split()[0])
+    assert shown == pytest.approx(tr.progress.last["grad_norm"], rel=1e-3)

@@ -47,9 +47,18 @@ from .frozen import FrozenOrthogonalLinear, check_frozen_state, draw_seed, note_
 from .functional import Device, causal_linear_attention, feature_map, linear_attention  # noqa: F401
 from .drawn import DrawnInitLinear
 from .hadamard import FrozenHadamardLinear
-from .masking import check_attn_mask, check_doc_ids, keep_mask, masked_linear_attention, softmax_mask
+from .masking import (
+    check_attention_mask,
+    check_attn_mask,
+    check_doc_ids,
+    keep_mask,
+    masked_linear_attention,
+    softmax_mask,
+)
 
 LINEAR_VARIANTS = ("linear", "orthogonal-linear")
+#: The masks of one forward call by keyword (``attn_mask``, ``doc_ids``, ``attention_mask``).
+Masks = dict[str, Optional[torch.Tensor]]
 #: Whether ``scaled_dot_product_attention`` shares key/value heads itself (torch 2.5+).
 _SDPA_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
 
@@ -297,20 +306,25 @@ class OrthogonalAttention(nn.Module):
         cache: Optional[KVCache] = None,
         attn_mask: Optional[torch.Tensor] = None,
         doc_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """Attention of ``x`` ``(B, T, C)``; with ``cache`` (softmax kernels only), ``x`` holds
         the positions after the cached ones, whose keys and values are reused and extended.
 
-        ``attn_mask`` broadcastable to ``(B, H, T, S)`` (``S`` keys: ``T``, plus the cached
+        ``attn_mask`` 4-d, broadcastable to ``(B, H, T, S)`` (``S`` keys: ``T``, plus the cached
         ones): boolean (``True`` attends) or float (added to the scores; softmax kernels only).
-        ``doc_ids`` ``(B, T)`` integers: a token attends only to tokens of its own document
-        (packed sequences; not with a filled cache). Both combine with the causal mask; linear
-        kernels then run in their masked quadratic form."""
+        ``attention_mask`` ``(B, S)``, boolean or 0/1 (Hugging Face's padding mask: 1 for a
+        token): no query attends to a padding key. ``doc_ids`` ``(B, T)`` integers: a token
+        attends only to tokens of its own document (packed sequences; not with a filled
+        cache). All combine with the causal mask; linear kernels then run in their masked
+        quadratic form."""
         b, t, _ = x.shape
         q, k, v = (self._heads(y) for y in self._project(x))
         past = 0 if cache is None else cache.length
         if attn_mask is not None:
             check_attn_mask(attn_mask, (b, self.n_head, t, past + t))
+        if attention_mask is not None:
+            attention_mask = check_attention_mask(attention_mask, b, past + t)
         if doc_ids is not None:
             check_doc_ids(doc_ids, b, t)
             if past:
@@ -321,43 +335,30 @@ class OrthogonalAttention(nn.Module):
             q, k = _rope.rotate(q, cos, sin), _rope.rotate(k, cos, sin)
         if self.temperature is not None:
             q = q * self.temperature.to(q.dtype).view(1, -1, 1, 1)
-        if self.linear:
-            y = self._linear(q, k, v, cache, attn_mask, doc_ids)
-        else:
-            y = self._softmax(q, k, v, cache, attn_mask, doc_ids)
+        masks = {"attn_mask": attn_mask, "doc_ids": doc_ids, "attention_mask": attention_mask}
+        y = (self._linear if self.linear else self._softmax)(q, k, v, cache, masks)
         return self.o(y.transpose(1, 2).reshape(b, t, self.n_head * self.d_head))
 
     def _linear(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        cache: Optional[KVCache],
-        attn_mask: Optional[torch.Tensor],
-        doc_ids: Optional[torch.Tensor],
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: Optional[KVCache], masks: Masks
     ) -> torch.Tensor:
         """Linear attention of ``q`` ``(B, H, T, D)`` over ``k, v`` ``(B, KV, T, D)``."""
         if cache is not None:
             raise ValueError("linear attention keeps no key/value cache: run it over the whole window")
+        attn_mask = masks["attn_mask"]
         if attn_mask is not None and attn_mask.dtype != torch.bool:
             raise InputError(
                 f"{self.variant} attention has no scores to add a float attn_mask to: pass a boolean one"
             )
         k, v = self._repeat_kv(k, v)
-        if attn_mask is None and doc_ids is None:
+        if all(m is None for m in masks.values()):
             return linear_attention(q, k, v, causal=self.causal)
         t = q.shape[2]
-        keep = keep_mask(t, t, causal=self.causal, doc_ids=doc_ids, attn_mask=attn_mask, device=q.device)
+        keep = keep_mask(t, t, causal=self.causal, device=q.device, **masks)
         return masked_linear_attention(q, k, v, keep)  # type: ignore[arg-type]
 
     def _softmax(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        cache: Optional[KVCache],
-        attn_mask: Optional[torch.Tensor],
-        doc_ids: Optional[torch.Tensor],
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: Optional[KVCache], masks: Masks
     ) -> torch.Tensor:
         """Scaled dot-product attention of ``q`` ``(B, H, T, D)`` over ``k, v`` ``(B, KV, T,
         D)`` (appended to ``cache`` first)."""
@@ -367,9 +368,9 @@ class OrthogonalAttention(nn.Module):
             k, v = cache.extend(k, v)
         s = k.shape[2]
         mask, causal = None, self.causal
-        if attn_mask is not None or doc_ids is not None:
-            keep = keep_mask(t, s, causal=self.causal, doc_ids=doc_ids, attn_mask=attn_mask, device=q.device)
-            mask, causal = softmax_mask(keep, attn_mask, q.dtype), False
+        if any(m is not None for m in masks.values()):
+            keep = keep_mask(t, s, causal=self.causal, device=q.device, **masks)
+            mask, causal = softmax_mask(keep, masks["attn_mask"], q.dtype), False
         elif s != t and self.causal:
             # Query i sits at position s - t + i (after the cache): it sees keys 0..s - t + i;
             # `is_causal` would align the mask to the top left instead.

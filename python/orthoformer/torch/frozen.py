@@ -256,7 +256,9 @@ class FrozenOrthogonalLinear(FrozenProjection):
         device: Device = None,
         dtype: Optional[torch.dtype] = None,
     ) -> None:
-        super().__init__()
+        # nn.Module's, not the next class's: a subclass that is also an nn.Linear (hf_frozen's)
+        # must not run nn.Linear's constructor, which would make `weight` a parameter.
+        nn.Module.__init__(self)
         in_features = validate.integer("in_features", in_features, lo=1)
         n_head = validate.integer("n_head", n_head, lo=1)
         if d_head is None:

@@ -25,6 +25,10 @@ materialised: its frozen matrices are drawn from the seed whenever they are allo
 ``load_state_dict(assign=True)``, equal bit for bit to a model frozen on the CPU.
 ``orthogonal-hadamard`` (whose matrices are stored, not drawn again) is refused there.
 
+The frozen projections (:mod:`.hf_frozen`) are ``nn.Linear`` subclasses, so ``peft``'s LoRA
+takes them with its default targets (``q_proj``, ``v_proj``; GPT-2's ``c_attn``);
+:mod:`.peft_lora` keeps every adapter off the frozen rows (``V`` adapts, Q/K never).
+
 Everything is checked before the model changes: the marker's fields, the seed, and the
 config's head counts against the weights' shapes; a mismatch is one
 :class:`~orthoformer.validate.InputError` naming the field.
@@ -36,20 +40,24 @@ import json
 import os
 import pathlib
 from os import PathLike
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .. import validate
 from ..config import ATTENTIONS
 from ..validate import InputError
-from .frozen import FrozenOrthogonalLinear, draw_seed
+from .frozen import draw_seed
 from .functional import check_method, frozen_orthogonal_weight
 from .hadamard import FrozenHadamardLinear
 from .hf_checks import check_gpt2, check_llama
+from .hf_frozen import FrozenLinear, FrozenQKVConv1D
+from .peft_lora import install as _install_peft_support
 from .tied_key import TiedKey
+
+# peft's LoRA on the frozen projections this module installs: masked off the frozen rows.
+_install_peft_support()
 
 #: The key of the marker in a model's ``config.json``.
 MARKER = "orthoformer"
@@ -97,134 +105,12 @@ def frozen_matrix(
     return frozen_orthogonal_weight(c, n_head, d_head, method=method, seed=seed, tensor=tensor)
 
 
-#: Draws a layer's frozen ``(W_Q, W_K)`` again (``W_K`` ``None`` when tied).
-Draw = Callable[[], tuple[torch.Tensor, Optional[torch.Tensor]]]
-
-
-class FrozenQKVConv1D(nn.Module):
-    """GPT-2's fused ``c_attn`` (``y = x·W + b``, ``W`` ``C x 3C`` = ``[W_Qᵀ | W_Kᵀ | W_Vᵀ]``)
-    with ``W_Q, W_K`` frozen buffers and ``W_V`` and the biases trainable. Its ``state_dict``
-    is GPT-2's (``weight``, ``bias``, fused, frozen values included), so ``save_pretrained``
-    writes a checkpoint plain ``transformers`` loads. ``keep_bias`` keeps the Q/K biases of
-    ``c_attn`` (restoring a frozen model) instead of starting them at zero.
-
-    ``draw`` gives the frozen matrices again from their seed: with it, they are drawn anew
-    whenever the buffers are allocated anew (``to_empty`` of a meta-built model,
-    ``reset_parameters``), never left uninitialised; ``reset_parameters`` also draws ``W_V``
-    as GPT-2 does (normal, ``std``) and zeroes the biases."""
-
-    def __init__(
-        self,
-        c_attn: nn.Module,
-        wq: torch.Tensor,
-        wk: Optional[torch.Tensor],
-        keep_bias: bool = False,
-        draw: Optional[Draw] = None,
-        std: float = 0.02,
-    ) -> None:
-        super().__init__()
-        w, b = c_attn.weight.detach(), c_attn.bias.detach()
-        c = w.shape[0]
-        self.c, self.tied, self._draw, self.std = c, wk is None, draw, std
-        kw: dict[str, Any] = {"device": w.device, "dtype": w.dtype}
-        self.register_buffer("q_weight", wq.to(**kw), persistent=False)
-        self.register_buffer("k_weight", (wq if wk is None else wk).to(**kw), persistent=False)
-        # Q/K biases start at zero, as the variant starts them, unless restoring trained ones.
-        bq, bk = (b[:c], b[c : 2 * c]) if keep_bias else (torch.zeros(c, **kw), torch.zeros(c, **kw))
-        self.q_bias = nn.Parameter(bq.clone())
-        self.k_bias = None if self.tied else nn.Parameter(bk.clone())
-        self.v_weight = nn.Parameter(w[:, 2 * c :].clone())  # Conv1D layout, in x out
-        self.v_bias = nn.Parameter(b[2 * c :].clone())
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q = F.linear(x, self.q_weight, self.q_bias)
-        k = q if self.tied else F.linear(x, self.k_weight, self.k_bias)
-        v = x @ self.v_weight + self.v_bias
-        return torch.cat((q, k, v), dim=-1)
-
-    def _regenerate(self) -> None:
-        if self._draw is None or self.q_weight.is_meta:
-            return
-        wq, wk = self._draw()
-        with torch.no_grad():
-            self.q_weight.copy_(wq.to(dtype=self.q_weight.dtype))
-            self.k_weight.copy_((wq if wk is None else wk).to(dtype=self.k_weight.dtype))
-
-    def reset_parameters(self) -> None:
-        """What the standard initialisation loop calls: the frozen matrices drawn again from
-        their seed, ``W_V`` drawn as GPT-2 draws it, the biases zero."""
-        if self.q_weight.is_meta:
-            return
-        self._regenerate()
-        with torch.no_grad():
-            nn.init.normal_(self.v_weight, std=self.std)
-            for p in (self.q_bias, self.k_bias, self.v_bias):
-                if p is not None:
-                    p.zero_()
-
-    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
-        # `to_empty` comes through here: frozen buffers allocated anew off `meta` are drawn
-        # again (a plain move keeps them).
-        was_meta = self.q_weight.is_meta
-        out = super()._apply(fn, recurse)
-        if was_meta and not self.q_weight.is_meta:
-            self._regenerate()
-        return out
-
-    def fused(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """GPT-2's ``(weight, bias)`` of this layer."""
-        kb = self.q_bias if self.k_bias is None else self.k_bias
-        w = torch.cat((self.q_weight.T, self.k_weight.T, self.v_weight), dim=1)
-        return w, torch.cat((self.q_bias, kb, self.v_bias))
-
-    def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
-        w, b = self.fused()
-        destination[prefix + "weight"] = w if keep_vars else w.detach()
-        destination[prefix + "bias"] = b if keep_vars else b.detach()
-
-    def _load_from_state_dict(
-        self,
-        state_dict: Any,
-        prefix: str,
-        meta: Any,
-        strict: bool,
-        missing: list,
-        unexpected: list,
-        errors: list,
-    ) -> None:
-        wkey, bkey = prefix + "weight", prefix + "bias"
-        if wkey not in state_dict or bkey not in state_dict:
-            missing.extend(k for k in (wkey, bkey) if k not in state_dict)
-            return
-        c = self.c
-        w, b = state_dict[wkey], state_dict[bkey]
-        if self.q_weight.is_meta:
-            # A meta-built module (`assign=True`, FSDP): copying into meta keeps nothing, so
-            # the loaded values become the tensors.
-            self.q_weight = w[:, :c].T.detach().clone()
-            self.k_weight = w[:, c : 2 * c].T.detach().clone()
-            self.v_weight = nn.Parameter(w[:, 2 * c :].detach().clone())
-            self.q_bias = nn.Parameter(b[:c].detach().clone())
-            if self.k_bias is not None:
-                self.k_bias = nn.Parameter(b[c : 2 * c].detach().clone())
-            self.v_bias = nn.Parameter(b[2 * c :].detach().clone())
-            return
-        with torch.no_grad():
-            self.q_weight.copy_(w[:, :c].T)
-            self.k_weight.copy_(w[:, c : 2 * c].T)
-            self.v_weight.copy_(w[:, 2 * c :])
-            self.q_bias.copy_(b[:c])
-            if self.k_bias is not None:
-                self.k_bias.copy_(b[c : 2 * c])
-            self.v_bias.copy_(b[2 * c :])
-
-
 def _frozen_like(
     proj: nn.Linear, n_head: int, d_head: int, method: str, seed: int, tensor: int, **where: Any
-) -> FrozenOrthogonalLinear:
+) -> FrozenLinear:
     """The frozen replacement's module for ``proj`` (its bias if ``proj`` has one), built
     ``where`` says (``device``, ``dtype``); the seed lives in the marker, not ``state_dict``."""
-    return FrozenOrthogonalLinear(
+    return FrozenLinear(
         proj.in_features,
         n_head,
         d_head,
@@ -246,7 +132,7 @@ def _llama_frozen(
     seed: int,
     tensor: int,
     keep_bias: bool,
-) -> FrozenOrthogonalLinear:
+) -> FrozenLinear:
     """A frozen replacement of a ``q_proj``/``k_proj`` holding ``mat``; its weight persists in
     ``state_dict`` (so ``save_pretrained`` writes it under the same name)."""
     w = proj.weight
@@ -267,7 +153,7 @@ def _llama_frozen(
 
 def _llama_generated(
     proj: nn.Linear, n_head: int, d_head: int, method: str, seed: int, tensor: int
-) -> FrozenOrthogonalLinear:
+) -> FrozenLinear:
     """A frozen replacement of a ``q_proj``/``k_proj`` drawing its matrix from ``(seed,
     method, tensor)`` on ``proj``'s device and dtype: drawn again wherever its buffer is
     allocated anew (``to_empty``, ``reset_parameters``, ``load_state_dict(assign=True)``), so a
@@ -326,7 +212,9 @@ def freeze_qk_(
         for layer, attn in enumerate(attns):
             c, h = attn.embed_dim, attn.num_heads
 
-            def draw(layer: int = layer, c: int = c, h: int = h) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+            def draw(
+                layer: int = layer, c: int = c, h: int = h
+            ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
                 wq = frozen_matrix(variant, c, h, c // h, method, seed, 2 * layer)
                 return wq, None if tied else frozen_matrix(variant, c, h, c // h, method, seed, 2 * layer + 1)
 
@@ -343,7 +231,7 @@ def freeze_qk_(
         # Hadamard matrices and restored values are stored whole; the rest is drawn from the seed.
         keeps_values = stored or variant == "orthogonal-hadamard"
 
-        def replace(proj: nn.Linear, heads: int, tensor: int) -> FrozenOrthogonalLinear:
+        def replace(proj: nn.Linear, heads: int, tensor: int) -> FrozenLinear:
             if not keeps_values:
                 return _llama_generated(proj, heads, d, method, seed, tensor)
             gen = frozen_matrix(variant, proj.in_features, heads, d, method, seed, tensor)

@@ -12,6 +12,7 @@ from torch import nn
 from .. import validate
 from ..validate import InputError
 from .frozen import FrozenOrthogonalLinear
+from .hf_frozen import FrozenQKVConv1D
 from .tied_key import TiedKey
 
 
@@ -25,8 +26,6 @@ def _heads(cfg: Any, name: str, default: Optional[int] = None) -> int:
 
 def check_gpt2(model: nn.Module) -> list[nn.Module]:
     """GPT-2's attention modules, after checking ``n_head`` against every ``c_attn``."""
-    from .hf import FrozenQKVConv1D  # the module that uses these checks defines it
-
     cfg = model.config
     h = _heads(cfg, "n_head")
     blocks = list(getattr(model, "transformer", model).h)

@@ -36,6 +36,8 @@ from .frozen import FrozenOrthogonalLinear
 from .functional import Device
 from .hf import read_marker
 from .llama_config import LlamaConfig
+from .loss import lm_loss
+from .masking import check_attention_mask
 
 PathArg = Union[str, "PathLike[str]"]
 #: The key of the frozen-attention marker in ``config.json`` (as :mod:`.hf` writes it).
@@ -104,9 +106,11 @@ class LlamaBlock(nn.Module):
         x: torch.Tensor,
         attn_mask: Optional[torch.Tensor] = None,
         doc_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """``x`` ``(B, T, C)`` through the block."""
-        x = x + self.self_attn(self.input_layernorm(x), attn_mask=attn_mask, doc_ids=doc_ids)
+        h = self.input_layernorm(x)
+        x = x + self.self_attn(h, attn_mask=attn_mask, doc_ids=doc_ids, attention_mask=attention_mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -161,23 +165,26 @@ class Llama(nn.Module):
         targets: Optional[torch.Tensor] = None,
         attn_mask: Optional[torch.Tensor] = None,
         doc_ids: Optional[torch.Tensor] = None,
+        *,
+        labels: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
     ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """Logits ``(B, T, V)`` of token ids ``idx`` ``(B, T)`` and, with ``targets`` ``(B,
-        T)`` (the next token of each position; ``-100`` ignored, as ``transformers``), the
-        mean cross-entropy. ``attn_mask`` and ``doc_ids`` mask attention beyond causal (see
-        :meth:`OrthogonalAttention.forward`)."""
+        """Logits ``(B, T, V)`` of token ids ``idx`` ``(B, T)`` and the mean cross-entropy
+        against ``targets`` ``(B, T)`` (the next token of each position, already shifted:
+        nanoGPT's convention) or ``labels`` ``(B, T)`` (the input ids, shifted here: Hugging
+        Face's, ``model(idx, labels=idx)``); ``-100`` is ignored in both, and passing both is
+        refused (:mod:`.loss`). ``attention_mask`` ``(B, T)`` (1 or ``True`` for a token, 0
+        for padding: a tokenizer's) hides the padding keys; ``attn_mask`` and ``doc_ids`` mask
+        attention beyond causal (see :meth:`OrthogonalAttention.forward`)."""
         if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.dtype.is_floating_point:
             raise InputError(f"idx must be a (B, T) tensor of token ids, got {getattr(idx, 'shape', idx)!r}")
+        if attention_mask is not None:  # checked once (a 0/1 check reads the device), not per layer
+            attention_mask = check_attention_mask(attention_mask, *idx.shape)
         x = self.embed_tokens(idx)  # (B, T, C)
         for layer in self.layers:
-            x = layer(x, attn_mask, doc_ids)
+            x = layer(x, attn_mask, doc_ids, attention_mask)
         logits = F.linear(self.norm(x), self.head_weight)  # (B, T, V)
-        if targets is None:
-            return logits, None
-        if tuple(targets.shape) != tuple(idx.shape):
-            raise InputError(f"targets has shape {tuple(targets.shape)}, expected {tuple(idx.shape)} as idx")
-        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
-        return logits, loss
+        return logits, lm_loss(logits, targets, labels)
 
     @classmethod
     def from_hf(

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from ..validate import InputError, integer, number
+from .frozen import FrozenProjection
 
 #: The linears of a Llama-family decoder layer, by their ``transformers`` names.
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -96,7 +97,8 @@ def add_lora_(model: Any, rank: int, alpha: float, targets: Sequence[str], *, se
         for t in targets:
             owner = owner_of(block, t)
             base = getattr(owner, t, None)
-            if not isinstance(base, nn.Linear):
+            # A frozen projection is an nn.Linear too (for peft), but holds no weight to adapt.
+            if not isinstance(base, nn.Linear) or isinstance(base, FrozenProjection):
                 raise ValueError(f"layer {i} has no linear {t}: LoRA cannot target it")
             setattr(owner, t, LoRALinear(base, rank, alpha, gen))
             names.append(f"layers.{i}.{t}")

@@ -45,6 +45,7 @@ from . import generate as _generate
 from . import gpt2_io
 from .attention import KVCache, OrthogonalAttention
 from .frozen import FrozenOrthogonalLinear, FrozenProjection
+from .loss import lm_loss
 from .functional import Device
 
 LN_EPS = 1e-5
@@ -260,10 +261,16 @@ class GPT(nn.Module):
         return any(m.pinned for block in self.h for m in block.attn.frozen_modules().values())
 
     def forward(
-        self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None
+        self,
+        idx: torch.Tensor,
+        targets: Optional[torch.Tensor] = None,
+        *,
+        labels: Optional[torch.Tensor] = None,
     ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """Logits ``(B, T, V)`` of token ids ``idx`` ``(B, T)`` and, with ``targets``, the mean
-        cross-entropy."""
+        """Logits ``(B, T, V)`` of token ids ``idx`` ``(B, T)`` and the mean cross-entropy
+        against ``targets`` (the next tokens, already shifted: nanoGPT's convention) or
+        ``labels`` (the input ids, shifted here: Hugging Face's, ``model(idx, labels=idx)``);
+        ``-100`` is ignored in both, and passing both is refused (:mod:`.loss`)."""
         b, t = idx.shape
         if t > self.config.context:
             raise ValueError(f"sequence length {t} exceeds the model's context {self.config.context}")
@@ -272,11 +279,8 @@ class GPT(nn.Module):
             x = block(x)
         logits = self.head(self.ln_f(x))
         v = self.config.vocab_size
-        if targets is None:
-            return logits[..., :v], None
         # The padded columns are -inf: no probability, no gradient, the same loss.
-        loss = F.cross_entropy(logits.reshape(b * t, -1), targets.reshape(b * t))
-        return logits[..., :v], loss
+        return logits[..., :v], lm_loss(logits, targets, labels)
 
     def head(self, x: torch.Tensor) -> torch.Tensor:
         """The tied output head over the vocabulary padded to a multiple of ``pad_vocab``:

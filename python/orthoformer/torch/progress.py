@@ -1,8 +1,8 @@
 """Progress of a training run, printed by rank 0 every ``--log-every`` steps: loss, learning
-rate, tokens/s (the job's and per device), ms/step and MFU (model FLOPs per token from the
-library's exact accounting, ``orthoformer params``, times one device's tokens per second,
-over the device's peak), and optionally the
-same figures and the evaluations in TensorBoard (``--tensorboard DIR``)."""
+rate, the gradient norm of the log step (before clipping), tokens/s (the job's and per
+device), ms/step and MFU (model FLOPs per token from the library's exact accounting,
+``orthoformer params``, times one device's tokens per second, over the device's peak), and
+optionally the same figures and the evaluations in TensorBoard (``--tensorboard DIR``)."""
 
 from __future__ import annotations
 
@@ -58,16 +58,18 @@ class Progress:
         self.n, self.secs, self.loss = 0, 0.0, 0.0
         self.last: Optional[dict[str, float]] = None
 
-    def steps(self, done: list[tuple[int, float, float]], secs: float) -> None:
-        """Records steps ``(step (1-based), loss, lr)`` that took ``secs`` together, and
-        prints a line when the last of them is a multiple of ``every`` (the trainer reads the
-        device at every such step, so a line covers exactly the steps since the previous)."""
+    def steps(self, done: list[tuple], secs: float) -> None:
+        """Records steps ``(step (1-based), loss, lr[, gradient norm before clipping])`` that
+        took ``secs`` together, and prints a line when the last of them is a multiple of
+        ``every`` (the trainer reads the device at every such step, so a line covers exactly
+        the steps since the previous); the norm shown is that last step's."""
         if not done:
             return
         self.n += len(done)
         self.secs += secs
-        self.loss += sum(loss for _, loss, _ in done)
-        step, _, lr = done[-1]
+        self.loss += sum(d[1] for d in done)
+        step, _, lr = done[-1][:3]
+        norm = done[-1][3] if len(done[-1]) > 3 else None
         if self.every <= 0 or step % self.every:
             return
         tok_s = self.n * self.tokens_per_step / max(self.secs, 1e-12)
@@ -79,10 +81,11 @@ class Progress:
             "tokens_per_s_per_device": per_device,
             "ms_per_step": self.secs * 1e3 / self.n,
         }
-        line = (
-            f"step {step:>6}  loss {rec['loss']:.4f}  lr {lr:.3e}  {tok_s:,.0f} tok/s "
-            f"({per_device:,.0f}/device)  {rec['ms_per_step']:.1f} ms/step"
-        )
+        line = f"step {step:>6}  loss {rec['loss']:.4f}  lr {lr:.3e}  "
+        if norm is not None:
+            rec["grad_norm"] = norm
+            line += f"grad norm {norm:.4g}  "
+        line += f"{tok_s:,.0f} tok/s ({per_device:,.0f}/device)  {rec['ms_per_step']:.1f} ms/step"
         if self.peak:
             rec["mfu"] = per_device * self.flops / self.peak
             line += f"  MFU {100 * rec['mfu']:.1f}%"

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .. import _native
-from ..errors import TrainingStopped
+from ..errors import Interrupted, TrainingStopped
 from .distributed import World
 from .precision import Speed, peak_flops
 from .progress import Progress, Timer
@@ -293,7 +293,7 @@ class Trainer:
                 self._stopped(what, value, step)
             st["window_loss"] += loss
             st["window_steps"] += 1
-            done.append((step, loss, lr))
+            done.append((step, loss, lr, norm))
         self.timed_steps += len(done)
         self.timed_secs += secs
         self.progress.steps(done, secs)
@@ -333,7 +333,7 @@ class Trainer:
     def run_loop(self, stop_at: Optional[int] = None) -> dict[str, Any]:
         """Trains to ``steps`` (or stops after ``stop_at``), checkpointing at each evaluation
         and at the end; returns the loop state. SIGINT or SIGTERM checkpoints and raises
-        :class:`TrainingStopped`."""
+        :class:`~orthoformer.errors.Interrupted`."""
         o, st = self.options, self.state
         end = o["steps"] if stop_at is None else min(stop_at, o["steps"])
         batches = self.batches(self.run.train_batches(), prefetch=self.world.device.type == "cuda")
@@ -347,7 +347,7 @@ class Trainer:
                 if self.stop_agreed or (self.world.size == 1 and self.stop_requested):
                     self.read(timer)  # nothing spoiled goes into the checkpoint
                     self.save(batches)
-                    raise TrainingStopped(
+                    raise Interrupted(
                         f"interrupted at step {st['step']}; a checkpoint was written: continue with --resume"
                     )
                 s = st["step"]
