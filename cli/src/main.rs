@@ -176,6 +176,15 @@ fn report(err: &anyhow::Error) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    // An interrupted run wrote its checkpoint: EX_TEMPFAIL, so a scheduler can tell a
+    // pre-empted run (resume it) from bad arguments (2), as `python -m orthoformer.train` does.
+    let interrupted = err.chain().any(|c| {
+        let train = match c.downcast_ref::<orthoformer::Error>() {
+            Some(orthoformer::Error::Train(t)) => Some(t),
+            _ => c.downcast_ref::<orthoformer::train::TrainError>(),
+        };
+        train.is_some_and(|t| t.is_interruption())
+    });
     // The whole cause chain on one line: "error: reading x.gguf: truncated header",
     // a multi-line cause (a parser's excerpt) folded onto it.
     let err: &(dyn std::error::Error + 'static) = err.as_ref();
@@ -184,5 +193,5 @@ fn report(err: &anyhow::Error) -> ExitCode {
         "error: {}",
         flags::with_flags(&orthoformer::error::one_line(err))
     );
-    ExitCode::from(2)
+    ExitCode::from(if interrupted { 75 } else { 2 })
 }

@@ -78,6 +78,25 @@ pub enum TrainError {
         /// Steps done when the checkpoint was written.
         step: usize,
     },
+    /// Ctrl-C while several runs trained (a comparison, a ladder): every run's checkpoint is
+    /// kept; `resume` is the command that continues them all.
+    #[error("interrupted at step {step}; every run's checkpoint is kept: continue with `{resume}`")]
+    InterruptedAll {
+        /// The most steps any run had done.
+        step: usize,
+        /// The command that continues.
+        resume: String,
+    },
+}
+
+impl TrainError {
+    /// Whether this is an interruption that left checkpoints to resume from.
+    pub fn is_interruption(&self) -> bool {
+        matches!(
+            self,
+            TrainError::Interrupted { .. } | TrainError::InterruptedAll { .. }
+        )
+    }
 }
 
 /// Shorthand for a [`TrainError::Invalid`] wrapped in the crate error.

@@ -619,7 +619,7 @@ fn ctrl_c_stops_every_run_training_at_once_with_a_checkpoint() {
         ["softmax", "orthogonal"].map(|a| dir.join("cmp/seed-0").join(a).join("state.json"));
     let o = common::interrupt_when_ready(&dir, &args, &states);
     let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(o.status.code(), Some(75), "{err}");
     assert!(
         err.contains("interrupted at step") && err.contains("compare --resume --out"),
         "{err}"

@@ -190,11 +190,10 @@ fn open_run(
 fn interrupted_hint(e: crate::Error, out: &Path) -> crate::Error {
     match e {
         crate::Error::Train(crate::train::TrainError::Interrupted { step }) => {
-            crate::train::invalid(format!(
-                "interrupted at step {step}; every run's checkpoint is kept: continue with \
-             `orthoformer compare --resume --out {}`",
-                out.display()
-            ))
+            crate::Error::Train(crate::train::TrainError::InterruptedAll {
+                step,
+                resume: format!("orthoformer compare --resume --out {}", out.display()),
+            })
         }
         other => other,
     }

@@ -234,11 +234,10 @@ fn first_error(results: Vec<Result<()>>, out: &Path) -> Result<()> {
         }
     }
     match interrupted {
-        Some(step) => Err(invalid(format!(
-            "interrupted at step {step}; every run's checkpoint is kept: continue with \
-             `orthoformer ladder --resume --out {}`",
-            out.display()
-        ))),
+        Some(step) => Err(crate::Error::Train(TrainError::InterruptedAll {
+            step,
+            resume: format!("orthoformer ladder --resume --out {}", out.display()),
+        })),
         None => Ok(()),
     }
 }
