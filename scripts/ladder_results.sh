@@ -39,7 +39,7 @@ rm -rf "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp"
 cp "$src/ladder.json" "$tmp/"
-for f in report.json report.md loss-params.svg loss-flops.svg; do
+for f in report.json report.md loss-params.svg loss-flops.svg loss-rate.svg; do
   if [ -f "$src/$f" ] && [ ! -L "$src/$f" ]; then cp "$src/$f" "$tmp/"; fi
 done
 n=0

@@ -120,9 +120,18 @@ fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
         "loss-params.svg",
         "loss-flops.png",
         "loss-flops.svg",
+        "loss-rate.png",
+        "loss-rate.svg",
     ] {
         assert!(dir.join("full").join(f).is_file(), "{f} missing");
     }
+    // The rate plot draws every selection's rates: one panel per rung, named.
+    let rate_svg = std::fs::read_to_string(dir.join("full/loss-rate.svg")).unwrap();
+    let rungs = report_rungs(&dir.join("full/report.json"));
+    assert!(
+        rungs.iter().all(|g| rate_svg.contains(g.as_str())),
+        "{rungs:?}"
+    );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("full/report.json")).unwrap())
             .unwrap();
@@ -283,4 +292,16 @@ fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
         });
         assert_refused(&o, "val.bin");
     }
+}
+
+/// The rung names of a ladder report.
+fn report_rungs(path: &std::path::Path) -> Vec<String> {
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    r["plan"]["rungs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_string())
+        .collect()
 }

@@ -17,6 +17,7 @@ pub mod data;
 pub mod engine;
 pub mod plan;
 pub(crate) mod plot;
+mod plot_rates;
 pub mod pool;
 pub mod publish;
 pub mod readings;

@@ -22,6 +22,7 @@ pub fn write(out: &Path, partial: bool) -> Result<Report> {
     let table = super::table::markdown(&report);
     let mut set = crate::io::file_set::FileSet::begin(out, "ladder-report")?;
     super::plot::stage(&report, &mut set)?;
+    super::plot_rates::stage(&report, &mut set)?;
     set.write_bytes(TABLE_FILE, table.as_bytes())?;
     set.write_bytes(REPORT_FILE, &json)?;
     set.commit()?;
