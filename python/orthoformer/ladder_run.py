@@ -225,6 +225,8 @@ def result(
         "seconds": points[-1]["seconds"],
         **losses,
         "curve": points,
+        # The settings it trained and was scored under, as the library fingerprints them.
+        **({"spec_sha256": spec["fingerprint"]} if "fingerprint" in spec else {}),
     }
 
 

@@ -170,6 +170,30 @@ fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
         &["ladder", "--out", "part", "--report-only", "--json"],
     ));
 
+    // A result whose counts are not the run's, or a plan edited after its runs finished, is
+    // refused naming the file, not reported.
+    let some = full.keys().next().unwrap().clone();
+    let file = dir.join("part").join(&some);
+    let kept = std::fs::read_to_string(&file).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&kept).unwrap();
+    v["flops"] = serde_json::json!(v["flops"].as_u64().unwrap() + 1);
+    std::fs::write(&file, v.to_string()).unwrap();
+    assert_refused(
+        &run(&dir, &["ladder", "--out", "part", "--report-only"]),
+        "FLOPs per step",
+    );
+    std::fs::write(&file, &kept).unwrap();
+    let plan_file = dir.join("part/ladder.json");
+    let plan_kept = std::fs::read_to_string(&plan_file).unwrap();
+    let mut p: serde_json::Value = serde_json::from_str(&plan_kept).unwrap();
+    p["weight_decay"] = serde_json::json!(p["weight_decay"].as_f64().unwrap() + 0.05);
+    std::fs::write(&plan_file, p.to_string()).unwrap();
+    assert_refused(
+        &run(&dir, &["ladder", "--out", "part", "--report-only"]),
+        "under other settings than the plan's now",
+    );
+    std::fs::write(&plan_file, &plan_kept).unwrap();
+
     // A ladder handed on as its plan and finished runs' result.json only (no checkpoints),
     // one run of rung b missing: the full report is refused, the partial one reports rung a
     // alone, and --resume trains the missing run alone, to the same results.

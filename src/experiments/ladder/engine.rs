@@ -185,6 +185,7 @@ fn finish(model: &mut Gpt, tokens: &Tokens, spec: &RunSpec, state: &RunState) ->
         val_loss: val,
         transfer_loss: transfer,
         curve,
+        spec_sha256: Some(spec.fingerprint.clone()),
     })
 }
 

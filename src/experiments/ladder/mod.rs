@@ -15,6 +15,7 @@
 
 pub mod data;
 pub mod engine;
+pub mod fingerprint;
 pub mod plan;
 pub(crate) mod plot;
 mod plot_rates;

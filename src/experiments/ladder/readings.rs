@@ -216,6 +216,7 @@ mod tests {
             val_loss: 0.0,
             transfer_loss: 0.0,
             curve,
+            spec_sha256: None,
         }
     }
 

@@ -68,6 +68,11 @@ pub struct RunResult {
     pub transfer_loss: f64,
     /// The held-out curve.
     pub curve: Vec<CurvePoint>,
+    /// The fingerprint of the settings it trained and was scored under
+    /// ([`super::fingerprint`]); absent in results written before fingerprints, which are
+    /// checked by their counts only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_sha256: Option<String>,
 }
 
 impl RunResult {
@@ -90,6 +95,19 @@ impl RunResult {
                 "has {} steps where the plan asks for {}",
                 self.steps, spec.steps
             ))
+        } else if let Some(why) = self.counts_differ(spec) {
+            Some(why)
+        } else if self
+            .spec_sha256
+            .as_ref()
+            .is_some_and(|f| *f != spec.fingerprint)
+        {
+            Some(
+                "was trained or scored under other settings than the plan's now (its \
+                 fingerprint differs: the plan, the data or the library's accounting changed \
+                 since)"
+                    .to_string(),
+            )
         } else if ![self.heldout_loss, self.val_loss, self.transfer_loss]
             .iter()
             .all(|l| l.is_finite() && *l >= 0.0)
@@ -116,6 +134,41 @@ impl RunResult {
                 file.display()
             ))),
             None => Ok(()),
+        }
+    }
+}
+
+impl RunResult {
+    /// Why the counts this result states differ from what the library computes for `spec`
+    /// (parameters, tokens, FLOPs, the curve's steps), if they do.
+    fn counts_differ(&self, spec: &super::runs::RunSpec) -> Option<String> {
+        let steps = spec.steps as u64;
+        let curve: Vec<u64> = self.curve.iter().map(|p| p.step).collect();
+        let want: Vec<u64> = spec.curve_steps.iter().map(|&s| s as u64).collect();
+        if self.params != spec.params {
+            Some(format!(
+                "states parameters {:?} where the run has {:?}",
+                self.params, spec.params
+            ))
+        } else if self.flops_per_step != spec.flops_per_step
+            || Some(self.flops) != steps.checked_mul(spec.flops_per_step)
+        {
+            Some(format!(
+                "states {} FLOPs per step and {} in all where the run has {} per step over {steps} \
+                 steps",
+                self.flops_per_step, self.flops, spec.flops_per_step
+            ))
+        } else if Some(self.tokens) != steps.checked_mul(spec.tokens_per_step) {
+            Some(format!(
+                "states {} training tokens where the run has {} per step over {steps} steps",
+                self.tokens, spec.tokens_per_step
+            ))
+        } else if curve != want {
+            Some(format!(
+                "has its curve at steps {curve:?} where the plan scores it at {want:?}"
+            ))
+        } else {
+            None
         }
     }
 }

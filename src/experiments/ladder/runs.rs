@@ -113,6 +113,10 @@ pub struct RunSpec {
     pub flops_per_step: u64,
     /// `batch · context`.
     pub tokens_per_step: u64,
+    /// SHA-256 of every setting above that changes training or scoring, and of the data
+    /// ([`super::fingerprint`]); a result records it.
+    #[serde(default)]
+    pub fingerprint: String,
 }
 
 /// The folder name of a rate: `lr-<value>` in Rust's shortest round-trip spelling (`lr-0.001`).
@@ -208,7 +212,7 @@ pub fn spec(plan: &LadderPlan, out: &Path, id: RunId<'_>) -> Result<RunSpec> {
     let curve_len = plan.eval_batches * plan.batch * t + 1;
     let held_len = heldout.1 - heldout.0;
     let final_held = data::whole_windows(held_len, plan.eval_tokens, t);
-    Ok(RunSpec {
+    let mut spec = RunSpec {
         rung: id.rung.name.clone(),
         variant: id.variant,
         seed: id.seed,
@@ -247,7 +251,10 @@ pub fn spec(plan: &LadderPlan, out: &Path, id: RunId<'_>) -> Result<RunSpec> {
         params: cost.params,
         flops_per_step: cost.flops_per_step,
         tokens_per_step: (plan.batch as u64).saturating_mul(t as u64),
-    })
+        fingerprint: String::new(),
+    };
+    spec.fingerprint = super::fingerprint::fingerprint(&spec, rec);
+    Ok(spec)
 }
 
 impl RunSpec {

@@ -287,6 +287,7 @@ mod tests {
             val_loss: 9.0 - held,
             transfer_loss: 5.0,
             curve: Vec::new(),
+            spec_sha256: None,
         }
     }
 
