@@ -51,6 +51,44 @@ def _model(folder: pathlib.Path, flag: str) -> Any:
     return Llama.from_hf(folder, attention="softmax").eval()
 
 
+# The parts of tokenizer.json that decide which ids a text becomes.
+_TOKENIZER_PARTS = ("model", "added_tokens", "normalizer", "pre_tokenizer")
+
+
+def check_comparable(fa: pathlib.Path, a: Any, fb: pathlib.Path, b: Any) -> None:
+    """Refuses two models the path between them would not mean anything for, naming the first
+    field that differs: every configuration field (the path runs under ``a``'s configuration,
+    so a model ``b`` with another ``rope_theta`` or ``rms_norm_eps`` would be scored as a
+    different model) and the tokenizer that turns the text into ids."""
+    import dataclasses
+
+    ca, cb = dataclasses.asdict(a.config), dataclasses.asdict(b.config)
+    for k, va in ca.items():
+        if cb.get(k) != va:
+            raise InputError(
+                f"--model-b {fb}: its {k} is {cb.get(k)!r} where --model has {va!r}: both ends "
+                "of the path run under one configuration, so the two models must share it"
+            )
+    ta, tb = (_tokenizer_json(f, flag) for f, flag in ((fa, "--model"), (fb, "--model-b")))
+    for part in _TOKENIZER_PARTS:
+        if ta.get(part) != tb.get(part):
+            raise InputError(
+                f"--model-b {fb}: its tokenizer.json's {part} differs from --model's: both "
+                "models are scored on one tokenization, so they must share the tokenizer"
+            )
+
+
+def _tokenizer_json(folder: pathlib.Path, flag: str) -> dict[str, Any]:
+    path = folder / "tokenizer.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise InputError(f"{flag} {folder}: tokenizer.json is unreadable ({type(e).__name__})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{flag} {folder}: tokenizer.json is not a JSON object")
+    return doc
+
+
 def mean_loss(model: Any, windows: Any, batch: int) -> float:
     """Mean next-token loss (nats) over every target of ``windows`` (``(n, T)`` ids)."""
     import torch
@@ -109,6 +147,7 @@ def run(args: Any) -> dict[str, Any]:
             f"{shapes_a.get(name, 'none')}: interpolation needs two models of the same shapes "
             "(align both with orthoformer align --weights to fold them alike)"
         )
+    check_comparable(fa, a, fb, b)
     windows = folder_windows(fa, data, args.tokens, args.context, tool="interpolate")
     losses = path_losses(a, b, windows, args.points, args.batch)
     height, where = barrier(losses)

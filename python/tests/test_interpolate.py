@@ -54,3 +54,32 @@ def test_bad_requests_exit_2_with_one_line(tmp_path, capsys) -> None:
         assert interpolate.main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
         assert flag in err and len(err.splitlines()) == 1, err
+
+
+def test_models_of_another_configuration_or_tokenizer_are_refused_by_field(tmp_path, capsys) -> None:
+    import shutil
+
+    a, _ = tiny_bpe_llama_folder(tmp_path)
+    text = tmp_path / "t.txt"
+    capsys.readouterr()
+    base = ["--model", str(a), "--data", str(text), "--tokens", "256", "--context", "32"]
+    # The same shapes under another rope_theta: the path would run B as a different model.
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["rope_theta"] = cfg.get("rope_theta", 10000.0) * 2
+    (b / "config.json").write_text(json.dumps(cfg))
+    assert interpolate.main([*base, "--model-b", str(b)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "rope_theta" in err and len(err.splitlines()) == 1, err
+    # The same configuration with two vocabulary entries swapped.
+    c = tmp_path / "c"
+    shutil.copytree(a, c)
+    tok = json.loads((c / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    x, y = list(vocab)[10:12]
+    vocab[x], vocab[y] = vocab[y], vocab[x]
+    (c / "tokenizer.json").write_text(json.dumps(tok))
+    assert interpolate.main([*base, "--model-b", str(c)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "tokenizer.json's model differs" in err and len(err.splitlines()) == 1, err

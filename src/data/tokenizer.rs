@@ -182,6 +182,35 @@ impl Tokenizer {
         }
     }
 
+    /// Where `other` differs from this tokenizer (its kind, vocabulary size, or the first id
+    /// whose token differs), if it does: the check every command that compares two models'
+    /// outputs on one text makes before it trusts their token ids to line up.
+    pub fn difference(&self, other: &Tokenizer) -> Option<String> {
+        if self.unit() != other.unit() {
+            return Some(format!(
+                "it is a {} tokenizer where the other is a {} one",
+                other.name(),
+                self.name()
+            ));
+        }
+        if self.vocab_size() != other.vocab_size() {
+            return Some(format!(
+                "its vocabulary has {} tokens where the other's has {}",
+                other.vocab_size(),
+                self.vocab_size()
+            ));
+        }
+        (0..self.vocab_size() as u32)
+            .find(|&id| self.id_to_token(id) != other.id_to_token(id))
+            .map(|id| {
+                format!(
+                    "its token {id} is {:?} where the other's is {:?}",
+                    other.id_to_token(id).unwrap_or_default(),
+                    self.id_to_token(id).unwrap_or_default()
+                )
+            })
+    }
+
     /// The ids of the end-of-text and end-of-turn markers the vocabulary holds
     /// (`<|endoftext|>`, `<|im_end|>`, `</s>`, `<|eot_id|>`): generation stops after any of them.
     pub fn end_ids(&self) -> Vec<u32> {

@@ -56,9 +56,21 @@ fn invalid(msg: String) -> crate::Error {
 }
 
 /// The hidden states after `o.layer` layers of the model at `path` on the first
-/// `o.max_tokens` tokens of `data`, run in chunks of `o.context`; and the width.
-fn hidden(path: &Path, data: Option<&Path>, o: &AlignOptions) -> crate::Result<(Vec<f32>, usize)> {
+/// `o.max_tokens` tokens of `data`, run in chunks of `o.context`; the width; and the
+/// tokenizer. With `same_as`, the model's tokenizer must equal it (checked before any work).
+fn hidden(
+    path: &Path,
+    data: Option<&Path>,
+    o: &AlignOptions,
+    same_as: Option<&crate::data::Tokenizer>,
+) -> crate::Result<(Vec<f32>, usize, crate::data::Tokenizer)> {
     let loaded = load_model(path)?;
+    if let Some(why) = same_as.and_then(|t| t.difference(&loaded.tokenizer)) {
+        return Err(invalid(format!(
+            "`model_b`'s tokenizer differs from `model`'s ({why}): align compares the two \
+             models' hidden states token by token and needs the same tokenizer"
+        )));
+    }
     let cfg = &loaded.weights.cfg;
     if o.layer > cfg.n_layer {
         return Err(invalid(format!(
@@ -76,6 +88,7 @@ fn hidden(path: &Path, data: Option<&Path>, o: &AlignOptions) -> crate::Result<(
     check_cache_fits(cfg, chunk)?;
     let ids = read_tokens(&loaded.tokenizer, data, o.max_tokens)?;
     let c = cfg.d_model;
+    let tokenizer = loaded.tokenizer;
     let mut m = Llama::new(loaded.weights);
     let mut cache = m.new_cache(chunk)?;
     let mut out = Vec::with_capacity(ids.len() * c);
@@ -83,15 +96,15 @@ fn hidden(path: &Path, data: Option<&Path>, o: &AlignOptions) -> crate::Result<(
         cache.clear();
         out.extend(m.hidden_states(chunk, &mut cache, o.layer)?);
     }
-    Ok((out, c))
+    Ok((out, c, tokenizer))
 }
 
 /// Aligns model B to model A as `job` says.
 pub fn run(job: &AlignJob) -> crate::Result<AlignReport> {
     let o = &job.options;
     let data = job.data.as_deref();
-    let (a, c) = hidden(&job.model, data, o)?;
-    let (b, cb) = hidden(&job.model_b, data, o)?;
+    let (a, c, tok) = hidden(&job.model, data, o, None)?;
+    let (b, cb, _) = hidden(&job.model_b, data, o, Some(&tok))?;
     if c != cb || a.len() != b.len() {
         return Err(invalid(format!(
             "the models disagree in width ({c} vs {cb}) or tokenization; align needs the same \

@@ -170,6 +170,12 @@ pub fn run(
     let loaded_a = load_model(&job.model)?;
     let loaded_b = load_model(&job.model_b)?;
     same_architecture(&loaded_a.weights.cfg, &loaded_b.weights.cfg)?;
+    if let Some(why) = loaded_a.tokenizer.difference(&loaded_b.tokenizer) {
+        return Err(invalid(format!(
+            "`model_b`'s tokenizer differs from `model`'s ({why}): weight alignment needs two \
+             models of the same tokenizer"
+        )));
+    }
     let seconds_load = t0.elapsed().as_secs_f64();
     let gguf_metadata = if job.out.iter().any(|p| is_gguf(p)) {
         source_metadata(&job.model_b, &loaded_b)?

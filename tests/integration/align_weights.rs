@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use orthoformer::export::llama::save_gguf;
 use orthoformer::export::tiny_llama::{byte_tokenizer_metadata, tiny_llama_weights};
-use orthoformer::io::gguf::GgmlType;
+use orthoformer::io::gguf::{GgmlType, Value};
 use orthoformer::model::llama::{LlamaWeights, load_model};
 use orthoformer::rotate::options::{ResidualFit, RotateOptions, WeightAlignOptions};
 use orthoformer::rotate::weight_align::{self, WeightAlignJob, WeightAlignReport};
@@ -258,6 +258,32 @@ fn refuses_models_of_different_shapes_and_bad_options() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("model_b"), "{e}");
+    // The same shapes with another tokenizer (two tokens swapped): refused, by token, by
+    // both two-model commands.
+    let mut meta = byte_tokenizer_metadata();
+    if let Some((_, Value::Array(_, tokens))) =
+        meta.iter_mut().find(|(k, _)| k == "tokenizer.ggml.tokens")
+    {
+        tokens.swap(65, 66);
+    }
+    save_gguf(&model(2), &meta, &b, GgmlType::F32).unwrap();
+    let e = weight_align::run(&job(WeightAlignOptions::default()), &mut |_, _, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tokenizer differs")
+            && e.contains("its token 65 is \"B\" where the other's is \"A\""),
+        "{e}"
+    );
+    let e = orthoformer::rotate::align::run(&orthoformer::rotate::align::AlignJob {
+        model: a.clone(),
+        model_b: b.clone(),
+        data: None,
+        options: Default::default(),
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("`model_b`'s tokenizer differs"), "{e}");
 }
 
 /// A model whose context is shorter than the check's default window is checked in a window of
