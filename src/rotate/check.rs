@@ -31,6 +31,21 @@ fn log_softmax(row: &[f32]) -> Vec<f64> {
     row.iter().map(|&v| v as f64 - lse).collect()
 }
 
+/// `KL(p‖q)` of the distributions whose logits are `ra` and `rb`, as the sum of the terms
+/// `p·(log p − log q) − p + q`: each is ≥ 0 (and the added `q − p` sum to 0 in exact
+/// arithmetic), so rounding can no longer make the divergence of two near-identical rows
+/// negative; each term is clamped at 0 for the last ulp.
+fn kl(ra: &[f32], rb: &[f32]) -> f64 {
+    let (la, lb) = (log_softmax(ra), log_softmax(rb));
+    la.iter()
+        .zip(&lb)
+        .map(|(&a, &b)| {
+            let (p, q) = (a.exp(), b.exp());
+            (p * (a - b) - p + q).max(0.0)
+        })
+        .sum()
+}
+
 /// Values of `rows` that are NaN or infinite.
 fn non_finite(rows: &[f32]) -> usize {
     rows.iter().filter(|v| !v.is_finite()).count()
@@ -78,7 +93,7 @@ pub fn compare_models(
         return Err(refuse("original", bad_a, ref_logits.len()));
     }
     let mut bad_b = 0usize;
-    let (mut max_d, mut kl, mut agree, mut off) = (0.0f64, 0.0f64, 0usize, 0usize);
+    let (mut max_d, mut kl_sum, mut agree, mut off) = (0.0f64, 0.0f64, 0usize, 0usize);
     let n_a = pa.tokens;
     let pb = evaluate_logits(
         b,
@@ -93,12 +108,7 @@ pub fn compare_models(
             {
                 // Not `f64::max`, which skips NaN: a NaN difference must stay NaN.
                 max_d = nan_max(max_d, max_abs_diff(ra, rb));
-                let (la, lb) = (log_softmax(ra), log_softmax(rb));
-                kl += la
-                    .iter()
-                    .zip(&lb)
-                    .map(|(p, q)| p.exp() * (p - q))
-                    .sum::<f64>();
+                kl_sum += kl(ra, rb);
                 agree += usize::from(argmax(ra) == argmax(rb));
             }
             off += rows.len();
@@ -110,9 +120,27 @@ pub fn compare_models(
     Ok(Comparison {
         tokens: pb.tokens,
         max_abs_logit_diff: max_d,
-        mean_kl: kl / pb.tokens as f64,
+        mean_kl: kl_sum / pb.tokens as f64,
         ppl_a: pa.perplexity,
         ppl_b: pb.perplexity,
         top1_agreement: agree as f64 / pb.tokens as f64,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kl_is_zero_for_equal_rows_never_negative_and_exact_otherwise() {
+        let a: Vec<f32> = (0..5000).map(|i| ((i as f32) * 0.37).sin() * 9.0).collect();
+        assert_eq!(kl(&a, &a), 0.0);
+        // One ulp apart everywhere: tiny, never below zero.
+        let b: Vec<f32> = a.iter().map(|x| f32::from_bits(x.to_bits() + 1)).collect();
+        assert!(kl(&a, &b) >= 0.0);
+        // Two outcomes: KL((0.5, 0.5) ‖ (e/(1+e), 1/(1+e))).
+        let q = (1.0f64).exp() / (1.0 + (1.0f64).exp());
+        let want = 0.5 * (0.5 / q).ln() + 0.5 * (0.5 / (1.0 - q)).ln();
+        assert!((kl(&[0.0, 0.0], &[1.0, 0.0]) - want).abs() < 1e-12);
+    }
 }
