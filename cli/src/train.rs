@@ -349,6 +349,8 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
             }
             None => (args.model.config(attention)?, args.optim.options()),
         };
+        // One run: an option its variant would ignore is refused, not recorded.
+        args.model.choice(attention).check_applies(&model)?;
         options.lr_decay_steps = args.lr_decay_steps.or(options.lr_decay_steps);
         let spec = FreshSpec {
             model,

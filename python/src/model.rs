@@ -64,6 +64,7 @@ fn config_resolve(
     };
     let cfg = choice.resolve(base).or_py()?;
     cfg.validate().or_py()?;
+    choice.check_applies(&cfg).or_py()?;
     to_json(&cfg)
 }
 

@@ -202,6 +202,14 @@ impl AttentionKind {
         !self.q_projection().trainable() || !self.k_projection().trainable()
     }
 
+    /// Whether `W_Q` or `W_K` is a dense matrix drawn by the configuration's `frozen_method`
+    /// (frozen, or trained from the draw): what that option changes.
+    pub fn draws_dense(self) -> bool {
+        [self.q_projection(), self.k_projection()]
+            .iter()
+            .any(|p| matches!(p, Projection::FrozenDense | Projection::TrainedFromDraw))
+    }
+
     /// Whether the attention is the linear (kernel) form.
     pub fn is_linear(self) -> bool {
         self.spec().is_linear()

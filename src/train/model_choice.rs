@@ -99,6 +99,34 @@ impl ModelChoice {
     }
 }
 
+impl ModelChoice {
+    /// Refuses an option this choice names that `cfg` (a single run's resolved model) would
+    /// ignore: `frozen_method` for a variant that draws no dense `W_Q, W_K` (softmax, linear,
+    /// identity-q, orthogonal-hadamard), `frozen_layers` for one that trains both (softmax,
+    /// linear). Such a run would be bit-identical to the default while recording the option.
+    pub fn check_applies(&self, cfg: &GptConfig) -> Result<()> {
+        let a = cfg.attention;
+        if let Some(m) = self.frozen_method
+            && !a.draws_dense()
+        {
+            return Err(super::invalid(format!(
+                "`frozen_method` {m} changes how frozen dense W_Q, W_K are drawn, and {} has \
+                 none (orthogonal, orthogonal-linear, orthogonal-tied and orthogonal-trained \
+                 do): drop it",
+                a.name()
+            )));
+        }
+        if self.frozen_layers.is_some() && a == a.trained_counterpart() {
+            return Err(super::invalid(format!(
+                "`frozen_layers` chooses the layers that keep a variant's frozen W_Q, W_K, and \
+                 {} trains them in every layer: drop it or choose a frozen variant",
+                a.name()
+            )));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +144,22 @@ mod tests {
         let cfg = choice.resolve(None).unwrap();
         assert_eq!((cfg.n_head, cfg.d_head()), (8, 16));
         assert_eq!(cfg.frozen_method, FrozenDraw::Gaussian);
+        // Named for a variant it cannot change: refused by field.
+        for (attention, field) in [
+            (AttentionKind::OrthogonalHadamard, "`frozen_method`"),
+            (AttentionKind::Softmax, "`frozen_method`"),
+        ] {
+            let c = ModelChoice {
+                attention: Some(attention),
+                ..choice.clone()
+            };
+            let e = c
+                .check_applies(&c.resolve(None).unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field), "{attention:?}: {e}");
+        }
+        assert!(choice.check_applies(&cfg).is_ok());
         assert_eq!(cfg.frozen_layers, Some(vec![3]));
         cfg.validate().unwrap();
         for h in [0, 3, 256] {

@@ -114,10 +114,33 @@ fn bad_head_counts_layers_and_draws_are_one_line_each() {
         ),
         "ascending",
     );
+    // An option the variant would ignore (the run bit-identical to the default while its
+    // state recorded the option) is refused, naming the option.
+    one_line_exit_2(
+        &train(
+            &dir,
+            "g",
+            &[
+                "--attention",
+                "orthogonal-hadamard",
+                "--frozen-method",
+                "gaussian",
+            ],
+        ),
+        "--frozen-method gaussian changes how",
+    );
+    one_line_exit_2(
+        &train(
+            &dir,
+            "h",
+            &["--attention", "softmax", "--frozen-layers", "first:1"],
+        ),
+        "--frozen-layers",
+    );
     let o = train(&dir, "e", &["--frozen-method", "normal"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("gaussian"), "{}", stderr(&o));
-    for out in ["a", "b", "c", "d", "e"] {
+    for out in ["a", "b", "c", "d", "e", "g", "h"] {
         assert!(!dir.join(out).exists(), "{out} was written");
     }
     ok(&train(&dir, "f", &["--n-head", "4", "--steps", "1"]));
