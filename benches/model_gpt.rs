@@ -1,4 +1,4 @@
-//! Forward + backward time of the GPT (issue 5's report): `tiny` and config A, softmax and
+//! Forward + backward time of the GPT: `tiny` and config A, softmax and
 //! orthogonal attention, next to PyTorch (`scripts/torch_gpt_bench.py --fwd-bwd-only`) run in
 //! the same process tree. Run: `cargo bench --bench model_gpt` (PyTorch is skipped, with a
 //! note, when `python3` with torch is missing). Threads: rayon's default (all cores); PyTorch

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build llama.cpp from its source distribution, once, with native SIMD, into a cache folder:
-# the fair peer that `orthoformer bench --model` times (issue 31 item 1).
+# the fair peer that `orthoformer bench --model` times.
 #
 # Source: the sdist of `llama-cpp-python` (pinned below) carries llama.cpp's source under
 # vendor/llama.cpp; `pip download --no-binary :all:` fetches it from PyPI like any other package.

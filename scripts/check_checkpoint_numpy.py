@@ -4,7 +4,7 @@ Orthoformer code), as any other tool would, and checks it:
 
 - every file listed in SHA256SUMS has that SHA-256 (state.json included);
 - model.safetensors loads with `safetensors.numpy.load_file` and holds every tensor the
-  config implies, the frozen W_Q / W_K included (issue 18, item 2), with the metadata keys
+  config implies, the frozen W_Q / W_K included, with the metadata keys
   `format`, `config` and, for frozen weights, `frozen_generator` and `frozen_sha256`;
 - the frozen tensors hash to `frozen_sha256` (f32 little-endian, in file order of layers,
   Q before K) and every head's block has orthonormal rows (W_h W_h^T = I to 1e-5);

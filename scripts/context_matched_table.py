@@ -1,4 +1,4 @@
-"""The tables of the matched-token context study (issue 47, item 4; study_context_matched.sh).
+"""The tables of the matched-token context study (study_context_matched.sh).
 
 Usage:
   python3 scripts/context_matched_table.py --out OUT [--tokens 4096] [--steps 2000] \

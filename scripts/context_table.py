@@ -1,4 +1,4 @@
-"""The context table of docs/RESULTS.md (issue 30): softmax vs frozen orthogonal Q/K per context,
+"""The context table of docs/RESULTS.md: softmax vs frozen orthogonal Q/K per context,
 paired over the seeds of one or more `orthoformer compare` folders per context.
 
 Usage:

@@ -1,4 +1,4 @@
-"""Tables of the frozen-form study (issue 47, item 6) from the `compare` folders that
+"""Tables of the frozen-form study from the `compare` folders that
 `scripts/study_frozen_form.sh` writes: each variant's final validation loss (mean ± sd over
 seeds) and its paired difference from softmax, with a 95% Student t interval over the seeds.
 Runs pair by seed across folders: every block trains the same seeds, so seed s sees the same
@@ -141,7 +141,7 @@ parts.append(
         ],
     )
 )
-md = "## Which frozen form (issue 47, item 6)\n\n" + "\n".join(parts)
+md = "## Which frozen form\n\n" + "\n".join(parts)
 with open(os.path.join(a.out, "frozen_form.md"), "w") as f:
     f.write(md)
 with open(os.path.join(a.out, "frozen_form.json"), "w") as f:

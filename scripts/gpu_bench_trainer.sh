@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 46: training throughput of python -m orthoformer.train against nanoGPT's train.py on one
+# Training throughput of python -m orthoformer.train against nanoGPT's train.py on one
 # CUDA GPU, offline: GPT-2 small (12 x 768, context 1024, no biases), micro-batch 32, bf16
 # autocast, torch.compile on, 60 steps each (the first 20 untimed), random GPT-2 ids written in
 # nanoGPT's format. Prints one table (tokens/s, ms/step, MFU of both, and the ratio); about 4

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 30, item 3 past the CPU's reach (docs/RESULTS.md, "Contexts 512 to 2048 on a GPU"):
+# The context sweep past the CPU's reach (docs/RESULTS.md, "Contexts 512 to 2048 on a GPU"):
 # softmax vs frozen orthogonal Q/K on nanoGPT's CPU recipe model (width 128, 4 layers, 4
 # heads, no biases), learned and rotary positions, at contexts 512, 1024 and 2048, 3 paired
 # seeds, the recipe's budget (2000 steps of batch 12, lr 1e-3 cosine to 1e-4, warm-up 100):

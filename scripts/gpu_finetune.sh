@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 30, item 4 on one GPU (docs/RESULTS.md, "Frozen Q/K fine-tuning of SmolLM2-135M on a
+# Frozen Q/K fine-tuning on one GPU (docs/RESULTS.md, "Frozen Q/K fine-tuning of SmolLM2-135M on a
 # GPU"): SmolLM2-135M, rotated into a Hugging Face folder as the CPU runs had it, fine-tuned
 # on TinyShakespeare three ways (full, Q/K frozen at their pretrained values, Q/K replaced by
 # frozen orthogonal matrices) on the same batches, 3 seeds, one after the other, with a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 47, item 2 past the CPU's reach: the size ladder's GPU plan (assets/ladder/gpu-small.json:
+# The size ladder past the CPU's reach: the size ladder's GPU plan (assets/ladder/gpu-small.json:
 # 4 rungs of 0.1M-1.8M non-embedding parameters at 20 tokens per parameter, softmax, frozen
 # orthogonal and frozen Hadamard Q/K, 3 paired seeds, 4 rates extended past the edges, on the
 # GCIDE token folder with its 8k BPE; 3.4e16 training FLOPs before extensions) on one GPU with

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The library's import graph between files, and its circles (issue 51, item 3).
+"""The library's import graph between files, and its circles.
 
     python3 scripts/import_cycles.py            # every circle, with one import per edge
     python3 scripts/import_cycles.py --edges    # the whole graph, one edge a line

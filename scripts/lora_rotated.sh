@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# LoRA on rotated bases (issue 49, item 1): SmolLM2-135M folded and unrotated (`plain`, the
+# LoRA on rotated bases: SmolLM2-135M folded and unrotated (`plain`, the
 # control every rotated base shares), Hadamard-rotated, Haar-rotated and R1+R2-rotated, each
 # fine-tuned on TinyShakespeare in full and with LoRA at several ranks, the same batches for
 # every base at a seed. Writes one JSON report per run under $OUT and the table of

@@ -1,4 +1,4 @@
-"""Rotation-aligned merging (issue 49, item 3): do the residual stream's rotations remove the
+"""Rotation-aligned merging: do the residual stream's rotations remove the
 loss barrier between two Llama-style models trained from different seeds, and how do they
 compare with permutation alignment (Git Re-Basin's weight matching)?
 

@@ -1,7 +1,7 @@
 """nanoGPT's checkpoint scored the way `orthoformer compare` scores its final loss: the mean
 cross-entropy over every non-overlapping window of `block_size` tokens of the validation split
 and the shorter last one, so every token after the first (`infer::eval`), next to nanoGPT's own estimate (the mean over `eval_iters` random batches,
-as `train.py`'s `estimate_loss`), for docs/RESULTS.md (issue 19).
+as `train.py`'s `estimate_loss`), for docs/RESULTS.md.
 
 Usage (from a nanoGPT checkout whose `data/shakespeare_char` is prepared):
     python3 scripts/nanogpt_whole_val.py --nanogpt /tmp/nanogpt --ckpt out-seed1337/ckpt.pt [--resample 100]

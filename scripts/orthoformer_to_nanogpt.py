@@ -1,6 +1,6 @@
 """Writes an `orthoformer train`/`compare` checkpoint of a bias-free softmax GPT as a nanoGPT
 `ckpt.pt` (model.py's names: c_attn = [W_Q; W_K; W_V], c_proj, c_fc, lm_head tied to wte), so
-nanoGPT's own model can score our weights (docs/RESULTS.md, issue 19: the recipe is nanoGPT's
+nanoGPT's own model can score our weights (docs/RESULTS.md: the recipe is nanoGPT's
 function).
 
 Usage: python3 scripts/orthoformer_to_nanogpt.py CHECKPOINT_DIR OUT.pt

@@ -1,4 +1,4 @@
-"""Markdown tables of docs/RESULTS.md's quantisation grid (issue 28) from the JSON report of
+"""Markdown tables of docs/RESULTS.md's quantisation grid from the JSON report of
 `orthoformer quantize --table ... --json`: one table per text, a row per width and method, a
 column per rotation set (none, fold when the grid has it, R1, R1-R4), each cell the mean
 perplexity over the rotation seeds with its range [least, greatest] when there are several.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The llama.cpp user's question (issue 48 item 7): from the same source, is the tool's best
+# The llama.cpp user's question: from the same source, is the tool's best
 # 4-bit file better than llama-quantize's best, Q4_K_M with an importance matrix, at equal or
 # smaller size, on held-out text? Every file is scored by llama-perplexity (built natively:
 # scripts/build_llamacpp.sh) in the same run, on the same texts and windows, and compared with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The study of docs/RESULTS.md (issue 19): `orthoformer compare` on nanoGPT's CPU recipe.
+# The study of docs/RESULTS.md: `orthoformer compare` on nanoGPT's CPU recipe.
 #
 #   bash scripts/study_compare.sh [BIN] [OUT]     # BIN: target/release/orthoformer, OUT: runs/study
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 30, item 3 (docs/RESULTS.md, "Context 64 to 512"): softmax vs frozen orthogonal Q/K on
+# The context sweep (docs/RESULTS.md, "Context 64 to 512"): softmax vs frozen orthogonal Q/K on
 # nanoGPT's CPU recipe model (width 128) at contexts 128, 256 and 512, the recipe's budget
 # (2000 steps of batch 12, lr 1e-3), paired seeds. Context 64 is the study's block 1
 # (scripts/study_compare.sh, 3 seeds); context 256 seeds 0-1 are its block 4, so this adds

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 47, item 4: context at matched tokens. Softmax vs frozen orthogonal Q/K at contexts 64
+# Context at matched tokens. Softmax vs frozen orthogonal Q/K at contexts 64
 # to 512 with the tokens per optimizer step held constant (batch = TOKENS / context, so every
 # context sees the same tokens in the same number of steps and no context gets more epochs),
 # learned and rotary positions, paired seeds, a fixed step count. Each final checkpoint is

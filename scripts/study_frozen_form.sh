@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 47, item 6: which frozen form. Four comparisons of frozen Q/K on paired seeds (every
+# Which frozen form. Four comparisons of frozen Q/K on paired seeds (every
 # block trains the same seeds, so seed s sees the same batches in every block and runs pair
 # across blocks), each a `orthoformer compare` folder under OUT:
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MQAR trained to convergence (issue 47 item 5): settings 64:4 and 128:8, width 128,
+# MQAR trained to convergence: settings 64:4 and 128:8, width 128,
 # softmax / frozen orthogonal / identity-q, seeds 0-2 (paired: a seed sets the data, the
 # initialisation and the frozen draws of every variant), each run trained until held-out
 # accuracy plateaus, reaches 100% or spends its budget; reports steps to 90% and 99% and the

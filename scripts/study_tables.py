@@ -1,4 +1,4 @@
-"""Markdown tables of docs/RESULTS.md (issue 19) from the study's summaries
+"""Markdown tables of docs/RESULTS.md from the study's summaries
 (`scripts/study_compare.sh` writes them), optionally with seconds-to-target derived from
 step times measured alone (`cargo bench --bench compare_step_times > times.txt`).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 30, item 1 (docs/RESULTS.md, "Tuned softmax vs orthogonal at context 256"): softmax
+# Tuned comparison (docs/RESULTS.md, "Tuned softmax vs orthogonal at context 256"): softmax
 # vs frozen orthogonal Q/K at width 128 and context 256 (nanoGPT's CPU recipe model, its budget
 # of 2000 steps of batch 12), every variant at its own best peak learning rate of 1e-3 and
 # 3e-3 (`compare --lr-sweep`, chosen on the held-out tail of the training split, never on the

@@ -1,7 +1,7 @@
 """Baseline: one training step of a small GPT (pre-LN, causal MHA, GELU FFN, tied head, AdamW) in PyTorch eager on CPU.
 Usage: python torch_gpt_bench.py --layers 4 --d 128 --heads 4 --block 128 --batch 16 --vocab 65 [--frozen-qk] [--steps 20] [--fwd-bwd-only]
 --fwd-bwd-only times forward + backward (zero_grad, loss, backward) without the AdamW step,
-which is what Orthoformer's model benchmark times (issue 5).
+which is what Orthoformer's model benchmark times.
 Prints: median ms/step, tokens/s, trainable params."""
 import argparse, time, math, statistics, resource
 import torch, torch.nn as nn, torch.nn.functional as F

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch oracle for the Orthoformer GPT (issue 5).
+"""PyTorch oracle for the Orthoformer GPT.
 
 Builds the `tiny` GPT in PyTorch (float64) for each attention variant and norm placement,
 with random non-trivial weights, and writes `tests/fixtures/gpt/<attention>_<norm>.safetensors`:

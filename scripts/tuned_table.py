@@ -1,4 +1,4 @@
-"""Tables of tuned comparisons (`orthoformer compare --lr-sweep`, issue 30) for docs/RESULTS.md:
+"""Tables of tuned comparisons (`orthoformer compare --lr-sweep`) for docs/RESULTS.md:
 softmax vs frozen orthogonal Q/K, each at its own best rate, paired over the seeds.
 
 Usage:

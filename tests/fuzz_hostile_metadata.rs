@@ -1,4 +1,4 @@
-//! Issue 25, items 4 and 8: hostile metadata before it reaches a dependency. Seeded cases
+//! Hostile metadata before it reaches a dependency. Seeded cases
 //! (`FUZZ_SEED`, default 25; `FUZZ_SCALE` multiplies the counts):
 //! - `tokenizer.json` documents (a trained BPE, the character tokenizer's WordLevel, a Llama
 //!   GGUF's tokenizer) with hostile options spliced in: padding, truncation, normalizers,

@@ -1,4 +1,4 @@
-//! Issue 16: a fuzz test that stays in the suite. Valid inputs are built in process (a tiny
+//! A fuzz test that stays in the suite. Valid inputs are built in process (a tiny
 //! Llama GGUF from the crate's writer, the SmolLM2 GGUF when present, a trained checkpoint's
 //! `model.safetensors` and `state.json`, a trained BPE `tokenizer.json`, model configs in
 //! TOML and JSON, a text), then mutated thousands of times with seeded edits (bit flips, byte

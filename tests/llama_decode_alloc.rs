@@ -1,4 +1,4 @@
-//! Issue 15: a decode step of the Llama engine allocates nothing once its cache exists (every
+//! A decode step of the Llama engine allocates nothing once its cache exists (every
 //! scratch buffer lives in the `KvCache`), through the `CausalLm` interface `generate` uses. Counted with a global allocator over the real
 //! SmolLM2 Q4_1 model, all threads included, after two warm-up steps.
 

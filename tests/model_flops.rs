@@ -45,7 +45,7 @@ fn counted_flops_equal_accounting() {
 }
 
 /// `causal_pairs` in closed form equals the sum over the kernel's 64-row blocks, and huge
-/// lengths overflow to `None` instead of looping (issue 16).
+/// lengths overflow to `None` instead of looping.
 #[test]
 fn causal_pairs_closed_form() {
     use orthoformer::nn::attention::causal_pairs;

@@ -1,4 +1,4 @@
-"""Building the PyTorch GPT where it runs (issue 26, item 4): ``GPT(cfg, device=, dtype=)``
+"""Building the PyTorch GPT where it runs: ``GPT(cfg, device=, dtype=)``
 builds on the meta device and writes the library's initial values tensor by tensor; frozen
 projections are non-persistent buffers regenerated from the config, so ``state_dict`` and DDP
 carry only trained tensors, while checkpoint folders still store them whole; and the peak host

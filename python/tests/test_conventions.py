@@ -1,4 +1,4 @@
-"""PyTorch's and Hugging Face's conventions (issue 71, item 5): ``labels=`` with Hugging
+"""PyTorch's and Hugging Face's conventions: ``labels=`` with Hugging
 Face's shift beside nanoGPT's pre-shifted ``targets`` (both refused), a ``(B, S)`` padding
 ``attention_mask`` as its own argument with no shape-ambiguous broadcasting of ``attn_mask``,
 and a ``finetune --help`` that documents every option and counts its modes."""

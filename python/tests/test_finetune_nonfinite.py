@@ -1,4 +1,4 @@
-"""Issue 53, "wrong results accepted": ``orthoformer.finetune`` printed a NaN validation loss
+"""No wrong result accepted: ``orthoformer.finetune`` printed a NaN validation loss
 and exited 0. A non-finite loss, training or validation, now stops the mode with
 ``TrainingStopped`` (one line, exit 2 from the command line), as it stops ``orthoformer
 train`` and ``python -m orthoformer.train``."""

@@ -1,4 +1,4 @@
-"""Which frozen form (issue 47, item 6) in the Python package: the ``gaussian`` frozen draw is
+"""Which frozen form in the Python package: the ``gaussian`` frozen draw is
 the library's bit for bit, and what the PyTorch side does not implement (Q/K frozen in some
 layers, Q/K frozen after a step) is refused by field name, never built differently."""
 

@@ -1,4 +1,4 @@
-"""Fuzz suite of the Python side's inputs (issue 52): every input the package reads or is
+"""Fuzz suite of the Python side's inputs: every input the package reads or is
 given is checked as the command line checks it. Each case feeds one hostile input to an entry
 point (``main(argv)`` in this process; a few through ``python -m`` for the exit status) and
 asserts one clear error: status 2, exactly one ``error:`` line on stderr naming the field or
@@ -229,7 +229,7 @@ def test_token_files(capsys, tmp_path, base, what, split, op, pos, arg, name) ->
         ids = np.fromfile(path, dtype="<u2")
         ids[pos] = arg
         ids.tofile(path)
-        # write_meta refuses such a vocabulary (issue 53): the lie is edited in afterwards.
+        # write_meta refuses such a vocabulary: the lie is edited in afterwards.
         meta = write_meta(folder, 1 << 16, {"kind": "ids"})
         (folder / "meta.json").write_text(json.dumps({**meta, "vocab_size": VOCAB}))
     elif op == "flip":  # the SHA-256 (or the vocabulary) catches an edit meta.json missed

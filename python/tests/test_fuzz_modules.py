@@ -1,4 +1,4 @@
-"""Hostile inputs to the PyTorch modules and the Hugging Face conversion (issue 52): seeds out
+"""Hostile inputs to the PyTorch modules and the Hugging Face conversion: seeds out
 of the u64 range or not integers, mutated ``frozen_seed`` entries and frozen matrices in a
 ``state_dict``, malformed ``config.orthoformer`` markers, head counts that do not fit the
 weights. Every case is one :class:`~orthoformer.validate.InputError` of one line naming the

@@ -1,4 +1,4 @@
-"""``orthoformer.generate_batch`` (issue 50 item 4): several prompts decoded in one batch.
+"""``orthoformer.generate_batch``: several prompts decoded in one batch.
 Sequence ``i`` of the batch is the text ``orthoformer.generate`` makes with seed ``seed + i``
 (integer products on SmolLM2; a checkpoint's GPT steps its sequences one after another);
 the command line (``generate --prompt A --prompt B --parallel N``) reports the same batch;

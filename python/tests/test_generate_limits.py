@@ -1,4 +1,4 @@
-"""Issue 53, "unbounded or ignored limits" in the Python package: ``generate`` (the library's
+"""No unbounded or ignored limits in the Python package: ``generate`` (the library's
 and the PyTorch GPT's) refuses a token budget beyond the library's cap instead of running for
 years; Ctrl-C stops the library's generation between two tokens (it was ignored until the
 native call ended); a checkpoint refuses ``kv_cache`` and ``dot`` by name (they were

@@ -1,4 +1,4 @@
-"""A Hugging Face round trip that keeps the freeze (issue 46, item 4):
+"""A Hugging Face round trip that keeps the freeze:
 ``orthoformer.torch.from_pretrained`` loads a folder written by ``GPT.to_hf`` or by
 ``save_pretrained`` after ``freeze_qk_`` with its frozen Q/K frozen again (buffers, out of the
 optimizer), the stored values and the logits unchanged. Tiny models made here, no hub."""

@@ -1,5 +1,5 @@
 """Hugging Face models and folders this package cannot read or convert exactly are refused by
-name, never a traceback or a silently different model (issue 53): ``freeze_qk_`` on fused-QKV
+name, never a traceback or a silently different model: ``freeze_qk_`` on fused-QKV
 (Phi-3) and latent-attention (DeepSeek-V2) models, ``from_hf`` on weights with more layers
 than the config declares, and malformed ``orthoformer`` markers."""
 

@@ -1,4 +1,4 @@
-"""Frozen projections are right under every way of building a module (issue 46, item 1): on
+"""Frozen projections are right under every way of building a module: on
 the meta device followed by ``to_empty`` and the standard ``reset_parameters`` loop, FSDP1's
 ``param_init_fn`` and default materialisation, FSDP2's ``fully_shard``, ``load_state_dict``
 with ``assign=True``, ``.to(...)``; the library GPT likewise. Each gives the CPU-built values

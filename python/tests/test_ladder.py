@@ -1,4 +1,4 @@
-"""``python -m orthoformer.ladder`` (issue 47, item 2; ``docs/LADDER.md``): one run trained,
+"""``python -m orthoformer.ladder`` (``docs/LADDER.md``): one run trained,
 stopped and resumed equals the run trained at once (``gpt`` and ``llama``); a tiny ladder
 (2 rungs × 2 variants × 1 seed × 4 rates, a few CPU steps) runs end to end with both
 architectures and writes every ``result.json`` and the report; ``--stop-at`` then

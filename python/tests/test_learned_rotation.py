@@ -1,4 +1,4 @@
-"""Learned rotations (issue 48 item 4, SpinQuant's method): the Cayley step stays on the
+"""Learned rotations: the Cayley step stays on the
 orthogonal group and descends; the rotated, norm-folded weights give transformers' logits
 exactly; ``python -m orthoformer.learn_rotation`` lowers the rounded model's loss on its
 calibration text, writes a folder transformers runs to the input's logits, which ``orthoformer

@@ -1,4 +1,4 @@
-"""transformers 5 keeps RoPE's base and scaling under ``rope_parameters``; issue 53 found a
+"""transformers 5 keeps RoPE's base and scaling under ``rope_parameters``; a review found a
 θ = 100 model scored with θ = 10000 and a Llama-3-scaled config run unscaled. Both the
 PyTorch Llama (:class:`~orthoformer.torch.llama_config.LlamaConfig`) and the engine
 (``orthoformer eval``) read the base, refuse scaling in either spelling (``rope_parameters``,

@@ -1,4 +1,4 @@
-"""Outputs never replace inputs (issue 53): ``prepare --out`` and ``to_hf`` write only into a
+"""Outputs never replace inputs: ``prepare --out`` and ``to_hf`` write only into a
 new or empty folder or an earlier output of their own kind, never into a checkpoint or a
 foreign folder, never through a link, never over or inside an input; their files are replaced
 as one set, so a failed or killed run leaves the old folder as it was (or, past the commit

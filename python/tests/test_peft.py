@@ -1,4 +1,4 @@
-"""peft's LoRA on frozen Hugging Face models (issue 71, item 3): with peft's default targets
+"""peft's LoRA on frozen Hugging Face models: with peft's default targets
 (``q_proj``/``v_proj``; GPT-2's ``c_attn``) ``get_peft_model`` wraps the frozen projections,
 the adapter is masked on the frozen Q/K rows (they stay the seed's matrices, bit for bit,
 under AdamW with weight decay), ``V`` is adapted, and adapters save, load and merge with the

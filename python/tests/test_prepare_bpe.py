@@ -1,4 +1,4 @@
-"""``python -m orthoformer.prepare --train-bpe VOCAB`` (issue 47, item 1): the BPE is the
+"""``python -m orthoformer.prepare --train-bpe VOCAB``: the BPE is the
 same bytes in every run and every process, it is trained on the training share alone (a word
 found only in the validation share stays in pieces; the same word in the training share
 becomes one token, so the check can fail), ``meta.json`` records how it was made, and bad

@@ -1,4 +1,4 @@
-"""``prepare`` writes what it declares (issue 53): the validation share is the fraction asked
+"""``prepare`` writes what it declares: the validation share is the fraction asked
 for (to within 0.1% of the bytes, whatever the line lengths), no id reaches or passes the
 declared vocabulary, and a bad number flag is one line with exit status 2."""
 

@@ -1,4 +1,4 @@
-"""Hugging Face in, GGUF out (issue 48 item 5): a Llama folder saved by transformers with a
+"""Hugging Face in, GGUF out: a Llama folder saved by transformers with a
 byte-level BPE trained by ``tokenizers`` (SmolLM's pre-tokenizer: single digits, then GPT-2's
 byte-level regex) is quantised by ``orthoformer quantize --out``, and the ``gguf`` package
 reads back the tokenizer llama.cpp's converter would write: every token in id order (the

@@ -33,7 +33,7 @@ def test_readme_python_block_runs_as_written(tmp_path: pathlib.Path) -> None:
     )
     assert p.returncode == 0, p.stderr
     assert "trainable;" in p.stdout and "loss" in p.stdout
-    # The generations print words after the prompt, not only blank lines (issue 46): PyTorch's
+    # The generations print words after the prompt, not only blank lines: PyTorch's
     # (prompt included), then the same greedy continuation from the Rust engine.
     after = p.stdout.split("ROMEO:", 1)[1]
     half = len(after) // 2

@@ -1,4 +1,4 @@
-"""Rotary positions and the learned per-head temperature (issue 30) in the PyTorch GPT, against
+"""Rotary positions and the learned per-head temperature in the PyTorch GPT, against
 the Rust one: the same tensors and initial values, the command line's logits and gradients on
 its own checkpoints for every kind of query/key projection, the Rust trainer's weights step
 for step (each tool resuming the other's run), key/value-cached decoding equal to

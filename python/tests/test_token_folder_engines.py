@@ -1,4 +1,4 @@
-"""The two trainers on one token folder (issue 47): ``orthoformer train --data DIR`` draws the
+"""The two trainers on one token folder: ``orthoformer train --data DIR`` draws the
 batch windows and evaluation batches ``python -m orthoformer.train --data-dir DIR`` draws
 (NumPy's generator, ported to the library bit for bit), so the two engines train the same
 model on the same batches to the same weights (within float rounding), and each continues

@@ -247,7 +247,7 @@ def test_ctrl_c_checkpoints_and_resumes(tmp_path, tiny) -> None:
 
 
 def test_non_finite_evaluation_keeps_the_last_good_checkpoint(tmp_path, tiny, monkeypatch, capsys):
-    """Issue 25: an evaluation that is not finite (the update after a finite step loss blew the
+    """An evaluation that is not finite (the update after a finite step loss blew the
     weights up) stops the run with one line and is never committed: the folder keeps the last
     good checkpoint, which the library loads."""
     import math
@@ -274,7 +274,7 @@ def test_non_finite_evaluation_keeps_the_last_good_checkpoint(tmp_path, tiny, mo
 
 
 def test_resume_keeps_the_first_runs_cosine_as_the_cli_does(cli, tmp_path, tiny) -> None:
-    """Issue 46: ``--resume --steps`` with more steps keeps the first run's decay horizon (the
+    """``--resume --steps`` with more steps keeps the first run's decay horizon (the
     rate goes on at ``--min-lr``, never back up), with the library's schedule and rule, as
     ``orthoformer train`` does; ``--lr-decay-steps`` may be named again, not changed."""
     py, rust = tmp_path / "py", tmp_path / "rust"

@@ -1,5 +1,5 @@
-"""Every integer and number flag of ``python -m orthoformer.train`` is checked by the parser
-(issue 53): a negative seed, a count past the library's integer types or a non-finite rate is
+"""Every integer and number flag of ``python -m orthoformer.train`` is checked by the parser:
+a negative seed, a count past the library's integer types or a non-finite rate is
 one line naming the flag, exit status 2, before PyTorch or the library is touched."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def test_the_checkpoint_folder_is_never_an_input(tmp_path, capsys) -> None:
 
 
 def test_help_lists_the_exit_statuses_and_an_interrupt_is_not_a_usage_error() -> None:
-    """Issue 71, item 5: a scheduler tells a pre-empted run (75, resumable) from bad
+    """A scheduler tells a pre-empted run (75, resumable) from bad
     arguments (2); ``test_train.py`` checks the status of a real SIGINT."""
     from orthoformer.errors import EXIT_INTERRUPTED
 

@@ -1,4 +1,4 @@
-"""The trainer's hot loop and host memory (issue 46, items 2 and 7): a step reads nothing back
+"""The trainer's hot loop and host memory: a step reads nothing back
 from the device (losses, norms and stop flags wait for the next read, where a non-finite one
 stops the run); clipping is ``clip_grad_norm_(foreach=True)``; batches are prefetched without
 moving the checkpointed sampler position; the head pads the vocabulary without any external
@@ -202,7 +202,7 @@ def test_building_a_trainer_costs_about_the_model_in_host_memory(tmp_path) -> No
 
 
 def test_log_lines_carry_the_gradient_norm_before_clipping(tmp_path) -> None:
-    """Issue 71, item 5: every log line shows its step's gradient norm, before clipping (a
+    """Every log line shows its step's gradient norm, before clipping (a
     clip at 1e-3 would cap a norm read after it)."""
     session = _native.Session.fresh(
         str(tmp_path / "r"), tiny_config().to_json(), json.dumps(options(grad_clip=1e-3)), 5

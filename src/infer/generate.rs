@@ -246,7 +246,7 @@ mod tests {
     use super::*;
     use crate::model::{Gpt, GptConfig};
 
-    /// Issue 53: a caller stops a long generation between two tokens (Python's Ctrl-C raises
+    /// A caller stops a long generation between two tokens (Python's Ctrl-C raises
     /// the flag from another thread; here the sink raises it after three pieces).
     #[test]
     fn an_interrupt_stops_generation_at_the_next_token() {

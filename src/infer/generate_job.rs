@@ -157,7 +157,7 @@ mod tests {
         crate::error::one_line(&r.unwrap_err())
     }
 
-    /// Issue 53: a token budget beyond the cap is refused before any model is opened.
+    /// A token budget beyond the cap is refused before any model is opened.
     #[test]
     fn max_new_tokens_is_capped() {
         let mut job = GenerateJob::default();
@@ -169,7 +169,7 @@ mod tests {
         assert!(message(job.validate()).contains("`max_new_tokens`"));
     }
 
-    /// Issue 53: a checkpoint refuses the pretrained model's settings by name, not silently.
+    /// A checkpoint refuses the pretrained model's settings by name, not silently.
     #[test]
     fn a_checkpoint_refuses_kv_cache_and_dot() {
         GenerateJob::default().check_checkpoint().unwrap();

@@ -2,7 +2,7 @@
 //! orthogonal methods ([`OrthoMethod`], orthonormal columns), or `gaussian`, i.i.d.
 //! `N(0, 1/C)` entries, which is **not orthogonal**: the equal-scale control. Each column of
 //! a Gaussian block has expected squared norm `C · 1/C = 1`, as an orthonormal column has, so
-//! the two differ in orthogonality only, not in the scale of `q·k` (issue 47, item 6).
+//! the two differ in orthogonality only, not in the scale of `q·k`.
 //!
 //! Orthogonal initialisation (`init::method`) keeps [`OrthoMethod`]: a Gaussian is no
 //! orthogonal initialiser. The choice lives where the frozen matrices are drawn, in the

@@ -1,5 +1,5 @@
 //! Which layers use the attention variant's frozen `W_Q, W_K` (`frozen_layers` in a model
-//! configuration; issue 47, item 6). The other layers train their Q/K as the variant's
+//! configuration). The other layers train their Q/K as the variant's
 //! trained counterpart does ([`AttentionKind::trained_counterpart`]: the same kernel with
 //! trainable `W_Q, W_K`), so `orthogonal` frozen in the first two of four layers is two
 //! frozen-orthogonal blocks followed by two softmax blocks.

@@ -1,4 +1,4 @@
-//! Issue 25, item 8: hostile folders. A real checkpoint and a real comparison are made in
+//! Hostile folders. A real checkpoint and a real comparison are made in
 //! process, then attacked the way a downloaded folder can be: links (into the folder, out of
 //! it, dangling, to `/dev/zero`), FIFOs and folders planted at every name the tool reads or
 //! writes; `state.json` values replaced by hostile ones and re-hashed into `SHA256SUMS`, so

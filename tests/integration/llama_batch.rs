@@ -1,4 +1,4 @@
-//! Batch decoding (issue 50 item 4): a batch of decode steps gives each sequence the logits
+//! Batch decoding: a batch of decode steps gives each sequence the logits
 //! it gets alone (bit for bit with the integer products, within f32 rounding otherwise), a
 //! sequence may leave the batch, bad batches are refused, and a batch generation makes the
 //! texts that single generations with seeds `seed + i` make.

@@ -1,4 +1,4 @@
-//! Issue 53, "pretrained configs misread": what a model file declares is what runs, or the
+//! No pretrained config misread: what a model file declares is what runs, or the
 //! file is refused by name. RoPE's base under transformers 5's `rope_parameters` is honoured;
 //! a mistyped or unknown GGUF key is named (it used to fall back to a default); a file holding
 //! more layers than `num_hidden_layers` or `{arch}.block_count` declares is refused naming

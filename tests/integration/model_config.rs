@@ -121,7 +121,7 @@ fn bad_batches_are_errors_not_panics() {
     assert_eq!(fresh.loss(&ok[..8], &ok[..8], 1, 8).unwrap(), l_small);
 }
 
-/// Rotary positions and the learned temperature (issue 30): written only when not the
+/// Rotary positions and the learned temperature: written only when not the
 /// default (older configurations read unchanged), round-tripped, counted exactly (rope has no
 /// position embedding; the temperature is one value per head and layer), refused where they
 /// cannot apply, and a rope model's output depends on the order of its tokens.

@@ -74,7 +74,7 @@ fn tampered_frozen_weights_fail_to_load() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// Issue 20: frozen weights imported from elsewhere (PyTorch) have no generator; their model
+/// Frozen weights imported from elsewhere (PyTorch) have no generator; their model
 /// file must still carry the hash the loader checks, and load back bit for bit.
 #[test]
 fn imported_frozen_weights_round_trip() {
@@ -146,7 +146,7 @@ fn broken_checkpoints_are_clear_errors() {
 }
 
 /// Every variant built from one seed starts with the softmax model's values in every tensor
-/// they share (issue 19: paired seeds), and the softmax model's draws are those of a plain
+/// they share, and the softmax model's draws are those of a plain
 /// store-order initialisation (its first tensor is `wte`, drawn first).
 #[test]
 fn variants_from_one_seed_share_their_common_tensors() {
@@ -246,7 +246,7 @@ fn rewrite(
     std::fs::write(p, safetensors::serialize(views, Some(meta)).unwrap()).unwrap();
 }
 
-/// Issue 18, item 2: every frozen variant's checkpoint holds its frozen `W_Q`, `W_K` in full
+/// Every frozen variant's checkpoint holds its frozen `W_Q`, `W_K` in full
 /// (any safetensors reader gets the whole model), and loading checks them against the
 /// generator bit for bit, beyond the hash.
 #[test]

@@ -93,7 +93,7 @@ fn gradients_match_finite_differences() {
     }
 }
 
-/// nanoGPT's choices (issue 19): LayerNorm without bias and the exact (erf) GELU.
+/// nanoGPT's choices: LayerNorm without bias and the exact (erf) GELU.
 #[test]
 fn gradients_without_norm_bias_and_with_exact_gelu_match_finite_differences() {
     for kind in [AttentionKind::Softmax, AttentionKind::Orthogonal] {

@@ -152,7 +152,7 @@ fn new_variants_round_trip_through_checkpoints() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A LayerNorm without bias (nanoGPT's `bias=False`, issue 19) is the one with `β = 0`: the
+/// A LayerNorm without bias (nanoGPT's `bias=False`) is the one with `β = 0`: the
 /// same loss and the same gradient of every other tensor, `(2L + 1)·C` fewer parameters, in
 /// pre- and post-LN models; it round-trips through a checkpoint, and a configuration written
 /// before the field existed still reads (with biases).

@@ -311,7 +311,7 @@ fn q8_products_equal_the_rounded_input_product_on_every_body() {
     }
 }
 
-/// Issue 50 item 4: four rows of X against each weight block unpacked once give each row
+/// Four rows of X against each weight block unpacked once give each row
 /// exactly (bit for bit) what the one-row product gives it, on every body and type, so a
 /// batch of decode steps equals the steps alone.
 #[test]

@@ -1,5 +1,5 @@
 //! Accounting equals the instantiated model (store sizes, frozen sizes, activation buffers)
-//! and the reference figures of issue 5 / PyTorch.
+//! and the reference figures of PyTorch.
 
 use orthoformer::model::accounting::{account, activation_floats};
 use orthoformer::model::{AttentionKind, Gpt, GptConfig, NormPlacement};
@@ -83,7 +83,7 @@ fn frozen_flops_saving_is_the_q_k_weight_gradients() {
     );
 }
 
-/// Issue 16: huge configurations are counted in closed form at once, and figures that do not
+/// Huge configurations are counted in closed form at once, and figures that do not
 /// fit 64 bits are errors, never wrapped totals.
 #[test]
 fn huge_configurations_are_counted_or_refused() {

@@ -1,4 +1,4 @@
-//! The mixes choose every tensor's type as llama-quantize does (issue 48 item 2): against the
+//! The mixes choose every tensor's type as llama-quantize does: against the
 //! types llama-quantize wrote for SmolLM2-135M, tied (the PyPI file) and untied (rotated, the
 //! final norm folded into a head of its own), for Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S and Q4_0,
 //! read with the `gguf` package into tests/fixtures/quant/llama_quantize_types.json (how it

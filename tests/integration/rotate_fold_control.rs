@@ -1,4 +1,4 @@
-//! The folding control of the quantisation study (`quantize --rotate identity`, issue 47):
+//! The folding control of the quantisation study (`quantize --rotate identity`):
 //! SmolLM2's RMSNorm weights folded into their readers exactly as `R1` folds them, with no
 //! rotation (`Q = I`). The folded weights are `W·diag(γ)` bit for bit, rotating them gives
 //! the `R1` model bit for bit, the unquantised logits do not move beyond f32 rounding, and the

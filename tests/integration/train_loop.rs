@@ -288,7 +288,7 @@ fn non_finite_loss_stops_and_keeps_last_checkpoint() {
     assert_eq!(k.saved.unwrap().1.step, 20);
 }
 
-/// Issue 25: a non-finite evaluation after finite step losses is never handed to the
+/// A non-finite evaluation after finite step losses is never handed to the
 /// checkpoint writer; the run stops naming the last good checkpoint.
 #[test]
 fn non_finite_evaluation_stops_before_the_checkpoint() {

@@ -1,4 +1,4 @@
-//! The crash harness of the checkpoint tests (issue 16): runs the real `orthoformer train` on a
+//! The crash harness of the checkpoint tests: runs the real `orthoformer train` on a
 //! small model that checkpoints every step, kills it with SIGKILL at a chosen moment (after a
 //! delay, or as soon as a checkpoint write is seen staged or committed), and reads the folder
 //! back. Self-contained, so it moves with the CLI tests to the CLI crate as it is.

@@ -1,4 +1,4 @@
-//! Checkpoints survive anything (issue 16, item 1): `orthoformer train` killed with SIGKILL at
+//! Checkpoints survive anything: `orthoformer train` killed with SIGKILL at
 //! 24 moments while it checkpoints every step, and a checkpoint write that fails midway (a
 //! file-size limit: the same `EFBIG` path a full disk's `ENOSPC` takes). After each, the folder
 //! holds the previous or the new checkpoint, whole, bit for bit the uninterrupted run's at that

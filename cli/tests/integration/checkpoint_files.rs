@@ -1,4 +1,4 @@
-//! The bytes of a checkpoint (issue 16, item 3): identical runs write identical files, a
+//! The bytes of a checkpoint: identical runs write identical files, a
 //! resumed run rewrites the metrics log byte for byte, `SHA256SUMS` covers state.json, and
 //! every value of state.json is checked on load like the command line checks it (a one-line
 //! error, never a panic: `"batch": 0` used to panic in `eval`).

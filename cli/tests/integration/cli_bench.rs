@@ -1,4 +1,4 @@
-//! `orthoformer bench` run as the real binary (issue 9), without PyTorch: the JSON report's
+//! `orthoformer bench` run as the real binary, without PyTorch: the JSON report's
 //! structure and arithmetic (best round per side, the peak as the best reading, share of peak
 //! and FLOP rate from the step's own count), every round kept, and clear errors for bad flags.
 //! No timing is asserted.

@@ -1,5 +1,5 @@
 //! `orthoformer compare` run as the real binary on a tiny budget: the table, the two-panel
-//! plot and the JSON summary with every seed's figures (issue 19), paired seeds, the
+//! plot and the JSON summary with every seed's figures, paired seeds, the
 //! statistics recomputed from the per-seed figures, `--recipe` setting exactly nanoGPT's
 //! recipe, a comparison stopped (`--stop-at`, Ctrl-C-like) and resumed giving the same bits as
 //! one run straight through, BPE, and clear errors with exit status 2 and no output folder for

@@ -1,4 +1,4 @@
-//! Issue 16: every failure is one line on stderr starting `error:` and exit status 2 (a
+//! Every failure is one line on stderr starting `error:` and exit status 2 (a
 //! requested check that fails exits 1); sizes too large for the machine are refused before
 //! anything is allocated or written, saying how much memory they need and how much there is;
 //! wrong answers (NaN losses, wrapped totals, an infinite learning rate) are errors; the

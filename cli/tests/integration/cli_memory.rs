@@ -1,5 +1,5 @@
 //! `orthoformer memory` and the peak resident memory of `orthoformer train`, run as the real
-//! binary (issue 9, item 3): the command measures child training runs and prints, per
+//! binary: the command measures child training runs and prints, per
 //! variant, the prediction by component beside the measured peak; `train` reports its peak in
 //! its JSON summary and in `metrics.jsonl`. Agreement within 10% is the command's own check
 //! (exit status 1 when it fails) and is not asserted here: memory depends on the allocator.

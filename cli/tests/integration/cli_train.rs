@@ -1,5 +1,5 @@
-//! `orthoformer train`, `eval` and `generate` run as the real binary on tiny configurations
-//! (issue 6, item 5): the loss falls, a stopped-and-resumed run is bit-identical to an
+//! `orthoformer train`, `eval` and `generate` run as the real binary on tiny configurations:
+//! the loss falls, a stopped-and-resumed run is bit-identical to an
 //! uninterrupted one, Ctrl-C checkpoints, generation is reproducible by seed, and every bad
 //! input is one clear error line with exit status 2 and no output left behind.
 

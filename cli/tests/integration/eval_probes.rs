@@ -1,5 +1,4 @@
-//! `orthoformer eval --by-position --induction` on a tiny trained checkpoint (issue 47, item
-//! 4): the per-position means average back to the loss, the induction probe is finite and
+//! `orthoformer eval --by-position --induction` on a tiny trained checkpoint: the per-position means average back to the loss, the induction probe is finite and
 //! reproducible from its seed, and every bad flag is one error line with exit status 2.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Issue 53, "a finite model in, a NaN model out, exit 0": `quantize --out` refuses weights
+//! "A finite model in, a NaN model out, exit 0" no more: `quantize --out` refuses weights
 //! whose block scales f16 cannot hold (a q4_0 scale is max|w|/8: a weight of 1e6 gave a
 //! file of infinities, caught only as "a writer or engine bug"), naming the tensor and the
 //! formats that can hold it; a model holding NaN is neither quantised (a block's maximum

@@ -1,4 +1,4 @@
-//! Which frozen form (issue 47, item 6) on the command line: `--frozen-method gaussian`,
+//! Which frozen form on the command line: `--frozen-method gaussian`,
 //! `--n-head`, `--frozen-layers` and `--freeze-qk-after` on `train` (and through the shared
 //! flag groups on `compare`), stored in the checkpoint, resumed exactly, and every bad value
 //! one line with exit 2.

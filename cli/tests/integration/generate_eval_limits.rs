@@ -1,4 +1,4 @@
-//! Issue 53, "unbounded or ignored limits" and "wrong results accepted" on `generate` and
+//! "Unbounded or ignored limits" and "wrong results accepted" on `generate` and
 //! `eval --checkpoint`: a token budget beyond the library's cap is refused (it ran for years),
 //! `--kv-cache` and `--dot` are refused by name with a checkpoint (they were ignored), and
 //! `eval --checkpoint` rechecks the SHA-256 of the recorded training text or token folder as
@@ -84,7 +84,7 @@ fn generate_caps_its_budget_and_refuses_what_a_checkpoint_ignores() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
-/// Issue 50 item 4: `generate` with several prompts or `--parallel` runs one batch whose
+/// `generate` with several prompts or `--parallel` runs one batch whose
 /// sequence i is the single generation with seed `--seed` + i; bad batches are refused in
 /// one line before the model is read.
 #[test]

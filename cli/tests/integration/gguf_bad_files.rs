@@ -205,7 +205,7 @@ fn missing_tensor_and_disagreeing_config_are_errors() {
     expect_error(&tmp("does-not-exist.gguf"), "does-not-exist.gguf");
 }
 
-/// Issue 16: the checks llama.cpp makes beyond bounds. A key or tensor name twice, a tensor
+/// The checks llama.cpp makes beyond bounds. A key or tensor name twice, a tensor
 /// offset that is not a multiple of the alignment, two tensors sharing bytes: each a
 /// one-line error naming what is wrong.
 #[test]

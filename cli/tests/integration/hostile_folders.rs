@@ -1,4 +1,4 @@
-//! Nothing lost to another command or to a hostile folder (issue 25, items 1-3): a run whose
+//! Nothing lost to another command or to a hostile folder: a run whose
 //! evaluation is not finite keeps a loadable checkpoint; no command writes into a folder made
 //! by another one or into a foreign non-empty folder; links planted in a folder are never
 //! followed out of it; FIFOs and devices are refused without hanging.

@@ -1,4 +1,4 @@
-//! Issue 25, item 4, through the binary: a Hugging Face folder whose `tokenizer.json` holds an
+//! Through the binary: a Hugging Face folder whose `tokenizer.json` holds an
 //! option on which the `tokenizers` crate aborts or panics is refused with one line before
 //! the crate runs it. The four options were each seen to abort or panic in the crate
 //! (0.23): padding to a fixed length of 10^12 (allocation failure), truncation with `stride`

@@ -1,4 +1,4 @@
-//! `orthoformer ladder` end to end (issue 47, item 2) on a tiny token folder written here (a
+//! `orthoformer ladder` end to end on a tiny token folder written here (a
 //! BPE trained by the library on the start of TinyShakespeare, by `common::token_folder`)
 //! with `assets/ladder/smoke.json`: 2 rungs × 2 variants × 2 seeds × 4 rates, a
 //! few steps each. Every `result.json` holds the documented fields; the report and plots are

@@ -1,4 +1,4 @@
-//! The learning rate's decay horizon (`--lr-decay-steps`, issue 46 item 6): a resumed run
+//! The learning rate's decay horizon (`--lr-decay-steps`): a resumed run
 //! with more `--steps` keeps the first run's cosine, so the rate goes on at `--min-lr` instead
 //! of jumping back up; a horizon may be set on a fresh run, named again on resume but never
 //! changed there, and a bad one is one clear error line.

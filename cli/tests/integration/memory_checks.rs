@@ -1,4 +1,4 @@
-//! Memory is checked before expansion (issue 53): a model too large for the memory budget is
+//! Memory is checked before expansion: a model too large for the memory budget is
 //! refused before a weight is expanded to f32, a SentencePiece vocabulary whose merges would
 //! take gigabytes is refused before one is built, and user-given counts are capped before a
 //! list of that length is made. Each refusal is one line with exit status 2, never an abort.

@@ -1,4 +1,4 @@
-//! `orthoformer mqar --until-plateau` (issue 47 item 5): a tiny run stops early and says
+//! `orthoformer mqar --until-plateau`: a tiny run stops early and says
 //! why; training in evaluation chunks is the fixed-step run bit for bit; the grid writes a
 //! file per run and its report; `--resume` reads finished runs back instead of training
 //! them; bad flags exit 2 with one line.

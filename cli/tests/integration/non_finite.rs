@@ -1,4 +1,4 @@
-//! Issue 25, item 6: finite or refused. `init` refuses parameters that are not finite and
+//! Finite or refused. `init` refuses parameters that are not finite and
 //! values that overflow; `eval`, `rotate --check` and `quantize` refuse a model whose logits
 //! are NaN (one line, exit 2, nothing written), where they printed NaN or passed the check,
 //! and so does `generate` (it sampled the lowest id);

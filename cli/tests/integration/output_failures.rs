@@ -1,4 +1,4 @@
-//! Issue 25, item 7: every subcommand writes its standard output through one path, so a
+//! Every subcommand writes its standard output through one path, so a
 //! standard output that fails never panics. Each subcommand runs (with small, fast arguments)
 //! with its output on `/dev/full` (exit 2, one line on stderr naming the standard output) and
 //! into a pipe whose reader has already gone (exit 0: `| head` has what it wanted). clap's

@@ -1,5 +1,4 @@
-//! Issue 53 (outputs replacing inputs, concurrency) and issue 48 (a bad `--out` found only
-//! after a minute of GPTQ), as the real binary: every writer claims its outputs through the
+//! Every writer claims its outputs through the
 //! file-set layer before any work (`io::file_set::claim_outputs`). An output that is, holds or
 //! sits inside an input (spelt through `..` or a link), or that cannot be written, is one line
 //! and exit 2 with the input untouched; a second process writing the same output is refused
@@ -156,7 +155,7 @@ fn rotate_and_quantize_never_write_into_or_over_their_inputs() {
     assert_eq!(listing(&dir), before, "a refused command wrote something");
 }
 
-/// Case 6 (issue 48): every bad `--out` is found before the model is even opened (it does
+/// Case 6: every bad `--out` is found before the model is even opened (it does
 /// not exist here, so any other order would report the model instead).
 #[test]
 fn a_bad_out_is_found_before_any_work() {

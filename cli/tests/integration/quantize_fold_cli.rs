@@ -1,4 +1,4 @@
-//! `quantize --rotate identity` through the binary (issue 47's folding control): one
+//! `quantize --rotate identity` through the binary: one
 //! configuration with its baselines, the `--table` column beside the Hadamard grid, and
 //! `rotate`, which has no identity output, refusing it in one line.
 

@@ -1,4 +1,4 @@
-//! `quantize --out` with llama-quantize's mixes (issue 48 items 2, 3 and 6), through the
+//! `quantize --out` with llama-quantize's mixes, through the
 //! binary on the tiny Llama (width 64, FFN 128, 2 layers, vocabulary 257): every tensor's
 //! type is the mix's rule, an override or a stated fallback, the file type names what the
 //! file holds, and what cannot be done refuses in one line before any work.

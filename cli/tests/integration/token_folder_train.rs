@@ -1,5 +1,5 @@
 //! `orthoformer train --data DIR` on a token folder (`python -m orthoformer.prepare`'s
-//! layout, issue 47): a tiny folder is written here (a BPE trained by the library on the
+//! layout): a tiny folder is written here (a BPE trained by the library on the
 //! start of TinyShakespeare, its ids as `uint16`, `meta.json` as `orthoformer/tokens.py`
 //! writes it); a stopped-and-resumed run is bit-identical to an uninterrupted one, a changed
 //! `train.bin` is refused on resume, a lying `meta.json` is one error line with exit status 2,
