@@ -25,6 +25,7 @@ described in :mod:`orthoformer.ladder_llama`.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 from typing import Any, Optional
@@ -267,10 +268,57 @@ def train(spec: dict[str, Any], world: Any, speed: Any, stop_at: Optional[int], 
 
     data = LadderData(spec)
     run = open_run(spec, data)
+    from .errors import Interrupted, TrainingStopped
+
     trainer = Trainer(run, world, speed, log=log, pad_vocab=1)
-    state = trainer.run_loop(stop_at)
+    device = device_name(world.device)
+    try:
+        state = trainer.run_loop(stop_at)
+    except Interrupted:
+        raise
+    except TrainingStopped as e:
+        # A rate this run cannot take: recorded as diverged, so the ladder finishes.
+        res = diverged(spec, int(getattr(trainer, "step", 0) or 0), str(e), device)
+        write_json(pathlib.Path(spec["dir"]) / RESULT_FILE, res)
+        return res
     if int(state["step"]) < spec["steps"]:
         return None
-    res = result(spec, state, score(trainer, spec, data), device_name(world.device))
+    losses = score(trainer, spec, data)
+    bad = [k for k, v in losses.items() if not math.isfinite(v)]
+    if bad:
+        res = diverged(spec, spec["steps"], f"the final {bad[0]} is {losses[bad[0]]}", device)
+    else:
+        res = result(spec, state, losses, device)
     write_json(pathlib.Path(spec["dir"]) / RESULT_FILE, res)
     return res
+
+
+def diverged(spec: dict[str, Any], steps: int, why: str, device: str) -> dict[str, Any]:
+    """``result.json`` of a run that diverged after ``steps`` steps: every loss at chance
+    (``ln V``), as the Rust engine records it; never chosen, in no reading."""
+    chance = math.log(max(int(spec["model"]["vocab_size"]), 1))
+    steps = max(0, min(int(steps), int(spec["steps"])))
+    out = {
+        "format": FORMAT,
+        "version": 1,
+        "engine": ENGINE,
+        "device": device,
+        "rung": spec["rung"],
+        "variant": spec["variant"],
+        "seed": spec["seed"],
+        "lr": spec["lr"],
+        "params": spec["params"],
+        "steps": steps,
+        "tokens": steps * spec["tokens_per_step"],
+        "flops_per_step": spec["flops_per_step"],
+        "flops": steps * spec["flops_per_step"],
+        "seconds": 0.0,
+        "heldout_loss": chance,
+        "val_loss": chance,
+        "transfer_loss": chance,
+        "curve": [],
+        "diverged": why,
+    }
+    if "fingerprint" in spec:
+        out["spec_sha256"] = spec["fingerprint"]
+    return out

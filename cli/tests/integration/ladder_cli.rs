@@ -329,3 +329,50 @@ fn report_rungs(path: &std::path::Path) -> Vec<String> {
         .map(|g| g["name"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// A rate no run can take diverges: the run is recorded as diverged (scored as chance), the
+/// ladder finishes, the report names the run, and no reading uses it.
+#[test]
+fn a_diverging_rate_is_recorded_and_the_ladder_finishes() {
+    let dir = Scratch::new("ladder", "diverge");
+    token_folder(&dir.join("tokens"), &TINY_SHAKESPEARE[..30_000]);
+    let mut plan: serde_json::Value = serde_json::from_str(SMOKE).unwrap();
+    plan["lrs"] = serde_json::json!([0.001, 0.003, 0.01, 1e30]);
+    plan["extend"] = serde_json::json!(0);
+    std::fs::write(dir.join("plan.json"), plan.to_string()).unwrap();
+    let o = run(
+        &dir,
+        &["ladder", "--plan", "plan.json", "--out", "d", "--json"],
+    );
+    ok(&o);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let diverged = report["diverged"].as_array().unwrap();
+    // 2 rungs × 2 variants × 2 seeds at the rate no run takes.
+    assert_eq!(diverged.len(), 8, "{report}");
+    assert!(
+        diverged.iter().all(|d| d
+            .as_str()
+            .unwrap()
+            .contains("lr 1000000000000000000000000000000")),
+        "{diverged:?}"
+    );
+    for s in report["selection"].as_array().unwrap() {
+        assert!(s["chosen_lr"].as_f64().unwrap() < 1.0, "{s}");
+    }
+    let results = results(&dir.join("d"));
+    let bad: Vec<_> = results
+        .values()
+        .filter(|r| r.get("diverged").is_some())
+        .collect();
+    assert_eq!(bad.len(), 8);
+    let chance = (
+        bad[0]["params"]["total"].as_f64().is_some(),
+        bad[0]["val_loss"].as_f64().unwrap(),
+    );
+    assert!(chance.0 && chance.1 > 5.0, "{chance:?}");
+    assert!(
+        std::fs::read_to_string(dir.join("d/report.md"))
+            .unwrap()
+            .contains("Diverged runs")
+    );
+}

@@ -25,7 +25,7 @@ use crate::train::loop_eval::Evaluate;
 use crate::train::run_record::RunRecord;
 use crate::train::session::{Writer, check_training_fits, create_out};
 use crate::train::token_batches::NumpyBatches;
-use crate::train::{Limits, Observer, RunState, Trainable, invalid};
+use crate::train::{Limits, Observer, RunState, TrainError, Trainable, invalid};
 
 /// `engine` of the results this engine writes.
 pub const ENGINE: &str = "orthoformer-cpu";
@@ -91,7 +91,7 @@ pub fn train_one(
             run,
             observer: progress,
         };
-        crate::train::train_on(
+        match crate::train::train_on(
             &mut model,
             &mut batches,
             &mut eval,
@@ -100,16 +100,68 @@ pub fn train_one(
             state,
             &mut writer,
             limits,
-        )?
+        ) {
+            Ok(state) => state,
+            // A rate this run cannot take: recorded as diverged, so the ladder finishes.
+            Err(crate::Error::Train(TrainError::NonFinite {
+                step, what, value, ..
+            })) => {
+                let why = format!("the {what} became {value} at step {step}");
+                result::write(
+                    dir,
+                    &diverged(spec, &cfg, step.saturating_sub(1), Vec::new(), why),
+                )?;
+                return Ok(true);
+            }
+            Err(e) => return Err(e),
+        }
     } else {
         state
     };
     if state.step < spec.steps {
         return Ok(false);
     }
-    let r = finish(&mut model, tokens, spec, &state)?;
+    let r = finish(&mut model, tokens, spec, &cfg, &state)?;
     result::write(dir, &r)?;
     Ok(true)
+}
+
+/// The result of a run that diverged after `steps` steps (`why`): every loss at chance,
+/// `ln V`, the finite points of its curve kept.
+fn diverged(
+    spec: &RunSpec,
+    cfg: &GptConfig,
+    steps: usize,
+    curve: Vec<CurvePoint>,
+    why: String,
+) -> RunResult {
+    let chance = (cfg.vocab_size.max(1) as f64).ln();
+    let steps = steps as u64;
+    RunResult {
+        format: result::FORMAT.to_string(),
+        version: 1,
+        engine: ENGINE.to_string(),
+        device: device(),
+        rung: spec.rung.clone(),
+        variant: spec.variant.name().to_string(),
+        seed: spec.seed,
+        lr: spec.lr,
+        params: spec.params,
+        steps,
+        tokens: steps.saturating_mul(spec.tokens_per_step),
+        flops_per_step: spec.flops_per_step,
+        flops: steps.saturating_mul(spec.flops_per_step),
+        seconds: curve.last().map_or(0.0, |p| p.seconds),
+        heldout_loss: chance,
+        val_loss: chance,
+        transfer_loss: chance,
+        curve: curve
+            .into_iter()
+            .filter(|p| p.heldout_loss.is_finite() && p.seconds.is_finite())
+            .collect(),
+        spec_sha256: Some(spec.fingerprint.clone()),
+        diverged: Some(why),
+    }
 }
 
 /// The run's model and loop state: from its checkpoint, or fresh (the folder created). A
@@ -151,8 +203,15 @@ fn open(
     Ok((model, RunState::fresh(options, n)))
 }
 
-/// The finished run's result: its curve from the metrics records, its final losses.
-fn finish(model: &mut Gpt, tokens: &Tokens, spec: &RunSpec, state: &RunState) -> Result<RunResult> {
+/// The finished run's result: its curve from the metrics records, its final losses (a final
+/// loss that is not finite: the run diverged at its end).
+fn finish(
+    model: &mut Gpt,
+    tokens: &Tokens,
+    spec: &RunSpec,
+    cfg: &GptConfig,
+    state: &RunState,
+) -> Result<RunResult> {
     let part = |all: &[u32], [a, b]: [usize; 2]| -> Result<Vec<u32>> {
         all.get(a..b)
             .map(<[u32]>::to_vec)
@@ -164,6 +223,17 @@ fn finish(model: &mut Gpt, tokens: &Tokens, spec: &RunSpec, state: &RunState) ->
     let val = score(model, &part(&tokens.val, fr.val)?, t, b)?;
     let transfer = score(model, &part(&tokens.transfer, fr.transfer)?, t, b)?;
     let curve = curve(spec, &state.metrics);
+    if let Some((what, loss)) = [
+        ("held-out", heldout),
+        ("validation", val),
+        ("transfer", transfer),
+    ]
+    .into_iter()
+    .find(|(_, l)| !l.is_finite())
+    {
+        let why = format!("the final {what} loss is {loss}");
+        return Ok(diverged(spec, cfg, spec.steps, curve, why));
+    }
     let seconds = curve.last().map_or(0.0, |p| p.seconds);
     let steps = spec.steps as u64;
     Ok(RunResult {
@@ -186,6 +256,7 @@ fn finish(model: &mut Gpt, tokens: &Tokens, spec: &RunSpec, state: &RunState) ->
         transfer_loss: transfer,
         curve,
         spec_sha256: Some(spec.fingerprint.clone()),
+        diverged: None,
     })
 }
 
@@ -232,13 +303,8 @@ pub fn score<M: Trainable>(model: &mut M, tokens: &[u32], t: usize, batch: usize
         sum += f64::from(model.eval_loss(&inputs, &targets, n, t)?) * n as f64;
         done += n;
     }
-    let loss = sum / k as f64;
-    if !loss.is_finite() {
-        return Err(invalid(format!(
-            "the final loss is {loss}: the model diverged at this learning rate"
-        )));
-    }
-    Ok(loss)
+    // Not finite: the caller records the run as diverged.
+    Ok(sum / k as f64)
 }
 
 /// The curve's evaluation: the held-out windows' mean loss, as both losses of a record.

@@ -145,9 +145,10 @@ pub fn readings(
                 plan.seeds
                     .iter()
                     .filter_map(|&s| {
+                        // A diverged run (scored as chance) is no reading of either variant.
                         let a = results.get(&key(&rung.name, v, s, v_lr))?;
                         let b = results.get(&key(&rung.name, AttentionKind::Softmax, s, s_lr))?;
-                        Some((a, b))
+                        (a.diverged.is_none() && b.diverged.is_none()).then_some((a, b))
                     })
                     .collect()
             };
@@ -217,6 +218,7 @@ mod tests {
             transfer_loss: 0.0,
             curve,
             spec_sha256: None,
+            diverged: None,
         }
     }
 

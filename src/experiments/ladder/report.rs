@@ -132,6 +132,10 @@ pub struct Report {
     /// empty unless the report was asked for with `partial` ([`build_partial`]).
     #[serde(default)]
     pub unfinished: Vec<String>,
+    /// Runs that diverged, as `rung variant lr seed: why` (scored as chance, never chosen,
+    /// in no reading).
+    #[serde(default)]
+    pub diverged: Vec<String>,
 }
 
 /// Every run of a plan with its result, `None` while it is unfinished ([`super::status`]).
@@ -271,6 +275,16 @@ pub fn assemble(plan: LadderPlan, results: &Results) -> Report {
         uncertainty,
         plan,
         unfinished: Vec::new(),
+        diverged: results
+            .values()
+            .filter_map(|r| {
+                let why = r.diverged.as_ref()?;
+                Some(format!(
+                    "{} {} lr {} seed {}: {why}",
+                    r.rung, r.variant, r.lr, r.seed
+                ))
+            })
+            .collect(),
     }
 }
 

@@ -73,6 +73,12 @@ pub struct RunResult {
     /// checked by their counts only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_sha256: Option<String>,
+    /// Why the run diverged (its loss or gradient stopped being finite), when it did: such a
+    /// run is finished, scored as chance (`ln V` for every loss, the worst a model can be
+    /// without being wrong on purpose), never chosen, left out of every reading, and named
+    /// in the report. `steps` is where it stopped; its curve holds the points before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diverged: Option<String>,
 }
 
 impl RunResult {
@@ -90,6 +96,14 @@ impl RunResult {
                 "is the result of {} {} seed {} lr {}, not of the run its folder holds",
                 self.rung, self.variant, self.seed, self.lr
             ))
+        } else if let Some(why) = self
+            .diverged
+            .as_ref()
+            .and_then(|_| self.diverged_differs(spec))
+        {
+            Some(why)
+        } else if self.diverged.is_some() {
+            None
         } else if self.steps != spec.steps as u64 {
             Some(format!(
                 "has {} steps where the plan asks for {}",
@@ -139,6 +153,30 @@ impl RunResult {
 }
 
 impl RunResult {
+    /// Why a diverged result does not fit `spec`: it stopped past the run's end, a loss is
+    /// not a number, or its fingerprint is another run's.
+    fn diverged_differs(&self, spec: &super::runs::RunSpec) -> Option<String> {
+        if self.steps > spec.steps as u64 {
+            Some(format!(
+                "stopped at step {} of a run of {} steps",
+                self.steps, spec.steps
+            ))
+        } else if ![self.heldout_loss, self.val_loss, self.transfer_loss]
+            .iter()
+            .all(|l| l.is_finite() && *l >= 0.0)
+        {
+            Some("holds a loss that is not a finite number".to_string())
+        } else if self
+            .spec_sha256
+            .as_ref()
+            .is_some_and(|f| *f != spec.fingerprint)
+        {
+            Some("was trained under other settings than the plan's now".to_string())
+        } else {
+            None
+        }
+    }
+
     /// Why the counts this result states differ from what the library computes for `spec`
     /// (parameters, tokens, FLOPs, the curve's steps), if they do.
     fn counts_differ(&self, spec: &super::runs::RunSpec) -> Option<String> {

@@ -288,6 +288,7 @@ mod tests {
             transfer_loss: 5.0,
             curve: Vec::new(),
             spec_sha256: None,
+            diverged: None,
         }
     }
 

@@ -77,6 +77,13 @@ pub fn markdown(r: &Report) -> String {
             r.unfinished.join(", ")
         );
     }
+    if !r.diverged.is_empty() {
+        let _ = writeln!(
+            out,
+            "**Diverged runs** (scored as chance, ln V, so never chosen; in no reading): {}.\n",
+            r.diverged.join("; ")
+        );
+    }
     let _ = writeln!(
         out,
         "## Selection\n\nMean held-out loss over seeds per rate (chosen: **bold**; `+` an added \
