@@ -192,9 +192,11 @@ def test_a_tiny_ladder_runs_end_to_end(tokens, tmp_path, capsys, architecture):
         "val_loss",
         "transfer_loss",
         "curve",
+        "spec_sha256",
     }
     for where, r in results.items():
         assert set(r) == keys, where
+        assert len(r["spec_sha256"]) == 64  # the run's fingerprint, as the library computes it
         assert r["engine"] == "torch" and r["format"] == "orthoformer-ladder-run"
         assert r["flops"] == r["steps"] * r["flops_per_step"] and r["curve"][-1]["step"] == r["steps"]
         assert all(np.isfinite([r["heldout_loss"], r["val_loss"], r["transfer_loss"]]))

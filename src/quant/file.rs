@@ -248,6 +248,17 @@ pub fn write(
     mem.down_hadamard = down;
     let (diff, same, diff_scale) = {
         let g = GgufFile::open(staged.path())?;
+        // The tokenizer as a reader builds it from the file: the source's, token for token.
+        let written = crate::model::llama::tokenizer::tokenizer_from_gguf(&g)?;
+        if let Some(why) =
+            crate::model::llama::gguf_vocab_check::difference(&loaded.tokenizer, &written, "")
+        {
+            return Err(invalid(format!(
+                "the GGUF tokenizer written for {} differs from the model's ({why}): nothing \
+                 written (a converter bug; please report it with the model's tokenizer.json)",
+                out.display()
+            )));
+        }
         let mut file = Llama::from_gguf(&g)?;
         compare_logits(&mut mem, &mut file, &eval)?
     };

@@ -62,12 +62,33 @@ pub(crate) fn stage(
         let st = Staged::new(out)?;
         if is_gguf(out) {
             save_gguf(s.weights, s.gguf_metadata, st.path(), ty)?;
+            check_tokenizer_read_back(st.path(), s.tokenizer, out)?;
         } else {
             save_hf_folder(s.weights, s.tokenizer, s.special, st.path())?;
         }
         staged.push(st);
     }
     Ok(staged)
+}
+
+/// Refuses a GGUF file whose tokenizer, read back as the engine reads it, differs from the
+/// source's (`gguf_vocab_check`): a conversion that lost or moved a token is never committed.
+pub(crate) fn check_tokenizer_read_back(
+    staged: &std::path::Path,
+    source: &Tokenizer,
+    out: &std::path::Path,
+) -> crate::Result<()> {
+    let g = crate::io::gguf::GgufFile::open(staged)?;
+    let written = crate::model::llama::tokenizer::tokenizer_from_gguf(&g)?;
+    match crate::model::llama::gguf_vocab_check::difference(source, &written, "") {
+        None => Ok(()),
+        Some(why) => Err(RotateError::Invalid(format!(
+            "the GGUF tokenizer written for {} differs from the model's ({why}): nothing \
+             written (a converter bug; please report it with the model's tokenizer.json)",
+            out.display()
+        ))
+        .into()),
+    }
 }
 
 /// Runs `original` against each staged output as read back from disk, on `ids`; returns the

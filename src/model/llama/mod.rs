@@ -8,6 +8,7 @@ pub mod config;
 pub(crate) mod fields;
 pub(crate) mod forward;
 pub mod gguf_vocab;
+pub mod gguf_vocab_check;
 pub(crate) mod hooks;
 pub mod kv_quant;
 pub(crate) mod kv_store;
