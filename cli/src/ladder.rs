@@ -178,8 +178,8 @@ fn finished(report: &Report, out: &Path, json: bool) -> anyhow::Result<Outcome> 
         let table = std::fs::read_to_string(out.join(ladder::report::TABLE_FILE))?;
         outln!("{table}")?;
         outln!(
-            "wrote {0}/report.json, {0}/report.md, {0}/loss-params.png|svg and \
-             {0}/loss-flops.png|svg",
+            "wrote {0}/report.json, {0}/report.md, {0}/loss-params.png|svg, \
+             {0}/loss-flops.png|svg and {0}/loss-rate.png|svg",
             out.display()
         )?;
     }
