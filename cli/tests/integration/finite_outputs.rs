@@ -87,7 +87,7 @@ fn quantize_refuses_weights_whose_f16_scales_overflow() {
                 "row 0",
                 "q4_0",
                 "65504",
-                "q8_0 or q5_1 or q5_0 can hold it",
+                "q8_0 or q5_1 or q5_0 or iq4_nl can hold it",
             ],
         );
         nothing_written(&dir, "q.gguf");
