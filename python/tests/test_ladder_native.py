@@ -42,6 +42,7 @@ FIELDS = {
     "params",
     "flops_per_step",
     "tokens_per_step",
+    "fingerprint",
 }
 
 
@@ -100,6 +101,8 @@ def test_start_pending_and_run_dir(tokens, tmp_path):
     r = runs[0]
     assert r["dir"] == _native.ladder_run_dir(out, r["rung"], r["seed"], r["lr"], r["variant"])
     assert r["curve_steps"][0] == 0 and r["curve_steps"][-1] == r["steps"]
+    # The run's fingerprint: 64 hex digits, the same for the same run, another for another.
+    assert len(r["fingerprint"]) == 64 and len({x["fingerprint"] for x in runs}) == len(runs)
     assert r["model"]["frozen_seed"] == r["seed"] and r["model"]["context"] == 16
     one_line_value_error(lambda: _native.ladder_run_dir(out, "zz", 0, 1e-3, "softmax"), "not a rung")
     one_line_value_error(lambda: _native.ladder_report(out), "unfinished")
