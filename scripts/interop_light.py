@@ -8,7 +8,8 @@ by the reference readers, in well under a minute.
 - the `gguf` reader opens the F32 and F16 GGUF files `rotate` writes from a tiny Llama GGUF
   made here by `gguf`'s own writer: every source key kept, one-dimensional tensors F32;
 - the `gguf` reader dequantises every block format `quantize --out` writes (through the mixes
-  q4_k_m and q5_k_m and single formats) back to within a rounding step of the source weights.
+  q4_k_m and q5_k_m and single formats, IQ4_XS and IQ4_NL) back to within a rounding step of the
+  source weights, and reads each file's record of how it was made.
 
 usage: python3 -m pip install gguf safetensors numpy tokenizers
        python3 scripts/interop_light.py [--bin target/release/orthoformer]
@@ -169,12 +170,19 @@ def quantized_files(bin_, tmp):
     ref = {t.name: np.array(t.data, dtype=np.float32) for t in gguf.GGUFReader(src).tensors}
     seen = set()
     for ty, method in (("q4_k_m", "imatrix"), ("q5_k_m", "gptq"), ("q5_0", "search"),
-                       ("q5_1", "imatrix"), ("q4_0", "rtn"), ("q4_1", "gptq"), ("q8_0", "rtn")):
+                       ("q5_1", "imatrix"), ("q4_0", "rtn"), ("q4_1", "gptq"), ("q8_0", "rtn"),
+                       ("iq4_xs", "imatrix"), ("iq4_nl", "gptq")):
         out = os.path.join(tmp, f"{ty}.gguf")
         run(bin_, "quantize", "--model", src, "--out", out, "--gguf-type", ty, "--method", method,
             "--data", text, "--calib-tokens", "256", "--context", "32")
         worst = 0.0
-        for t in gguf.GGUFReader(out).tensors:
+        reader = gguf.GGUFReader(out)
+        # The file's record of how it was made, as gguf reads it.
+        field = reader.fields.get("orthoformer.quantize.type")
+        recorded = bytes(field.parts[field.data[0]]).decode() if field else None
+        check(f"{ty}: gguf reads the file's record (orthoformer.quantize.type)", recorded == ty,
+              f"(read {recorded!r})")
+        for t in reader.tensors:
             if len(t.shape) != 2:
                 continue
             seen.add(t.tensor_type.name)
@@ -186,7 +194,7 @@ def quantized_files(bin_, tmp):
             worst = max(worst, float(np.abs(got - want).max() / scale))
         check(f"{ty} ({method}) in gguf: every matrix dequantises near its source",
               worst < 0.25, f"(largest error {worst:.3f} of the largest weight)")
-    want_types = {"Q8_0", "Q6_K", "Q5_K", "Q5_1", "Q5_0", "Q4_K", "Q4_1", "Q4_0"}
+    want_types = {"Q8_0", "Q6_K", "Q5_K", "Q5_1", "Q5_0", "Q4_K", "Q4_1", "Q4_0", "IQ4_XS", "IQ4_NL"}
     check("quantized files in gguf: every block format written", want_types <= seen,
           f"(seen {sorted(seen)})")
 
