@@ -11,7 +11,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 nano=$(cd "${1:-$root/bench-peers/nanoGPT}" && pwd)
 py=${PYTHON:-python3}
-export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
+# The installed package when there is one; else the source tree's, built in place.
+"$py" -c "import orthoformer" 2>/dev/null || export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
 "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device visible to torch')"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 work=${WORK:-$(mktemp -d /tmp/bench-nanogpt.XXXXXX)}

@@ -22,7 +22,9 @@ set -euo pipefail
 out=$1
 export steps=${2:-2000} out py=${PYTHON:-python3} bin=${BIN:-target/release/orthoformer}
 export dtype=${DTYPE:-bf16} compile=${COMPILE:-off} device=${DEVICE:-cuda}
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+# The installed package when there is one; else the source tree's, built in place.
+"$py" -c "import orthoformer" 2>/dev/null || export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 contexts=${CONTEXTS:-1024 2048 512}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$out/device.txt" 2>/dev/null || true

@@ -17,7 +17,8 @@ out=$2
 steps=${3:-400}
 device=${4:-cuda}
 py=${PYTHON:-python3}
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+# The installed package when there is one; else the source tree's, built in place.
+"$py" -c "import orthoformer" 2>/dev/null || export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 PYTHONUNBUFFERED=1
 mkdir -p "$out"
 model=$out/smollm2-hf

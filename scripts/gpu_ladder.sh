@@ -16,7 +16,9 @@ set -euo pipefail
 out=$1
 plan=${2:-assets/ladder/gpu-small.json}
 py=${PYTHON:-python3}
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+# The installed package when there is one; else the source tree's, built in place.
+"$py" -c "import orthoformer" 2>/dev/null || export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$(dirname "$out")"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
 args=(--out "$out" --device "${DEVICE:-cuda}" --dtype "${DTYPE:-bf16}" --compile "${COMPILE:-off}" --jobs "${JOBS:-8}")

@@ -34,7 +34,10 @@ import time
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "python"))
+try:  # the installed package; else the source tree's, built in place
+    import orthoformer  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(ROOT / "python"))
 
 import orthoformer  # noqa: E402
 from orthoformer import interpolate  # noqa: E402

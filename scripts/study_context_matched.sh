@@ -72,6 +72,9 @@ train_cpu() {
 # Trains one block with the PyTorch trainer, run by run, into compare's layout.
 train_torch() {
     local dir=$1 ctx=$2 batch=$3 pos=$4 py=${PYTHON:-python3}
+    # The installed package when there is one; else the source tree's, built in place.
+    local pkgpath=${PYTHONPATH:-}
+    "$py" -c "import orthoformer" 2>/dev/null || pkgpath="$HERE/../python${PYTHONPATH:+:$PYTHONPATH}"
     local data=()
     if [[ -d $DATA ]]; then data=(--data-dir "$DATA"); elif [[ -n $DATA ]]; then data=(--data "$DATA"); fi
     local s a
@@ -82,7 +85,7 @@ train_torch() {
             mkdir -p "$dir/seed-$s"
             # The recipe's model at this context, attention and position, its frozen draw
             # seeded by s (compare's rule), resolved by the package as gpu_context.sh does.
-            PYTHONPATH="$HERE/../python${PYTHONPATH:+:$PYTHONPATH}" "$py" - "$ctx" "$a" "$pos" "$s" \
+            PYTHONPATH="$pkgpath" "$py" - "$ctx" "$a" "$pos" "$s" \
                 >"$run.config.json" <<'PY'
 import dataclasses, json, sys
 from orthoformer.config import GPTConfig
@@ -90,7 +93,7 @@ c, a, pos, s = sys.argv[1:]
 cfg = GPTConfig.resolve(recipe="nanogpt-cpu", context=int(c), attention=a, position=pos)
 print(json.dumps(dataclasses.asdict(dataclasses.replace(cfg, frozen_seed=int(s)))))
 PY
-            PYTHONPATH="$HERE/../python${PYTHONPATH:+:$PYTHONPATH}" "$py" -m orthoformer.train \
+            PYTHONPATH="$pkgpath" "$py" -m orthoformer.train \
                 --recipe nanogpt-cpu --config "$run.config.json" "${data[@]}" --batch "$batch" \
                 "${common[@]}" "${extra[@]}" --seed "$s" --model-seed "$s" \
                 --dtype "${DTYPE:-bf16}" --device "${DEVICE:-cuda}" --log-every 0 --json \
