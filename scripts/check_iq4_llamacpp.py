@@ -77,7 +77,8 @@ def main():
                             "--method", "imatrix", "--gguf-type", ty, "--out", out, "--json"],
                            check=True, stdout=subprocess.DEVNULL)
         g = subprocess.run([a.bin, "generate", "--model", out, "--prompt", PROMPT, "--temperature", "0",
-                            "--max-new-tokens", str(STEPS), "--json"], check=True, capture_output=True, text=True)
+                            "--max-new-tokens", str(STEPS), "--json"],
+                           check=True, capture_output=True, text=True)
         ours = json.loads(g.stdout)["text"]
         theirs = llama_greedy(lib, ffi, out, PROMPT, STEPS)
         if theirs is None:
