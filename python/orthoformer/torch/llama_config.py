@@ -91,7 +91,9 @@ class LlamaConfig:
             raise InputError(f"tie_word_embeddings must be true or false, got {self.tie_word_embeddings!r}")
         choice("attention", self.attention, ATTENTIONS)
         if self.attention == "orthogonal-trained":
-            raise InputError("orthogonal-trained is built by orthoformer.torch.GPT only: use softmax for a Llama")
+            raise InputError(
+                "orthogonal-trained is built by orthoformer.torch.GPT only: use softmax for a Llama"
+            )
         self.frozen_seed = seed("frozen_seed", self.frozen_seed)
         choice("frozen_method", self.frozen_method, _init.ORTHO_METHODS)
         self.attention_dropout = number(
