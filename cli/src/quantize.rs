@@ -265,6 +265,13 @@ fn print_written(r: &QuantizeFileReport) -> anyhow::Result<()> {
     if !r.overridden.is_empty() {
         outln!("{} tensors by --tensor-type", r.overridden.len())?;
     }
+    if r.head_untied {
+        outln!(
+            "folding the final norm untied the head: output.weight adds {:.1} MiB ({:.1}% of the file)",
+            r.head_bytes as f64 / (1u64 << 20) as f64,
+            100.0 * r.head_bytes as f64 / r.bytes.max(1) as f64
+        )?;
+    }
     if r.llama_cpp != "yes" {
         outln!("llama.cpp: {}", r.llama_cpp)?;
     }

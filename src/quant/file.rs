@@ -64,6 +64,12 @@ pub struct QuantizeFileReport {
     pub rotate: String,
     /// `R4` is folded in: the file needs this crate's engine (llama.cpp refuses it).
     pub online_hadamard: bool,
+    /// Folding the final norm untied a head the source shared with its embedding: the file
+    /// holds `output.weight` besides `token_embd.weight`.
+    pub head_untied: bool,
+    /// Bytes of `output.weight` in the file (0 when the head is tied): what an untied head
+    /// costs, in the type the mix's head rule chose.
+    pub head_bytes: u64,
     /// Whether llama.cpp runs the file, and if not why.
     pub llama_cpp: String,
     /// `R3` was asked for: it acts at run time (`--qk-hadamard` on eval or generate).
@@ -126,7 +132,9 @@ pub fn write(
         qk: false,
         ..o.rotations
     };
+    let was_tied = w.lm_head.is_none();
     let down = apply_offline(&mut w, &set, o.seed[0])?;
+    let head_untied = was_tied && w.lm_head.is_some();
     // After the rotation: folding the final norm unties a tied head, which then gets
     // llama-quantize's output rule and the embedding its base type.
     let types = mix::choose(
@@ -214,6 +222,7 @@ pub fn write(
         (q, t_cal, t1.elapsed().as_secs_f64())
     };
     let c = &w.cfg;
+    let (c_vocab, c_model) = (c.vocab_size, c.d_model);
     let per_matrix = layer_cols(c).map(|k| k * c.d_model);
     let ftype = mix::llama_ftype(ft, types.dominant(per_matrix));
     let signs = down.as_ref().and_then(|h| h.signs());
@@ -263,6 +272,11 @@ pub fn write(
         compare_logits(&mut mem, &mut file, &eval)?
     };
     let bytes = std::fs::metadata(staged.path()).map_or(0, |m| m.len());
+    let head_bytes = types
+        .head
+        .and_then(|f| f.ggml_type())
+        .and_then(|t| t.byte_size((c_vocab * c_model) as u64))
+        .unwrap_or(0);
     // An error or a failed check drops `staged`, which removes the file.
     if diff.is_nan() || diff > FILE_TOLERANCE * diff_scale {
         return Err(invalid(format!(
@@ -292,6 +306,8 @@ pub fn write(
         overridden: types.overridden.clone(),
         rotate: set.label(),
         online_hadamard: set.down,
+        head_untied,
+        head_bytes,
         llama_cpp,
         qk_hadamard_at_run_time: o.rotations.qk,
         bytes,

@@ -113,6 +113,42 @@ fn a_mix_stores_each_tensor_as_its_rule_override_or_fallback_says() {
         g.tensor("blk.1.ffn_down.weight").unwrap().ty,
         GgmlType::IQ4_NL
     );
+    // Folding the final norm into a tied head unties it: the report says so and what it costs.
+    let mut w = tiny_llama_weights(0);
+    w.final_norm
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, g)| *g = 1.0 + 0.01 * i as f32);
+    save_gguf(
+        &w,
+        &byte_tokenizer_metadata(),
+        &dir.join("u.gguf"),
+        GgmlType::F32,
+    )
+    .unwrap();
+    let o = run(
+        &dir,
+        &[
+            "quantize",
+            "--model",
+            "u.gguf",
+            "--out",
+            "q.gguf",
+            "--gguf-type",
+            "q8_0",
+            "--method",
+            "search",
+            "--rotate",
+            "hadamard",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["head_untied"], true, "{r}");
+    let g = GgufFile::open(&dir.join("q.gguf")).unwrap();
+    let head = g.tensor("output.weight").expect("an untied head");
+    assert_eq!(r["head_bytes"].as_u64(), head.ty.byte_size(257 * 64));
     // A single format names the file for what most weights are stored as.
     let o = quantize(&dir, &["--gguf-type", "q4_k", "--method", "search"]);
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -64,11 +64,15 @@ mod tests {
         let a = Tokenizer::train(TokenizerKind::Bpe, text, 300).unwrap();
         let b = Tokenizer::train(TokenizerKind::Bpe, text, 300).unwrap();
         assert_eq!(difference(&a, &b, "more text"), None);
-        let other = Tokenizer::train(TokenizerKind::Bpe, &TINY_SHAKESPEARE[20_000..40_000], 300)
-            .unwrap();
+        let other =
+            Tokenizer::train(TokenizerKind::Bpe, &TINY_SHAKESPEARE[20_000..40_000], 300).unwrap();
         let why = difference(&a, &other, "").unwrap();
         assert!(why.contains("token"), "{why}");
         let small = Tokenizer::train(TokenizerKind::Bpe, text, 280).unwrap();
-        assert!(difference(&a, &small, "").unwrap().contains("holds 280 tokens"));
+        assert!(
+            difference(&a, &small, "")
+                .unwrap()
+                .contains("holds 280 tokens")
+        );
     }
 }
