@@ -41,6 +41,15 @@ if [ ! -f "$work/ladder.json" ]; then
       cp "$r" "$work/$rel"
     done
   done
+  # This plan's runs finished in earlier pieces and committed (a new machine starts with an
+  # empty WORK): not trained again.
+  if [ -d results/ladder-cpu-factorial ]; then
+    (cd results/ladder-cpu-factorial && find . -name result.json) | while read -r rel; do
+      rm -rf "$work/$(dirname "$rel")"
+      mkdir -p "$work/$(dirname "$rel")"
+      cp "results/ladder-cpu-factorial/$rel" "$work/$rel"
+    done
+  fi
 fi
 rc=0
 timeout "$piece" "$bin" ladder --resume --out "$work" --jobs "${JOBS:-2}" || rc=$?
