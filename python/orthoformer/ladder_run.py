@@ -203,12 +203,10 @@ def device_name(device: Any) -> str:
     return f"CPU, {torch.get_num_threads()} threads (torch {torch.__version__})"
 
 
-def result(
-    spec: dict[str, Any], state: dict[str, Any], losses: dict[str, float], device: str
+def _record(
+    spec: dict[str, Any], steps: int, seconds: float, losses: dict[str, float], points: list, device: str
 ) -> dict[str, Any]:
-    """``result.json`` of a finished run (``docs/LADDER.md``)."""
-    points = curve(spec, state["metrics"])
-    steps = int(state["step"])
+    """The fields of every ``result.json`` (``docs/LADDER.md``) of a run stopped after ``steps``."""
     return {
         "format": FORMAT,
         "version": 1,
@@ -223,12 +221,20 @@ def result(
         "tokens": steps * spec["tokens_per_step"],
         "flops_per_step": spec["flops_per_step"],
         "flops": steps * spec["flops_per_step"],
-        "seconds": points[-1]["seconds"],
+        "seconds": seconds,
         **losses,
         "curve": points,
         # The settings it trained and was scored under, as the library fingerprints them.
         **({"spec_sha256": spec["fingerprint"]} if "fingerprint" in spec else {}),
     }
+
+
+def result(
+    spec: dict[str, Any], state: dict[str, Any], losses: dict[str, float], device: str
+) -> dict[str, Any]:
+    """``result.json`` of a finished run (``docs/LADDER.md``)."""
+    points = curve(spec, state["metrics"])
+    return _record(spec, int(state["step"]), points[-1]["seconds"], losses, points, device)
 
 
 def write_json(path: pathlib.Path, value: Any) -> None:
@@ -298,27 +304,5 @@ def diverged(spec: dict[str, Any], steps: int, why: str, device: str) -> dict[st
     (``ln V``), as the Rust engine records it; never chosen, in no reading."""
     chance = math.log(max(int(spec["model"]["vocab_size"]), 1))
     steps = max(0, min(int(steps), int(spec["steps"])))
-    out = {
-        "format": FORMAT,
-        "version": 1,
-        "engine": ENGINE,
-        "device": device,
-        "rung": spec["rung"],
-        "variant": spec["variant"],
-        "seed": spec["seed"],
-        "lr": spec["lr"],
-        "params": spec["params"],
-        "steps": steps,
-        "tokens": steps * spec["tokens_per_step"],
-        "flops_per_step": spec["flops_per_step"],
-        "flops": steps * spec["flops_per_step"],
-        "seconds": 0.0,
-        "heldout_loss": chance,
-        "val_loss": chance,
-        "transfer_loss": chance,
-        "curve": [],
-        "diverged": why,
-    }
-    if "fingerprint" in spec:
-        out["spec_sha256"] = spec["fingerprint"]
-    return out
+    losses = {k: chance for k in ("heldout_loss", "val_loss", "transfer_loss")}
+    return {**_record(spec, steps, 0.0, losses, [], device), "diverged": why}

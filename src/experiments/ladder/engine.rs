@@ -126,16 +126,16 @@ pub fn train_one(
     Ok(true)
 }
 
-/// The result of a run that diverged after `steps` steps (`why`): every loss at chance,
-/// `ln V`, the finite points of its curve kept.
-fn diverged(
+/// The result of `spec` stopped after `steps` steps with these final losses (held-out,
+/// validation, transfer), training seconds and curve; `diverged` says why it stopped early.
+fn record(
     spec: &RunSpec,
-    cfg: &GptConfig,
     steps: usize,
+    seconds: f64,
+    [heldout_loss, val_loss, transfer_loss]: [f64; 3],
     curve: Vec<CurvePoint>,
-    why: String,
+    diverged: Option<String>,
 ) -> RunResult {
-    let chance = (cfg.vocab_size.max(1) as f64).ln();
     let steps = steps as u64;
     RunResult {
         format: result::FORMAT.to_string(),
@@ -151,17 +151,32 @@ fn diverged(
         tokens: steps.saturating_mul(spec.tokens_per_step),
         flops_per_step: spec.flops_per_step,
         flops: steps.saturating_mul(spec.flops_per_step),
-        seconds: curve.last().map_or(0.0, |p| p.seconds),
-        heldout_loss: chance,
-        val_loss: chance,
-        transfer_loss: chance,
-        curve: curve
-            .into_iter()
-            .filter(|p| p.heldout_loss.is_finite() && p.seconds.is_finite())
-            .collect(),
+        seconds,
+        heldout_loss,
+        val_loss,
+        transfer_loss,
+        curve,
         spec_sha256: Some(spec.fingerprint.clone()),
-        diverged: Some(why),
+        diverged,
     }
+}
+
+/// The result of a run that diverged after `steps` steps (`why`): every loss at chance,
+/// `ln V`, the finite points of its curve kept.
+fn diverged(
+    spec: &RunSpec,
+    cfg: &GptConfig,
+    steps: usize,
+    curve: Vec<CurvePoint>,
+    why: String,
+) -> RunResult {
+    let chance = (cfg.vocab_size.max(1) as f64).ln();
+    let seconds = curve.last().map_or(0.0, |p| p.seconds);
+    let curve = curve
+        .into_iter()
+        .filter(|p| p.heldout_loss.is_finite() && p.seconds.is_finite())
+        .collect();
+    record(spec, steps, seconds, [chance; 3], curve, Some(why))
 }
 
 /// The run's model and loop state: from its checkpoint, or fresh (the folder created). A
@@ -235,29 +250,14 @@ fn finish(
         return Ok(diverged(spec, cfg, spec.steps, curve, why));
     }
     let seconds = curve.last().map_or(0.0, |p| p.seconds);
-    let steps = spec.steps as u64;
-    Ok(RunResult {
-        format: result::FORMAT.to_string(),
-        version: 1,
-        engine: ENGINE.to_string(),
-        device: device(),
-        rung: spec.rung.clone(),
-        variant: spec.variant.name().to_string(),
-        seed: spec.seed,
-        lr: spec.lr,
-        params: spec.params,
-        steps,
-        tokens: steps.saturating_mul(spec.tokens_per_step),
-        flops_per_step: spec.flops_per_step,
-        flops: steps.saturating_mul(spec.flops_per_step),
+    Ok(record(
+        spec,
+        spec.steps,
         seconds,
-        heldout_loss: heldout,
-        val_loss: val,
-        transfer_loss: transfer,
+        [heldout, val, transfer],
         curve,
-        spec_sha256: Some(spec.fingerprint.clone()),
-        diverged: None,
-    })
+        None,
+    ))
 }
 
 /// The curve of a run from its metrics records (one per curve step).
