@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Copies what a ladder needs to be continued elsewhere, and nothing heavier, from the ladder
 # folder SRC into DEST: ladder.json (the plan with its recorded data hashes and added rates),
-# every finished run's result.json, and the report with its SVG plots if there is one; no
+# every finished run's result.json (and its validation-spread.json, the score on windows spread
+# over the whole validation split, where `orthoformer ladder --spread-validation` wrote one),
+# and the report with its SVG plots if there is one; no
 # checkpoints, no transfer.bin (the engine writes it again). DEST is replaced as a whole
 # (written beside it, then moved), so a reader never sees half a copy. Continue the ladder
 # from such a copy with
@@ -47,6 +49,8 @@ while IFS= read -r -d '' r; do
   rel=${r#"$src"/}
   mkdir -p "$tmp/$(dirname "$rel")"
   cp "$r" "$tmp/$rel"
+  s="$(dirname "$r")/validation-spread.json"
+  if [ -f "$s" ] && [ ! -L "$s" ]; then cp "$s" "$tmp/$(dirname "$rel")/"; fi
   n=$((n + 1))
 done < <(find "$src" -mindepth 5 -maxdepth 5 -type f -name result.json -print0 | sort -z)
 rm -rf "$dest.old"

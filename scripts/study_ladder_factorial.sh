@@ -39,6 +39,8 @@ if [ ! -f "$work/ladder.json" ]; then
       rm -rf "$work/$(dirname "$rel")"
       mkdir -p "$work/$(dirname "$rel")"
       cp "$r" "$work/$rel"
+      sp="$(dirname "$r")/validation-spread.json"
+      [ ! -f "$sp" ] || cp "$sp" "$work/$(dirname "$rel")/"
     done
   done
   # This plan's runs finished in earlier pieces and committed (a new machine starts with an
@@ -48,6 +50,8 @@ if [ ! -f "$work/ladder.json" ]; then
       rm -rf "$work/$(dirname "$rel")"
       mkdir -p "$work/$(dirname "$rel")"
       cp "results/ladder-cpu-factorial/$rel" "$work/$rel"
+      sp="results/ladder-cpu-factorial/$(dirname "$rel")/validation-spread.json"
+      [ ! -f "$sp" ] || cp "$sp" "$work/$(dirname "$rel")/"
     done
   fi
 fi

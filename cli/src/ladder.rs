@@ -47,6 +47,12 @@ pub struct LadderArgs {
     /// (a ladder still training, or continued elsewhere); reads --out only.
     #[arg(long)]
     pub partial: bool,
+    /// Only score every finished run's saved model on windows spread evenly over the whole
+    /// validation split (as many as the first-slice reading), into validation-spread.json
+    /// beside its result.json; the report then adds that reading. Needs the runs'
+    /// checkpoints (the ladder's own folder, not a copy of its results).
+    #[arg(long)]
+    pub spread_validation: bool,
 }
 
 /// Runs `orthoformer ladder`.
@@ -62,6 +68,13 @@ pub fn run(args: &LadderArgs) -> anyhow::Result<Outcome> {
     .validate()?;
     if args.partial && !args.report_only {
         anyhow::bail!("--partial goes with --report-only (a report of the finished rungs)");
+    }
+    if args.spread_validation {
+        if args.plan.is_some() || args.stop_at.is_some() || args.jobs.is_some() || args.report_only
+        {
+            anyhow::bail!("--spread-validation takes --out (and --json) only");
+        }
+        return spread(out, args.json);
     }
     if args.report_only {
         if args.plan.is_some() || args.stop_at.is_some() || args.jobs.is_some() {
@@ -169,6 +182,40 @@ pub fn run(args: &LadderArgs) -> anyhow::Result<Outcome> {
             Ok(Outcome::Success)
         }
     }
+}
+
+/// `--spread-validation`: scores the finished runs, a line per run scored on standard error.
+fn spread(out: &Path, json: bool) -> anyhow::Result<Outcome> {
+    let mut last = std::time::Instant::now();
+    let outcome = ladder::spread::score_all(out, &mut |done, total, run| {
+        if !json && (last.elapsed().as_secs() >= 5 || done == total) {
+            crate::output::warn_ln!("spread validation: {done} of {total} runs looked at {run}");
+            last = std::time::Instant::now();
+        }
+    })
+    .map_err(|e| anyhow::anyhow!(e))
+    .map_err(|e| e.context(format!("the ladder in {}", out.display())))?;
+    if json {
+        super::common::print_json(&outcome)?;
+    } else {
+        outln!(
+            "scored {} runs on spread validation windows ({} had their score, {} unfinished or \
+             diverged){}",
+            outcome.scored,
+            outcome.kept,
+            outcome.skipped,
+            if outcome.without_model.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} finished runs have no saved model (the first: {})",
+                    outcome.without_model.len(),
+                    outcome.without_model[0]
+                )
+            }
+        )?;
+    }
+    Ok(Outcome::Success)
 }
 
 fn finished(report: &Report, out: &Path, json: bool) -> anyhow::Result<Outcome> {

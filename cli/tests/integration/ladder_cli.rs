@@ -138,6 +138,84 @@ fn a_smoke_ladder_runs_resumes_identically_and_refuses_bad_plans() {
     assert_eq!(report["selection"].as_array().unwrap().len(), 4);
     assert_eq!(report["readings"].as_array().unwrap().len(), 2);
     assert_eq!(report["points"].as_array().unwrap().len(), 8);
+    assert!(report["readings"][0].get("validation_spread").is_none());
+
+    // Validation on windows spread over the whole split: every finished run scored from its
+    // saved model, then read by the report as one more reading.
+    let spread = run(
+        &dir,
+        &["ladder", "--out", "full", "--spread-validation", "--json"],
+    );
+    ok(&spread);
+    let s: serde_json::Value = serde_json::from_slice(&spread.stdout).unwrap();
+    assert_eq!(
+        s["scored"].as_u64().unwrap() as usize + s["skipped"].as_u64().unwrap() as usize,
+        full.len()
+    );
+    assert!(s["scored"].as_u64().unwrap() >= 32, "{s}");
+    let again = run(
+        &dir,
+        &["ladder", "--out", "full", "--spread-validation", "--json"],
+    );
+    let a: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(
+        (a["scored"].as_u64(), a["kept"].as_u64()),
+        (Some(0), s["scored"].as_u64())
+    );
+    ok(&run(
+        &dir,
+        &["ladder", "--out", "full", "--report-only", "--json"],
+    ));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("full/report.json")).unwrap())
+            .unwrap();
+    for x in report["readings"].as_array().unwrap() {
+        let v = &x["validation_spread"];
+        assert!(v["mean"].as_f64().unwrap().is_finite(), "{x}");
+        assert_eq!(v["per_seed"].as_array().unwrap().len(), 2);
+        // Another set of windows: not the first-slice reading again.
+        assert_ne!(v["mean"], x["validation"]["mean"]);
+    }
+    assert!(
+        std::fs::read_to_string(dir.join("full/report.md"))
+            .unwrap()
+            .contains("spread over the split")
+    );
+    // A score of another run is refused by name, never read as this one's.
+    let one = full
+        .keys()
+        .map(|k| {
+            dir.join("full")
+                .join(k)
+                .with_file_name("validation-spread.json")
+        })
+        .find(|p| p.is_file())
+        .unwrap();
+    let text = std::fs::read_to_string(&one).unwrap();
+    std::fs::write(
+        &one,
+        text.replace("\"spec_sha256\": \"", "\"spec_sha256\": \"0"),
+    )
+    .unwrap();
+    assert_refused(
+        &run(&dir, &["ladder", "--out", "full", "--report-only"]),
+        "is not the spread validation of this run",
+    );
+    std::fs::write(&one, text).unwrap();
+    assert_refused(
+        &run(
+            &dir,
+            &[
+                "ladder",
+                "--out",
+                "full",
+                "--spread-validation",
+                "--jobs",
+                "2",
+            ],
+        ),
+        "--spread-validation takes --out",
+    );
 
     // Stopped after 2 steps of every run, then resumed two at a time: the same results.
     let stopped = run(

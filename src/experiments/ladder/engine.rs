@@ -158,6 +158,7 @@ fn record(
         curve,
         spec_sha256: Some(spec.fingerprint.clone()),
         diverged,
+        val_spread_loss: None,
     }
 }
 

@@ -27,6 +27,7 @@ pub mod result;
 pub mod runs;
 pub mod select;
 pub mod shape;
+pub mod spread;
 pub(crate) mod table;
 pub mod uncertainty;
 mod uncertainty_table;
@@ -224,7 +225,11 @@ pub fn status(plan: &LadderPlan, out: &Path) -> Result<Vec<(RunSpec, Option<resu
         .into_iter()
         .map(|id| {
             let spec = runs::spec(plan, out, id)?;
-            let r = result::read(Path::new(&spec.dir), &spec)?;
+            let dir = Path::new(&spec.dir);
+            let mut r = result::read(dir, &spec)?;
+            if let Some(r) = r.as_mut() {
+                r.val_spread_loss = spread::read(dir, &spec)?.map(|s| s.loss);
+            }
             Ok((spec, r))
         })
         .collect()

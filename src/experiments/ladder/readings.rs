@@ -59,6 +59,10 @@ pub struct RungReadings {
     /// At the end, on the out-of-domain transfer text.
     #[serde(default)]
     pub transfer: Reading,
+    /// At the end, on windows spread over the whole validation split ([`super::spread`]);
+    /// `None` until every run of the pairs is scored so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation_spread: Option<Reading>,
     /// Validation loss with both at softmax's chosen rate (`None` until the variant ran it).
     #[serde(default)]
     pub matched_softmax_lr: Option<Reading>,
@@ -115,6 +119,15 @@ fn final_reading(pairs: &[(&RunResult, &RunResult)], f: fn(&RunResult) -> f64) -
     of_differences(per_seed, at)
 }
 
+/// The validation reading on spread windows, when every run of `pairs` has its score.
+fn spread_reading(pairs: &[(&RunResult, &RunResult)]) -> Option<Reading> {
+    let all = !pairs.is_empty()
+        && pairs
+            .iter()
+            .all(|(v, s)| v.val_spread_loss.is_some() && s.val_spread_loss.is_some());
+    all.then(|| final_reading(pairs, |r| r.val_spread_loss.unwrap_or(f64::NAN)))
+}
+
 /// Every variant's readings against softmax at every rung, from the selections (each
 /// variant at its chosen rate) and the finished runs.
 pub fn readings(
@@ -168,6 +181,7 @@ pub fn readings(
                 equal_time: reading(&pairs, |p| p.seconds),
                 validation: final_reading(&pairs, |r| r.val_loss),
                 transfer: final_reading(&pairs, |r| r.transfer_loss),
+                validation_spread: spread_reading(&pairs),
                 matched_softmax_lr: matched(soft_lr),
                 matched_variant_lr: matched(lr),
             });
@@ -219,6 +233,7 @@ mod tests {
             curve,
             spec_sha256: None,
             diverged: None,
+            val_spread_loss: None,
         }
     }
 

@@ -79,6 +79,10 @@ pub struct RunResult {
     /// in the report. `steps` is where it stopped; its curve holds the points before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diverged: Option<String>,
+    /// The loss on windows spread over the whole validation split, when the run was scored
+    /// so ([`super::spread`]): read from its own file, never from `result.json`.
+    #[serde(skip)]
+    pub val_spread_loss: Option<f64>,
 }
 
 impl RunResult {

@@ -289,6 +289,7 @@ mod tests {
             curve: Vec::new(),
             spec_sha256: None,
             diverged: None,
+            val_spread_loss: None,
         }
     }
 

@@ -198,6 +198,32 @@ pub fn markdown(r: &Report) -> String {
             cell(&x.transfer)
         );
     }
+    let spread: Vec<_> = r
+        .readings
+        .iter()
+        .filter_map(|x| x.validation_spread.as_ref().map(|s| (x, s)))
+        .collect();
+    if !spread.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nThe validation reading again on windows spread evenly over the whole validation \
+             split (as many as the first-slice reading scores; `orthoformer ladder \
+             --spread-validation`):\n\n| rung | variant | validation, first slice | \
+             validation, spread over the split |\n|---|---|---|---|"
+        );
+        for (x, s) in spread {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} {} | {} {} |",
+                x.rung,
+                x.variant,
+                g(x.validation.mean),
+                interval(&x.validation.interval),
+                g(s.mean),
+                interval(&s.interval)
+            );
+        }
+    }
     out.push_str(&super::uncertainty_table::markdown(r));
     out
 }

@@ -1,0 +1,222 @@
+//! Validation on windows spread over the whole split. A run's `val_loss` scores the first
+//! `eval_tokens` of `val.bin`, which in a sorted corpus (a dictionary) is one slice of its
+//! ordering. This scores a finished run's saved model on as many windows, placed evenly from
+//! the first token of `val.bin` to its last, and keeps the loss in `validation-spread.json`
+//! beside `result.json`, tied to the run by its fingerprint. The report reads it as one more
+//! reading ([`super::readings`]) once both runs of every pair have it.
+//!
+//! Before scoring, the saved model is checked to be the one the result scored: its loss on the
+//! result's own validation windows must give the recorded `val_loss` again.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::data::{self, Tokens};
+use super::engine::score;
+use super::runs::RunSpec;
+use super::{LadderPlan, result};
+use crate::Result;
+use crate::model::Gpt;
+use crate::train::{Trainable, invalid};
+
+/// The file beside `result.json`.
+pub const SPREAD_FILE: &str = "validation-spread.json";
+/// `format` of the file.
+pub const FORMAT: &str = "orthoformer-ladder-validation-spread";
+/// The largest relative difference between the recorded `val_loss` and the saved model's
+/// loss on the same windows (the same code on the same bits gives the same loss; the
+/// margin covers a thread count that sums the batch in another order).
+const SAME_MODEL: f64 = 1e-5;
+
+/// A run's loss on windows spread over the whole validation split.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpreadScore {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// The fingerprint of the run it scores ([`super::fingerprint`]).
+    pub spec_sha256: String,
+    /// Tokens per window (inputs; each window reads one more as its last target).
+    pub context: usize,
+    /// Windows scored.
+    pub windows: usize,
+    /// Tokens of `val.bin`, the span the windows cover.
+    pub split_tokens: usize,
+    /// Mean loss per token over the windows.
+    pub loss: f64,
+}
+
+/// The starts of `k` windows of `t + 1` tokens placed evenly over `len` tokens: the first at
+/// 0, the last ending at `len`. Empty when no window fits.
+pub fn starts(len: usize, k: usize, t: usize) -> Vec<usize> {
+    let Some(room) = len.checked_sub(t + 1) else {
+        return Vec::new();
+    };
+    match k {
+        0 => Vec::new(),
+        1 => vec![0],
+        _ => (0..k)
+            .map(|i| ((i as u128 * room as u128) / (k as u128 - 1)) as usize)
+            .collect(),
+    }
+}
+
+/// Mean loss per token of `model` on the windows of `tokens` at `starts` (`t` inputs each),
+/// `batch` windows per forward.
+fn score_at<M: Trainable>(
+    model: &mut M,
+    tokens: &[u32],
+    starts: &[usize],
+    t: usize,
+    batch: usize,
+) -> Result<f64> {
+    let mut sum = 0.0f64;
+    for chunk in starts.chunks(batch.max(1)) {
+        let (mut inputs, mut targets) = (Vec::new(), Vec::new());
+        for &s in chunk {
+            let w = tokens
+                .get(s..s + t + 1)
+                .ok_or_else(|| invalid("a spread window is outside val.bin"))?;
+            inputs.extend_from_slice(&w[..t]);
+            targets.extend_from_slice(&w[1..]);
+        }
+        sum += f64::from(model.eval_loss(&inputs, &targets, chunk.len(), t)?) * chunk.len() as f64;
+    }
+    Ok(sum / starts.len().max(1) as f64)
+}
+
+/// The spread score of the run in `dir`, if it has one; one of another run (its fingerprint
+/// differs) or an unreadable file is refused by name.
+pub fn read(dir: &Path, spec: &RunSpec) -> Result<Option<SpreadScore>> {
+    let path = dir.join(SPREAD_FILE);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let bytes = crate::io::safe_file::read_in(dir, SPREAD_FILE)?;
+    let s: SpreadScore = serde_json::from_slice(&bytes).map_err(|e| {
+        invalid(format!(
+            "{} is unreadable ({e}): delete it and score again with `orthoformer ladder \
+             --spread-validation`",
+            path.display()
+        ))
+    })?;
+    if s.format != FORMAT || s.spec_sha256 != spec.fingerprint || !s.loss.is_finite() {
+        return Err(invalid(format!(
+            "{} is not the spread validation of this run (format, fingerprint or loss): delete \
+             it and score again with `orthoformer ladder --spread-validation`",
+            path.display()
+        )));
+    }
+    Ok(Some(s))
+}
+
+/// What [`score_all`] did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SpreadOutcome {
+    /// Runs scored now.
+    pub scored: usize,
+    /// Runs that had their score already.
+    pub kept: usize,
+    /// Finished runs with no model of the Rust engine in their folder (trained elsewhere, or
+    /// copied without their checkpoint), named.
+    pub without_model: Vec<String>,
+    /// Runs not finished, or diverged: nothing to score.
+    pub skipped: usize,
+}
+
+/// Scores every finished run of the ladder in `out` that has its saved model and no spread
+/// score yet; `each(done, total, run)` reports progress.
+pub fn score_all(out: &Path, each: &mut dyn FnMut(usize, usize, &str)) -> Result<SpreadOutcome> {
+    let plan = super::read(out)?;
+    let status = super::status(&plan, out)?;
+    let tokens = data::load(&plan, out)?;
+    let mut outcome = SpreadOutcome::default();
+    let total = status.len();
+    for (i, (spec, r)) in status.iter().enumerate() {
+        each(i, total, &spec.dir);
+        let dir = Path::new(&spec.dir);
+        let Some(r) = r.as_ref().filter(|r| r.diverged.is_none()) else {
+            outcome.skipped += 1;
+            continue;
+        };
+        if read(dir, spec)?.is_some() {
+            outcome.kept += 1;
+            continue;
+        }
+        if !crate::train::checkpoint::exists(dir)? {
+            outcome.without_model.push(spec.dir.clone());
+            continue;
+        }
+        let s = score_run(&plan, &tokens, spec, r)?;
+        let json = serde_json::to_vec_pretty(&s)
+            .map_err(|e| invalid(format!("serialising {SPREAD_FILE}: {e}")))?;
+        crate::io::write_atomic_bytes(&dir.join(SPREAD_FILE), &json)?;
+        outcome.scored += 1;
+    }
+    each(total, total, "");
+    Ok(outcome)
+}
+
+/// The spread score of the finished run `spec` (result `r`) from its saved model, after
+/// checking that the model gives the result's validation loss again.
+fn score_run(
+    plan: &LadderPlan,
+    tokens: &Tokens,
+    spec: &RunSpec,
+    r: &result::RunResult,
+) -> Result<SpreadScore> {
+    let dir = Path::new(&spec.dir);
+    let (_, mut model): (_, Gpt) = crate::train::checkpoint::load_with_model(dir)?;
+    let want: crate::model::GptConfig = serde_json::from_value(spec.model.clone())
+        .map_err(|e| invalid(format!("the run's model is not a GPT configuration: {e}")))?;
+    if model.config() != &want {
+        return Err(invalid(format!(
+            "{} holds a model of another configuration than its run",
+            dir.display()
+        )));
+    }
+    let (t, b) = (spec.context, spec.batch);
+    let [a, z] = spec.final_ranges.val;
+    let first = tokens
+        .val
+        .get(a..z)
+        .ok_or_else(|| invalid("the validation range is outside val.bin"))?;
+    let again = score(&mut model, first, t, b)?;
+    if (again - r.val_loss).abs() > SAME_MODEL * r.val_loss.abs().max(1.0) {
+        return Err(invalid(format!(
+            "{}: the saved model scores {again} on the result's validation windows where the \
+             result says {}: the checkpoint is not the model that was scored",
+            dir.display(),
+            r.val_loss
+        )));
+    }
+    let k = data::whole_windows(tokens.val.len(), plan.eval_tokens, t).saturating_sub(1) / t.max(1);
+    let at = starts(tokens.val.len(), k, t);
+    if at.is_empty() {
+        return Err(invalid("val.bin holds no whole window"));
+    }
+    Ok(SpreadScore {
+        format: FORMAT.to_string(),
+        spec_sha256: spec.fingerprint.clone(),
+        context: t,
+        windows: at.len(),
+        split_tokens: tokens.val.len(),
+        loss: score_at(&mut model, &tokens.val, &at, t, b)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_span_the_whole_split() {
+        let s = starts(1000, 5, 9);
+        assert_eq!(s.first(), Some(&0));
+        assert_eq!(s.last().map(|&x| x + 10), Some(1000));
+        assert!(s.windows(2).all(|w| w[1] > w[0]));
+        assert_eq!(starts(10, 3, 9), vec![0, 0, 0]);
+        assert!(starts(9, 3, 9).is_empty());
+        assert_eq!(starts(100, 1, 9), vec![0]);
+    }
+}
