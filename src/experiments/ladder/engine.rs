@@ -122,6 +122,11 @@ pub fn train_one(
         return Ok(false);
     }
     let r = finish(&mut model, tokens, spec, &cfg, &state)?;
+    // The spread validation before the result: a run stopped between the two finishes again
+    // from its last checkpoint and writes both.
+    if r.diverged.is_none() {
+        super::spread::write_for(plan, tokens, spec, &mut model)?;
+    }
     result::write(dir, &r)?;
     Ok(true)
 }

@@ -147,10 +147,7 @@ pub fn score_all(out: &Path, each: &mut dyn FnMut(usize, usize, &str)) -> Result
             outcome.without_model.push(spec.dir.clone());
             continue;
         }
-        let s = score_run(&plan, &tokens, spec, r)?;
-        let json = serde_json::to_vec_pretty(&s)
-            .map_err(|e| invalid(format!("serialising {SPREAD_FILE}: {e}")))?;
-        crate::io::write_atomic_bytes(&dir.join(SPREAD_FILE), &json)?;
+        write(dir, &score_run(&plan, &tokens, spec, r)?)?;
         outcome.scored += 1;
     }
     each(total, total, "");
@@ -175,13 +172,12 @@ fn score_run(
             dir.display()
         )));
     }
-    let (t, b) = (spec.context, spec.batch);
     let [a, z] = spec.final_ranges.val;
     let first = tokens
         .val
         .get(a..z)
         .ok_or_else(|| invalid("the validation range is outside val.bin"))?;
-    let again = score(&mut model, first, t, b)?;
+    let again = score(&mut model, first, spec.context, spec.batch)?;
     if (again - r.val_loss).abs() > SAME_MODEL * r.val_loss.abs().max(1.0) {
         return Err(invalid(format!(
             "{}: the saved model scores {again} on the result's validation windows where the \
@@ -190,6 +186,17 @@ fn score_run(
             r.val_loss
         )));
     }
+    of_model(plan, tokens, spec, &mut model)
+}
+
+/// The spread score of `model`, the finished model of run `spec`.
+fn of_model(
+    plan: &LadderPlan,
+    tokens: &Tokens,
+    spec: &RunSpec,
+    model: &mut Gpt,
+) -> Result<SpreadScore> {
+    let t = spec.context;
     let k = data::whole_windows(tokens.val.len(), plan.eval_tokens, t).saturating_sub(1) / t.max(1);
     let at = starts(tokens.val.len(), k, t);
     if at.is_empty() {
@@ -201,8 +208,26 @@ fn score_run(
         context: t,
         windows: at.len(),
         split_tokens: tokens.val.len(),
-        loss: score_at(&mut model, &tokens.val, &at, t, b)?,
+        loss: score_at(model, &tokens.val, &at, t, spec.batch)?,
     })
+}
+
+/// Scores `model`, the finished model of run `spec`, and writes its file: the engine does
+/// this as a run finishes, so a result never needs its checkpoint again for this reading.
+pub fn write_for(
+    plan: &LadderPlan,
+    tokens: &Tokens,
+    spec: &RunSpec,
+    model: &mut Gpt,
+) -> Result<()> {
+    write(Path::new(&spec.dir), &of_model(plan, tokens, spec, model)?)
+}
+
+/// Writes `s` as `dir`'s spread file, atomically.
+fn write(dir: &Path, s: &SpreadScore) -> Result<()> {
+    let json = serde_json::to_vec_pretty(s)
+        .map_err(|e| invalid(format!("serialising {SPREAD_FILE}: {e}")))?;
+    crate::io::write_atomic_bytes(&dir.join(SPREAD_FILE), &json)
 }
 
 #[cfg(test)]
