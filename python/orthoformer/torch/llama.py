@@ -4,17 +4,20 @@ rotary positions and grouped-query heads, RMSNorm, SwiGLU MLP ``down(silu(gate(x
 up(x))``, a final RMSNorm and a tied or untied head), shaped by
 :class:`~orthoformer.torch.llama_config.LlamaConfig`.
 
-:meth:`Llama.from_hf` loads a local ``transformers`` Llama folder (``config.json`` and
-``model.safetensors``, or shards with ``model.safetensors.index.json``): with ``softmax``
+:meth:`Llama.from_hf` loads a local ``transformers`` Llama or Qwen2 folder (``config.json``
+and ``model.safetensors``, or shards with ``model.safetensors.index.json``): with ``softmax``
 attention it is that model, to float rounding; a frozen variant replaces ``W_Q``/``W_K`` by
 the library's frozen matrices of layer ``l`` (tensors ``2l``, ``2l + 1`` from
 ``frozen_seed``; ``W_K`` with ``num_key_value_heads`` heads), exactly as
-:func:`~orthoformer.torch.freeze_qk_` freezes a ``transformers`` Llama. :meth:`Llama.to_hf`
-writes a folder ``LlamaForCausalLM`` loads, frozen matrices as weights (identity queries as
-the identity, tied keys as a copy of the queries) and the marker ``"orthoformer":
-{attention, frozen_method, frozen_seed}`` in ``config.json``, which ``from_hf`` and
-``freeze_qk_`` read to freeze them again. RoPE pairs dimension ``i`` with ``i + D/2``
-(``transformers``' ``rotate_half``), so Q/K weights load unpermuted.
+:func:`~orthoformer.torch.freeze_qk_` freezes a ``transformers`` Llama: Q/K biases (Qwen2's,
+a Llama's ``attention_bias``) stay trainable and start at zero, since a bias trained for the
+replaced matrix means nothing to the frozen one. :meth:`Llama.to_hf` writes a folder
+``LlamaForCausalLM`` (or ``Qwen2ForCausalLM``) loads, frozen matrices as weights (identity
+queries as the identity, tied keys as a copy of the queries, their bias included) and the
+marker ``"orthoformer": {attention, frozen_method, frozen_seed}`` in ``config.json``, which
+``from_hf`` and ``freeze_qk_`` read to freeze them again (stored Q/K values and biases kept).
+RoPE pairs dimension ``i`` with ``i + D/2`` (``transformers``' ``rotate_half``), so Q/K
+weights load unpermuted.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from torch import nn
 from ..config import ATTENTIONS
 from ..validate import InputError
 from .attention import OrthogonalAttention
-from .frozen import FrozenOrthogonalLinear
+from .frozen import FrozenOrthogonalLinear, FrozenProjection
 from .functional import Device
 from .hf import read_marker
 from .llama_config import LlamaConfig
@@ -96,6 +99,8 @@ class LlamaBlock(nn.Module):
             rope=True,
             rope_theta=cfg.rope_theta,
             num_kv_heads=cfg.num_key_value_heads,
+            bias=cfg.qkv_bias,
+            out_bias=cfg.o_bias,
             **kw,
         )
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
@@ -116,9 +121,9 @@ class LlamaBlock(nn.Module):
 
 class Llama(nn.Module):
     """A Llama-style causal language model of ``config`` (a :class:`LlamaConfig`), built on
-    ``device`` in ``dtype``; trainable weights start ``N(0, 0.02²)``, norms at one, frozen
-    matrices drawn from ``config.frozen_seed`` (on ``meta`` nothing is drawn until
-    :meth:`reset_frozen`). Parameter names are ``transformers``' without the ``model.``
+    ``device`` in ``dtype``; trainable weights start ``N(0, 0.02²)``, biases at zero, norms
+    at one, frozen matrices drawn from ``config.frozen_seed`` (on ``meta`` nothing is drawn
+    until :meth:`reset_frozen`). Parameter names are ``transformers``' without the ``model.``
     prefix, except attention's ``q``, ``k``, ``v``, ``o`` (``q_proj`` ...)."""
 
     def __init__(self, config: LlamaConfig, *, device: Device = None, dtype: Optional[torch.dtype] = None):
@@ -139,12 +144,14 @@ class Llama(nn.Module):
 
     def reset_parameters(self) -> None:
         """Draws the trainable weights as ``transformers`` initialises a Llama (``N(0,
-        0.02²)``, norms at one) from torch's generator."""
+        0.02²)``, biases at zero, norms at one) from torch's generator."""
         with torch.no_grad():
             for m in self.modules():
                 if isinstance(m, (nn.Linear, nn.Embedding)):
                     m.weight.normal_(0.0, INIT_STD)
-                elif isinstance(m, RMSNorm):
+                if isinstance(m, (nn.Linear, FrozenProjection)) and m.bias is not None:
+                    m.bias.zero_()
+                if isinstance(m, RMSNorm):
                     m.weight.fill_(1.0)
                 elif isinstance(m, OrthogonalAttention):
                     m.reset_parameters()
@@ -197,10 +204,12 @@ class Llama(nn.Module):
         device: Device = None,
         dtype: Optional[torch.dtype] = None,
     ) -> Llama:
-        """A local ``transformers`` Llama folder as this model. ``attention`` ``None``: the
-        folder marker's variant when it has one (its stored Q/K frozen as they are), else
-        ``softmax`` (Q/K trainable, loaded); a frozen variant replaces Q/K by the matrices of
-        ``frozen_seed`` (default 0) and ``frozen_method`` (default ``qr``)."""
+        """A local ``transformers`` Llama or Qwen2 folder as this model. ``attention``
+        ``None``: the folder marker's variant when it has one (its stored Q/K and their biases
+        frozen as they are), else ``softmax`` (Q/K trainable, loaded); a frozen variant
+        replaces Q/K by the matrices of ``frozen_seed`` (default 0) and ``frozen_method``
+        (default ``qr``), their biases (if any) trainable from zero as :func:`freeze_qk_`
+        starts them."""
         from .llama_io import load_into, read_folder
 
         hf, tensors = read_folder(pathlib.Path(os.fspath(folder)))
@@ -222,7 +231,7 @@ class Llama(nn.Module):
         return model
 
     def to_hf(self, folder: PathArg) -> None:
-        """Writes this model as a ``transformers`` Llama folder (``config.json``,
+        """Writes this model as a ``transformers`` Llama (or Qwen2) folder (``config.json``,
         ``model.safetensors``); frozen, identity and tied Q/K as dense weights, marked in
         ``config.json`` when the variant is not ``softmax``."""
         from .llama_io import write_folder
@@ -265,18 +274,37 @@ def dense_qk(attn: OrthogonalAttention, which: str) -> torch.Tensor:
     return dense_qk(attn, "q")
 
 
+def dense_bias(attn: OrthogonalAttention, which: str) -> Optional[torch.Tensor]:
+    """The bias of ``W_Q`` or ``W_K`` (``None`` without one): the queries' for tied keys."""
+    mod = getattr(attn, which)
+    if mod is None:
+        return None if which == "q" else dense_bias(attn, "q")
+    return mod.bias
+
+
 def pin_frozen(attn: OrthogonalAttention, which: str, value: torch.Tensor) -> None:
     """Keeps stored frozen values: unchanged when they are what the seed regenerates, else
-    stored whole in a dense frozen projection."""
+    stored whole in a dense frozen projection (the loaded bias moved over)."""
     mod = getattr(attn, which)
     if torch.equal(mod.weight.detach().float().cpu(), value.float().cpu()):
         return
     heads = attn.n_head if which == "q" else attn.n_kv_head
     w = attn.v.weight
+    bias = mod.bias is not None
     dense = FrozenOrthogonalLinear(
-        attn.d_model, heads, attn.d_head, seed=0, seed_in_state_dict=False, device=w.device, dtype=w.dtype
+        attn.d_model,
+        heads,
+        attn.d_head,
+        bias=bias,
+        seed=0,
+        seed_in_state_dict=False,
+        device=w.device,
+        dtype=w.dtype,
     )
+    if bias:
+        with torch.no_grad():
+            dense.bias.copy_(mod.bias)
     setattr(attn, which, dense.set_weight_(value))
 
 
-__all__ = ["Llama", "LlamaBlock", "LlamaConfig", "RMSNorm", "SwiGLU", "dense_qk", "hf_name"]
+__all__ = ["Llama", "LlamaBlock", "LlamaConfig", "RMSNorm", "SwiGLU", "dense_bias", "dense_qk", "hf_name"]
