@@ -18,6 +18,11 @@ marker ``"orthoformer": {attention, frozen_method, frozen_seed}`` in ``config.js
 ``from_hf`` and ``freeze_qk_`` read to freeze them again (stored Q/K values and biases kept).
 RoPE pairs dimension ``i`` with ``i + D/2`` (``transformers``' ``rotate_half``), so Q/K
 weights load unpermuted.
+
+:meth:`Llama.generate` decodes with a key/value cache per layer (:mod:`.generate`): the
+prompt runs once, then each new token at its own position (RoPE continues from the cache's
+length); greedy decoding gives ``transformers``' ``generate(do_sample=False)`` tokens. A
+request past ``max_position_embeddings`` is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from torch import nn
 
 from ..config import ATTENTIONS
 from ..validate import InputError
-from .attention import OrthogonalAttention
+from . import generate as _generate
+from .attention import LINEAR_VARIANTS, KVCache, OrthogonalAttention
 from .frozen import FrozenOrthogonalLinear, FrozenProjection
 from .functional import Device
 from .hf import read_marker
@@ -112,10 +118,13 @@ class LlamaBlock(nn.Module):
         attn_mask: Optional[torch.Tensor] = None,
         doc_ids: Optional[torch.Tensor] = None,
         attention_mask: Optional[torch.Tensor] = None,
+        *,
+        cache: Optional[KVCache] = None,
     ) -> torch.Tensor:
-        """``x`` ``(B, T, C)`` through the block."""
+        """``x`` ``(B, T, C)`` through the block; with ``cache``, ``x`` holds the positions
+        after the cached ones (see :meth:`OrthogonalAttention.forward`)."""
         h = self.input_layernorm(x)
-        x = x + self.self_attn(h, attn_mask=attn_mask, doc_ids=doc_ids, attention_mask=attention_mask)
+        x = x + self.self_attn(h, cache, attn_mask=attn_mask, doc_ids=doc_ids, attention_mask=attention_mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -192,6 +201,67 @@ class Llama(nn.Module):
             x = layer(x, attn_mask, doc_ids, attention_mask)
         logits = F.linear(self.norm(x), self.head_weight)  # (B, T, V)
         return logits, lm_loss(logits, targets, labels)
+
+    def cached_logits(self, idx: torch.Tensor, caches: list[KVCache], start: int) -> torch.Tensor:
+        """Logits ``(B, V)`` of the last position of ``idx`` ``(B, T)``, which sit at positions
+        ``start .. start + T`` right after what ``caches`` (one per layer) hold; the caches
+        are extended. ``start`` must be the caches' length: RoPE turns each new query and
+        key by its position."""
+        if len(caches) != len(self.layers) or any(c.length != start for c in caches):
+            held = sorted({c.length for c in caches})
+            raise InputError(
+                f"cached_logits needs {len(self.layers)} caches holding {start} positions, got "
+                f"{len(caches)} holding {held}: pass the caches of the earlier calls"
+            )
+        if self.config.attention in LINEAR_VARIANTS:
+            raise InputError(f"{self.config.attention} attention keeps no key/value cache: call the model")
+        x = self.embed_tokens(idx)  # (B, T, C)
+        for layer, cache in zip(self.layers, caches):
+            x = layer(x, cache=cache)
+        return F.linear(self.norm(x[:, -1]), self.head_weight)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: Optional[int] = None,
+        top_p: Optional[float] = None,
+        *,
+        generator: Optional[torch.Generator] = None,
+    ) -> torch.Tensor:
+        """``idx`` ``(B, T)`` followed by ``max_new_tokens`` tokens: greedy at
+        ``temperature=0`` (``transformers``' ``generate(do_sample=False)``, without stopping
+        at an end-of-sequence token), else sampled (``top_k``, ``top_p``) from ``generator``
+        (:func:`~orthoformer.torch.generate.sample`). The prompt runs once, then every token
+        through a key/value cache per layer (linear-attention variants run the whole
+        sequence again per token). Rows are whole prompts of one length (no padding). The
+        prompt and the new tokens must fit in ``max_position_embeddings``; more is refused
+        before anything runs (positions the model was not trained for; crop the prompt to
+        go on)."""
+        _generate.check_request(idx, max_new_tokens)
+        limit = self.config.max_position_embeddings
+        t = idx.shape[1]
+        if t + max_new_tokens > limit:
+            raise InputError(
+                f"a prompt of {t} tokens and max_new_tokens {max_new_tokens} need "
+                f"{t + max_new_tokens} positions, more than max_position_embeddings {limit}: "
+                "shorten the prompt or ask for fewer tokens"
+            )
+        cache = self.config.attention not in LINEAR_VARIANTS
+        return _generate.decode(
+            self,
+            idx,
+            max_new_tokens,
+            temperature,
+            top_k,
+            top_p,
+            generator,
+            context=limit,
+            layers=len(self.layers),
+            cache=cache,
+        )
 
     @classmethod
     def from_hf(

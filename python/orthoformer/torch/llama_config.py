@@ -51,7 +51,8 @@ class LlamaConfig:
     ``F`` (SwiGLU width), ``num_hidden_layers`` ``L``, ``num_attention_heads`` ``H``,
     ``num_key_value_heads`` ``KV`` (``None``: ``H``; grouped-query attention below), RMSNorm
     ``rms_norm_eps``, RoPE base ``rope_theta`` (half-split pairs, as ``transformers``),
-    ``max_position_embeddings`` (recorded, not enforced, as ``transformers``),
+    ``max_position_embeddings`` (not enforced by the forward, as ``transformers``;
+    :meth:`~orthoformer.torch.Llama.generate` refuses to go past it),
     ``tie_word_embeddings`` (the head is the embedding), ``attention`` (one of the library's
     variants but ``orthogonal-trained``; frozen Q/K of layer ``l`` are the library's tensors
     ``2l``, ``2l + 1`` drawn by ``frozen_method`` from ``frozen_seed``) and
