@@ -101,6 +101,11 @@ def run(args: Any) -> dict[str, Any]:
     ) as files:
         hf, tensors = read_folder(folder)
         cfg = LlamaConfig.from_hf_dict(hf)
+        if cfg.qkv_bias:
+            raise InputError(
+                f"--model {folder}: a {cfg.family} model with attention biases, which the rotations "
+                "do not fold: pass a bias-free Llama folder"
+            )
         why = check_group(cfg, args.group)
         if why:
             raise InputError(why)

@@ -149,3 +149,24 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, capsys, change, nee
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_a_model_with_attention_biases_is_refused_by_name(tmp_path, capsys) -> None:
+    """Qwen2 (biases on q/k/v) loads as a Llama now; its biases would need rotating too."""
+    cfg = transformers.Qwen2Config(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    transformers.Qwen2ForCausalLM(cfg).save_pretrained(tmp_path / "qwen2")
+    (tmp_path / "t.txt").write_text("some calibration text " * 50)
+    capsys.readouterr()
+    out = tmp_path / "learned"
+    argv = ["--model", str(tmp_path / "qwen2"), "--data", str(tmp_path / "t.txt"), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "qwen2 model with attention biases" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()

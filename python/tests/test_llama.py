@@ -271,11 +271,11 @@ def test_hf_configs_llama_cannot_compute_are_refused_by_name(tmp_path) -> None:
     cases = {
         "rope_parameters": {"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}},
         "rope_scaling": {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
-        "attention_bias": {"attention_bias": True},
         "mlp_bias": {"mlp_bias": True},
         "hidden_act": {"hidden_act": "gelu"},
         "head_dim": {"head_dim": 16},
         "model_type": {"model_type": "gemma"},
+        "sliding_window": {"sliding_window": 16},
     }
     for name, change in cases.items():
         with pytest.raises(InputError, match=name):

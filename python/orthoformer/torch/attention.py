@@ -96,9 +96,11 @@ class OrthogonalAttention(nn.Module):
     Frozen matrices are drawn by ``method`` (``qr``, ``svd``, ``householder``, ``cayley``)
     from ``seed`` (``None``: one drawn from torch's generator) as layer ``layer`` of a library
     GPT whose ``frozen_seed`` is ``seed``. ``bias`` gives every projection a bias (trainable,
-    also for frozen ones); ``dropout`` applies to the softmax probabilities while training;
-    ``causal=False`` attends to the whole sequence; ``seed_in_state_dict=False`` leaves the
-    seed out of ``state_dict`` (where something else records it). ``rope`` rotates every
+    also for frozen ones), and ``out_bias`` (default ``bias``) decides it for the output
+    projection apart (Qwen2: biases on Q, K, V only); ``dropout`` applies to the softmax
+    probabilities while training; ``causal=False`` attends to the whole sequence;
+    ``seed_in_state_dict=False`` leaves the seed out of ``state_dict`` (where something else
+    records it). ``rope`` rotates every
     head's queries and keys by their position (base ``rope_theta``; a cached call continues
     from the cache's length), so frozen scores see relative position; ``learned_temperature``
     adds ``temperature``, one trained scalar per head (starting at 1) multiplying its scores,
@@ -117,6 +119,7 @@ class OrthogonalAttention(nn.Module):
         method: str = "qr",
         seed: Optional[int] = None,
         bias: bool = False,
+        out_bias: Optional[bool] = None,
         dropout: float = 0.0,
         causal: bool = True,
         layer: Optional[int] = None,
@@ -175,7 +178,7 @@ class OrthogonalAttention(nn.Module):
         # Seeds and stored matrices in a state_dict are checked before anything loads.
         self.register_load_state_dict_pre_hook(check_frozen_state)
         self.v = nn.Linear(d_model, self.kv_dim, bias=bias, **kw)
-        self.o = nn.Linear(d_model, d_model, bias=bias, **kw)
+        self.o = nn.Linear(d_model, d_model, bias=bias if out_bias is None else out_bias, **kw)
         # After `o`: the library stores a layer's temperature after its projections.
         self.temperature = nn.Parameter(torch.ones(n_head, **kw)) if learned_temperature else None
 

@@ -1,14 +1,16 @@
-"""Text generation with the PyTorch GPT (:meth:`orthoformer.torch.GPT.generate`): the
-prompt's last ``context`` tokens are run once (prefill), then each new token is decoded
-through a key/value cache for the softmax-kernel variants; linear-attention variants, and any
-sequence grown past the context, run the last ``context`` tokens again per token. Greedy
-decoding (``temperature=0``) gives ``orthoformer generate``'s tokens on the same checkpoint.
-One call makes at most the library's ``MAX_NEW_TOKENS`` tokens, as ``orthoformer generate``.
+"""Text generation with the PyTorch models (:meth:`orthoformer.torch.GPT.generate`,
+:meth:`orthoformer.torch.Llama.generate`): the prompt's last ``context`` tokens are run once
+(prefill), then each new token is decoded through a key/value cache for the softmax-kernel
+variants; linear-attention variants run the last ``context`` tokens again per token. The GPT
+slides its window past the context (greedy decoding, ``temperature=0``, gives ``orthoformer
+generate``'s tokens on the same checkpoint); a Llama refuses to go past
+``max_position_embeddings`` instead. One call makes at most the library's ``MAX_NEW_TOKENS``
+tokens, as ``orthoformer generate``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -51,7 +53,8 @@ def sample(
 
 def cached_logits(model: Any, idx: torch.Tensor, caches: list[KVCache], start: int) -> torch.Tensor:
     """Logits of the last position of ``idx`` ``(B, T)``, which sit at positions ``start ..
-    start + T`` after what ``caches`` hold (extended here)."""
+    start + T`` after what ``caches`` hold (extended here), for the library's GPT (a Llama's
+    are :meth:`~orthoformer.torch.Llama.cached_logits`)."""
     x = model.embed(idx, start)
     for block, cache in zip(model.h, caches):
         x = block(x, cache)
@@ -69,8 +72,29 @@ def generate(
     *,
     generator: Optional[torch.Generator] = None,
 ) -> torch.Tensor:
-    """``idx`` ``(B, T)`` followed by ``max_new_tokens`` sampled tokens (see :func:`sample`),
-    at most the library's ``MAX_NEW_TOKENS`` (the sequence grows by ``B`` ids per token)."""
+    """``idx`` ``(B, T)`` followed by ``max_new_tokens`` sampled tokens (see :func:`sample`) of
+    the library's GPT ``model``, at most the library's ``MAX_NEW_TOKENS`` (the sequence grows
+    by ``B`` ids per token)."""
+    check_request(idx, max_new_tokens)
+    cfg = model.config
+    return decode(
+        model,
+        idx,
+        max_new_tokens,
+        temperature,
+        top_k,
+        top_p,
+        generator,
+        context=cfg.context,
+        layers=len(model.h),
+        cache=not cfg.is_linear,
+        step=lambda x, caches, start: cached_logits(model, x, caches, start),
+    )
+
+
+def check_request(idx: Any, max_new_tokens: Any) -> None:
+    """Checks a generation request: ``max_new_tokens`` an integer up to the library's
+    ``MAX_NEW_TOKENS``, ``idx`` a non-empty ``(B, T)`` tensor of token ids."""
     integer(
         "max_new_tokens",
         max_new_tokens,
@@ -78,17 +102,44 @@ def generate(
         hi=_native.MAX_NEW_TOKENS,
         hint="ask for fewer tokens, or continue the text in several calls",
     )
-    if idx.dim() != 2 or idx.shape[1] == 0:
-        raise ValueError(f"idx must be a non-empty (B, T) tensor of token ids, got shape {tuple(idx.shape)}")
-    ctx = model.config.context
+    if (
+        not isinstance(idx, torch.Tensor)
+        or idx.dim() != 2
+        or idx.shape[1] == 0
+        or idx.dtype.is_floating_point
+    ):
+        shown = tuple(idx.shape) if isinstance(idx, torch.Tensor) else type(idx).__name__
+        raise ValueError(f"idx must be a non-empty (B, T) tensor of token ids, got {shown}")
+
+
+def decode(
+    model: Any,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float,
+    top_k: Optional[int],
+    top_p: Optional[float],
+    generator: Optional[torch.Generator],
+    *,
+    context: int,
+    layers: int,
+    cache: bool,
+    step: Optional[Callable[[torch.Tensor, list[KVCache], int], torch.Tensor]] = None,
+) -> torch.Tensor:
+    """The decoding loop of a checked request: the last ``context`` tokens of ``idx`` run
+    once, then each new token through ``step(ids, caches, start)`` (last-position logits
+    ``(B, V)``; default ``model.cached_logits``) with one :class:`KVCache` per layer while
+    ``cache`` and the sequence fits ``context``, else ``model(last context tokens)``."""
+    ctx = context
+    step = model.cached_logits if step is None else step
     was_training = model.training
     model.eval()
     try:
-        use_cache = not model.config.is_linear
-        caches = [KVCache() for _ in model.h]
+        use_cache = cache
+        caches = [KVCache() for _ in range(layers)]
         window = idx[:, -ctx:]
         if use_cache:
-            logits = cached_logits(model, window, caches, 0)
+            logits = step(window, caches, 0)
         else:
             logits = model(window)[0][:, -1]
         out = idx
@@ -99,7 +150,7 @@ def generate(
                 break
             pos = caches[0].length if use_cache else 0
             if use_cache and pos < ctx:
-                logits = cached_logits(model, nxt[:, None], caches, pos)
+                logits = step(nxt[:, None], caches, pos)
             else:
                 # Past the context (or linear attention): the last `context` tokens again.
                 use_cache = False
@@ -109,4 +160,4 @@ def generate(
         model.train(was_training)
 
 
-__all__ = ["cached_logits", "generate", "sample"]
+__all__ = ["cached_logits", "check_request", "decode", "generate", "sample"]

@@ -4,17 +4,25 @@ rotary positions and grouped-query heads, RMSNorm, SwiGLU MLP ``down(silu(gate(x
 up(x))``, a final RMSNorm and a tied or untied head), shaped by
 :class:`~orthoformer.torch.llama_config.LlamaConfig`.
 
-:meth:`Llama.from_hf` loads a local ``transformers`` Llama folder (``config.json`` and
-``model.safetensors``, or shards with ``model.safetensors.index.json``): with ``softmax``
+:meth:`Llama.from_hf` loads a local ``transformers`` Llama or Qwen2 folder (``config.json``
+and ``model.safetensors``, or shards with ``model.safetensors.index.json``): with ``softmax``
 attention it is that model, to float rounding; a frozen variant replaces ``W_Q``/``W_K`` by
 the library's frozen matrices of layer ``l`` (tensors ``2l``, ``2l + 1`` from
 ``frozen_seed``; ``W_K`` with ``num_key_value_heads`` heads), exactly as
-:func:`~orthoformer.torch.freeze_qk_` freezes a ``transformers`` Llama. :meth:`Llama.to_hf`
-writes a folder ``LlamaForCausalLM`` loads, frozen matrices as weights (identity queries as
-the identity, tied keys as a copy of the queries) and the marker ``"orthoformer":
-{attention, frozen_method, frozen_seed}`` in ``config.json``, which ``from_hf`` and
-``freeze_qk_`` read to freeze them again. RoPE pairs dimension ``i`` with ``i + D/2``
-(``transformers``' ``rotate_half``), so Q/K weights load unpermuted.
+:func:`~orthoformer.torch.freeze_qk_` freezes a ``transformers`` Llama: Q/K biases (Qwen2's,
+a Llama's ``attention_bias``) stay trainable and start at zero, since a bias trained for the
+replaced matrix means nothing to the frozen one. :meth:`Llama.to_hf` writes a folder
+``LlamaForCausalLM`` (or ``Qwen2ForCausalLM``) loads, frozen matrices as weights (identity
+queries as the identity, tied keys as a copy of the queries, their bias included) and the
+marker ``"orthoformer": {attention, frozen_method, frozen_seed}`` in ``config.json``, which
+``from_hf`` and ``freeze_qk_`` read to freeze them again (stored Q/K values and biases kept).
+RoPE pairs dimension ``i`` with ``i + D/2`` (``transformers``' ``rotate_half``), so Q/K
+weights load unpermuted.
+
+:meth:`Llama.generate` decodes with a key/value cache per layer (:mod:`.generate`): the
+prompt runs once, then each new token at its own position (RoPE continues from the cache's
+length); greedy decoding gives ``transformers``' ``generate(do_sample=False)`` tokens. A
+request past ``max_position_embeddings`` is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -31,8 +39,9 @@ from torch import nn
 
 from ..config import ATTENTIONS
 from ..validate import InputError
-from .attention import OrthogonalAttention
-from .frozen import FrozenOrthogonalLinear
+from . import generate as _generate
+from .attention import LINEAR_VARIANTS, KVCache, OrthogonalAttention
+from .frozen import FrozenOrthogonalLinear, FrozenProjection
 from .functional import Device
 from .hf import read_marker
 from .llama_config import LlamaConfig
@@ -96,6 +105,8 @@ class LlamaBlock(nn.Module):
             rope=True,
             rope_theta=cfg.rope_theta,
             num_kv_heads=cfg.num_key_value_heads,
+            bias=cfg.qkv_bias,
+            out_bias=cfg.o_bias,
             **kw,
         )
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
@@ -107,18 +118,21 @@ class LlamaBlock(nn.Module):
         attn_mask: Optional[torch.Tensor] = None,
         doc_ids: Optional[torch.Tensor] = None,
         attention_mask: Optional[torch.Tensor] = None,
+        *,
+        cache: Optional[KVCache] = None,
     ) -> torch.Tensor:
-        """``x`` ``(B, T, C)`` through the block."""
+        """``x`` ``(B, T, C)`` through the block; with ``cache``, ``x`` holds the positions
+        after the cached ones (see :meth:`OrthogonalAttention.forward`)."""
         h = self.input_layernorm(x)
-        x = x + self.self_attn(h, attn_mask=attn_mask, doc_ids=doc_ids, attention_mask=attention_mask)
+        x = x + self.self_attn(h, cache, attn_mask=attn_mask, doc_ids=doc_ids, attention_mask=attention_mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class Llama(nn.Module):
     """A Llama-style causal language model of ``config`` (a :class:`LlamaConfig`), built on
-    ``device`` in ``dtype``; trainable weights start ``N(0, 0.02²)``, norms at one, frozen
-    matrices drawn from ``config.frozen_seed`` (on ``meta`` nothing is drawn until
-    :meth:`reset_frozen`). Parameter names are ``transformers``' without the ``model.``
+    ``device`` in ``dtype``; trainable weights start ``N(0, 0.02²)``, biases at zero, norms
+    at one, frozen matrices drawn from ``config.frozen_seed`` (on ``meta`` nothing is drawn
+    until :meth:`reset_frozen`). Parameter names are ``transformers``' without the ``model.``
     prefix, except attention's ``q``, ``k``, ``v``, ``o`` (``q_proj`` ...)."""
 
     def __init__(self, config: LlamaConfig, *, device: Device = None, dtype: Optional[torch.dtype] = None):
@@ -139,12 +153,14 @@ class Llama(nn.Module):
 
     def reset_parameters(self) -> None:
         """Draws the trainable weights as ``transformers`` initialises a Llama (``N(0,
-        0.02²)``, norms at one) from torch's generator."""
+        0.02²)``, biases at zero, norms at one) from torch's generator."""
         with torch.no_grad():
             for m in self.modules():
                 if isinstance(m, (nn.Linear, nn.Embedding)):
                     m.weight.normal_(0.0, INIT_STD)
-                elif isinstance(m, RMSNorm):
+                if isinstance(m, (nn.Linear, FrozenProjection)) and m.bias is not None:
+                    m.bias.zero_()
+                if isinstance(m, RMSNorm):
                     m.weight.fill_(1.0)
                 elif isinstance(m, OrthogonalAttention):
                     m.reset_parameters()
@@ -186,6 +202,67 @@ class Llama(nn.Module):
         logits = F.linear(self.norm(x), self.head_weight)  # (B, T, V)
         return logits, lm_loss(logits, targets, labels)
 
+    def cached_logits(self, idx: torch.Tensor, caches: list[KVCache], start: int) -> torch.Tensor:
+        """Logits ``(B, V)`` of the last position of ``idx`` ``(B, T)``, which sit at positions
+        ``start .. start + T`` right after what ``caches`` (one per layer) hold; the caches
+        are extended. ``start`` must be the caches' length: RoPE turns each new query and
+        key by its position."""
+        if len(caches) != len(self.layers) or any(c.length != start for c in caches):
+            held = sorted({c.length for c in caches})
+            raise InputError(
+                f"cached_logits needs {len(self.layers)} caches holding {start} positions, got "
+                f"{len(caches)} holding {held}: pass the caches of the earlier calls"
+            )
+        if self.config.attention in LINEAR_VARIANTS:
+            raise InputError(f"{self.config.attention} attention keeps no key/value cache: call the model")
+        x = self.embed_tokens(idx)  # (B, T, C)
+        for layer, cache in zip(self.layers, caches):
+            x = layer(x, cache=cache)
+        return F.linear(self.norm(x[:, -1]), self.head_weight)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: Optional[int] = None,
+        top_p: Optional[float] = None,
+        *,
+        generator: Optional[torch.Generator] = None,
+    ) -> torch.Tensor:
+        """``idx`` ``(B, T)`` followed by ``max_new_tokens`` tokens: greedy at
+        ``temperature=0`` (``transformers``' ``generate(do_sample=False)``, without stopping
+        at an end-of-sequence token), else sampled (``top_k``, ``top_p``) from ``generator``
+        (:func:`~orthoformer.torch.generate.sample`). The prompt runs once, then every token
+        through a key/value cache per layer (linear-attention variants run the whole
+        sequence again per token). Rows are whole prompts of one length (no padding). The
+        prompt and the new tokens must fit in ``max_position_embeddings``; more is refused
+        before anything runs (positions the model was not trained for; crop the prompt to
+        go on)."""
+        _generate.check_request(idx, max_new_tokens)
+        limit = self.config.max_position_embeddings
+        t = idx.shape[1]
+        if t + max_new_tokens > limit:
+            raise InputError(
+                f"a prompt of {t} tokens and max_new_tokens {max_new_tokens} need "
+                f"{t + max_new_tokens} positions, more than max_position_embeddings {limit}: "
+                "shorten the prompt or ask for fewer tokens"
+            )
+        cache = self.config.attention not in LINEAR_VARIANTS
+        return _generate.decode(
+            self,
+            idx,
+            max_new_tokens,
+            temperature,
+            top_k,
+            top_p,
+            generator,
+            context=limit,
+            layers=len(self.layers),
+            cache=cache,
+        )
+
     @classmethod
     def from_hf(
         cls,
@@ -197,10 +274,12 @@ class Llama(nn.Module):
         device: Device = None,
         dtype: Optional[torch.dtype] = None,
     ) -> Llama:
-        """A local ``transformers`` Llama folder as this model. ``attention`` ``None``: the
-        folder marker's variant when it has one (its stored Q/K frozen as they are), else
-        ``softmax`` (Q/K trainable, loaded); a frozen variant replaces Q/K by the matrices of
-        ``frozen_seed`` (default 0) and ``frozen_method`` (default ``qr``)."""
+        """A local ``transformers`` Llama or Qwen2 folder as this model. ``attention``
+        ``None``: the folder marker's variant when it has one (its stored Q/K and their biases
+        frozen as they are), else ``softmax`` (Q/K trainable, loaded); a frozen variant
+        replaces Q/K by the matrices of ``frozen_seed`` (default 0) and ``frozen_method``
+        (default ``qr``), their biases (if any) trainable from zero as :func:`freeze_qk_`
+        starts them."""
         from .llama_io import load_into, read_folder
 
         hf, tensors = read_folder(pathlib.Path(os.fspath(folder)))
@@ -222,7 +301,7 @@ class Llama(nn.Module):
         return model
 
     def to_hf(self, folder: PathArg) -> None:
-        """Writes this model as a ``transformers`` Llama folder (``config.json``,
+        """Writes this model as a ``transformers`` Llama (or Qwen2) folder (``config.json``,
         ``model.safetensors``); frozen, identity and tied Q/K as dense weights, marked in
         ``config.json`` when the variant is not ``softmax``."""
         from .llama_io import write_folder
@@ -265,18 +344,37 @@ def dense_qk(attn: OrthogonalAttention, which: str) -> torch.Tensor:
     return dense_qk(attn, "q")
 
 
+def dense_bias(attn: OrthogonalAttention, which: str) -> Optional[torch.Tensor]:
+    """The bias of ``W_Q`` or ``W_K`` (``None`` without one): the queries' for tied keys."""
+    mod = getattr(attn, which)
+    if mod is None:
+        return None if which == "q" else dense_bias(attn, "q")
+    return mod.bias
+
+
 def pin_frozen(attn: OrthogonalAttention, which: str, value: torch.Tensor) -> None:
     """Keeps stored frozen values: unchanged when they are what the seed regenerates, else
-    stored whole in a dense frozen projection."""
+    stored whole in a dense frozen projection (the loaded bias moved over)."""
     mod = getattr(attn, which)
     if torch.equal(mod.weight.detach().float().cpu(), value.float().cpu()):
         return
     heads = attn.n_head if which == "q" else attn.n_kv_head
     w = attn.v.weight
+    bias = mod.bias is not None
     dense = FrozenOrthogonalLinear(
-        attn.d_model, heads, attn.d_head, seed=0, seed_in_state_dict=False, device=w.device, dtype=w.dtype
+        attn.d_model,
+        heads,
+        attn.d_head,
+        bias=bias,
+        seed=0,
+        seed_in_state_dict=False,
+        device=w.device,
+        dtype=w.dtype,
     )
+    if bias:
+        with torch.no_grad():
+            dense.bias.copy_(mod.bias)
     setattr(attn, which, dense.set_weight_(value))
 
 
-__all__ = ["Llama", "LlamaBlock", "LlamaConfig", "RMSNorm", "SwiGLU", "dense_qk", "hf_name"]
+__all__ = ["Llama", "LlamaBlock", "LlamaConfig", "RMSNorm", "SwiGLU", "dense_bias", "dense_qk", "hf_name"]
