@@ -182,6 +182,19 @@ class LlamaRun:
     def release(self) -> None:
         """Nothing to drop: no native model is kept."""
 
+    def record(self, state: dict[str, Any], files: dict[str, str], digests: dict[str, str]) -> dict[str, Any]:
+        """``state.json``'s contents for the loop ``state`` and the step's ``files``."""
+        return {
+            "format": FORMAT,
+            "version": 1,
+            "model": self.spec["model"],
+            "options": self.options,
+            "model_seed": self.model_seed,
+            "state": state,
+            "files": files,
+            "sha256": digests,
+        }
+
     def save(
         self, flat: bytes, state: dict[str, Any], m: bytes, v: bytes, frozen: Optional[dict] = None
     ) -> None:
@@ -197,16 +210,7 @@ class LlamaRun:
                 [("m", np.frombuffer(m, dtype="<f4")), ("v", np.frombuffer(v, dtype="<f4"))],
             ),
         }
-        record = {
-            "format": FORMAT,
-            "version": 1,
-            "model": self.spec["model"],
-            "options": self.options,
-            "model_seed": self.model_seed,
-            "state": state,
-            "files": files,
-            "sha256": digests,
-        }
+        record = self.record(state, files, digests)
         from .ladder_run import write_json
 
         write_json(self.out / STATE, record)

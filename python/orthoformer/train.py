@@ -10,9 +10,12 @@ and rank 0 writes the files. The data is a UTF-8 text (``--data``, tokenized her
 of token files (``--data-dir``, from ``python -m orthoformer.prepare``), whose tokenizer the
 checkpoint records. ``--batch`` rows run per micro-step (over all ranks), ``--grad-accum``
 micro-steps make one optimizer step. ``@FILE`` reads flags from a file (one or more per line,
-``#`` comments), as the recipes in ``python/recipes/`` do.
+``#`` comments), as the recipes in ``python/recipes/`` do. ``--arch llama`` trains the
+Llama-style model of :mod:`orthoformer.torch.llama` instead (:mod:`.train_llama`), with every
+one of these modes, into a Llama checkpoint folder (:mod:`orthoformer.torch.llama_run`).
 
     python -m orthoformer.train --attention orthogonal --steps 2000 --out runs/ortho
+    python -m orthoformer.train --arch llama --kv-heads 2 --attention orthogonal --out runs/llama
     torchrun --nproc_per_node=8 -m orthoformer.train @python/recipes/gpt2-small.args \
         --data-dir data/owt --batch 96 --grad-accum 5 --out runs/gpt2
     python -m orthoformer.train --out runs/gpt2 --resume --steps 700000
@@ -80,8 +83,22 @@ def open_run(args: argparse.Namespace) -> Any:
     train`` checks it, or a token folder)."""
     from .checkpoint import check_out
     from .tokens import TokenFolder
+    from .torch.llama_run import arch_of
     from .torch.runs import TextRun, TokenRun
+    from .train_llama import check_gpt_flags, open_llama_run
 
+    arch = args.arch
+    if args.resume:
+        saved = arch_of(args.out)
+        if arch is not None and arch != saved:
+            raise ValueError(
+                f"checkpoint {args.out} holds a {saved} run, which --arch {arch} cannot resume: drop "
+                "--arch (resume takes the checkpoint's), or train a new run into another --out"
+            )
+        arch = saved
+    if arch == "llama":
+        return open_llama_run(args)
+    check_gpt_flags(args)
     if args.resume:
         if (
             any(getattr(args, key) is not None for _, key, _ in OPTIM_FLAGS if key != "steps")
@@ -253,7 +270,8 @@ def _banner(trainer: Any, run: Any, args: argparse.Namespace) -> None:
         f"batch {trainer.options['batch']} rows x {cfg.context} tokens = {tokens:,} tokens per step "
         f"({trainer.accum} micro-step(s) of {trainer.local_b} rows per rank)"
     )
-    _stderr(f"model {cfg.attention}, {cfg.n_layer} layers x {cfg.d_model} wide; {run.vocab_line}")
+    model = getattr(run, "model_line", None) or f"{cfg.attention}, {cfg.n_layer} layers x {cfg.d_model} wide"
+    _stderr(f"model {model}; {run.vocab_line}")
 
 
 def _expected(e: BaseException) -> bool:
@@ -269,6 +287,7 @@ def report(args: argparse.Namespace, trainer: Any, state: dict[str, Any]) -> Non
         summary = {
             "out": os.fspath(args.out),
             "step": state["step"],
+            "arch": "llama" if hasattr(trainer.run, "llama_config") else "gpt",
             "attention": trainer.config.attention,
             "final": last,
             "metrics": state["metrics"],

@@ -5,8 +5,10 @@ before anything is read or built, one line naming the flag."""
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
+from . import _native
 from .data import DEFAULTS
 from .errors import EXIT_INTERRUPTED
 from .validate import (
@@ -23,6 +25,8 @@ from .validate import (
 )
 
 OPTIONS = DEFAULTS["options"]
+#: The default preset's model (its depth and heads are the Llama's defaults too).
+PRESET = json.loads(_native.config_resolve(None, None, None, None, None, None, None, None))
 
 # Flags that set training options: (flag, option key, type). Only --steps may change on resume.
 OPTIM_FLAGS = [
@@ -63,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
     """The argument parser: ``orthoformer train``'s flags plus ``--device``."""
     p = _ArgsFileParser(
         prog="python -m orthoformer.train",
-        description="Train a GPT in PyTorch (data parallel or sharded under torchrun) into an "
+        description="Train a GPT or a Llama in PyTorch (data parallel or sharded under torchrun) into an "
         "Orthoformer checkpoint folder.",
         fromfile_prefix_chars="@",
         epilog=EXIT_STATUS,
@@ -124,6 +128,7 @@ def parser() -> argparse.ArgumentParser:
         "nanoGPT's CPU recipe for character-level TinyShakespeare (4 layers, 4 heads, width 128, "
         "context 64, no biases; batch 12, 2000 steps, lr 1e-3 to 1e-4, warm-up 100)",
     )
+    _llama_flags(p)
     for flag, key, ty in OPTIM_FLAGS:
         extra = " rows per micro-step, over all ranks" if key == "batch" else ""
         p.add_argument(
@@ -162,7 +167,7 @@ def parser() -> argparse.ArgumentParser:
         "--pad-vocab",
         type=_int_type("pad_vocab"),
         default=64,
-        help="pad the output layer's vocabulary to a multiple of this for faster kernels, logits cut "
+        help="pad the GPT's output layer's vocabulary to a multiple of this for faster kernels, logits cut "
         "back (as nanoGPT); 1: no padding [default: 64]",
     )
     p.add_argument(
@@ -186,6 +191,70 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda [default: auto]")
     return p
+
+
+#: The Llama's shape flags: (flag, attribute, LlamaConfig field). ``--width``, ``--context``
+#: and ``--attention`` are the GPT's flags, read as ``hidden_size``,
+#: ``max_position_embeddings`` and ``attention``.
+LLAMA_FLAGS = [
+    ("--layers", "layers", "num_hidden_layers"),
+    ("--heads", "heads", "num_attention_heads"),
+    ("--kv-heads", "kv_heads", "num_key_value_heads"),
+    ("--ffn-width", "ffn_width", "intermediate_size"),
+    ("--rope-theta", "rope_theta", "rope_theta"),
+    ("--rms-eps", "rms_eps", "rms_norm_eps"),
+    ("--head", "head", "tie_word_embeddings"),
+]
+#: LlamaConfig's defaults, as ``--help`` states them (a test holds them to the dataclass's).
+LLAMA_DEFAULTS = {"rope_theta": 10_000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": False}
+
+
+def _llama_flags(p: argparse.ArgumentParser) -> None:
+    """``--arch`` and the Llama's shape flags."""
+    p.add_argument(
+        "--arch",
+        choices=["gpt", "llama"],
+        help="gpt (the library's GPT, shaped by --preset or --config) or llama (RMSNorm, SwiGLU, RoPE, "
+        "grouped-query attention; shaped by --width, --context, --layers, --heads, --kv-heads, "
+        "--ffn-width, --rope-theta, --rms-eps, --head; the frozen variants but orthogonal-trained) "
+        "[default: gpt; with --resume the checkpoint's]",
+    )
+    p.add_argument(
+        "--layers",
+        type=_int_type("layers"),
+        help=f"llama: blocks [default: the default preset's, {PRESET['n_layer']}]",
+    )
+    p.add_argument(
+        "--heads",
+        type=_int_type("heads"),
+        help=f"llama: query heads [default: the default preset's, {PRESET['n_head']}]",
+    )
+    p.add_argument(
+        "--kv-heads",
+        type=_int_type("kv_heads"),
+        help="llama: key/value heads (grouped-query attention; divides --heads) [default: --heads]",
+    )
+    p.add_argument(
+        "--ffn-width",
+        type=_int_type("ffn_width"),
+        help="llama: SwiGLU width [default: 8/3 of --width (a 4x GELU MLP's parameters), rounded up "
+        "to a multiple of 64]",
+    )
+    p.add_argument(
+        "--rope-theta",
+        type=_float_type("rope_theta"),
+        help=f"llama: RoPE base [default: {LLAMA_DEFAULTS['rope_theta']:g}]",
+    )
+    p.add_argument(
+        "--rms-eps",
+        type=_float_type("rms_eps"),
+        help=f"llama: RMSNorm epsilon [default: {LLAMA_DEFAULTS['rms_norm_eps']:g}]",
+    )
+    p.add_argument(
+        "--head",
+        choices=["tied", "untied"],
+        help="llama: output head tied to the token embedding or its own matrix [default: untied]",
+    )
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -228,6 +297,10 @@ INT_RANGES = [
     ("--lr-decay-steps", "lr_decay_steps", 1, COUNT_MAX),
     ("--pad-vocab", "pad_vocab", 1, 4096),
     ("--grad-accum", "grad_accum", 1, COUNT_MAX),
+    ("--layers", "layers", 1, COUNT_MAX),
+    ("--heads", "heads", 1, COUNT_MAX),
+    ("--kv-heads", "kv_heads", 1, COUNT_MAX),
+    ("--ffn-width", "ffn_width", 1, COUNT_MAX),
 ]
 _SEED_HINT = "seeds are integers from 0 to 2**64 - 1"
 #: The seeds' argparse type (``--seed``, ``--model-seed``).
@@ -259,7 +332,18 @@ FLOAT_RANGES = [
     ("--beta2", "beta2", 0.0, 1.0, False, True),
     ("--grad-clip", "grad_clip", 0.0, None, False, False),
     ("--peak-tflops", "peak_tflops", 0.0, None, True, False),
+    ("--rope-theta", "rope_theta", 0.0, None, True, False),
+    ("--rms-eps", "rms_eps", 0.0, None, True, False),
 ]
 
 
-__all__ = ["FLOAT_RANGES", "INT_RANGES", "OPTIM_FLAGS", "OPTIONS", "check_args", "parser"]
+__all__ = [
+    "FLOAT_RANGES",
+    "INT_RANGES",
+    "LLAMA_DEFAULTS",
+    "LLAMA_FLAGS",
+    "OPTIM_FLAGS",
+    "OPTIONS",
+    "check_args",
+    "parser",
+]

@@ -300,6 +300,15 @@ class Llama(nn.Module):
         load_into(model, tensors, restore=marker is not None)
         return model
 
+    @classmethod
+    def from_checkpoint(cls, folder: PathArg, device: Device = None) -> Llama:
+        """The model of a checkpoint folder ``python -m orthoformer.train --arch llama`` wrote
+        (:mod:`.llama_run`: every file's SHA-256 checked, frozen Q/K regenerated from the
+        recorded seed), on ``device``."""
+        from .llama_run import load
+
+        return load(folder, device)[0]
+
     def to_hf(self, folder: PathArg) -> None:
         """Writes this model as a ``transformers`` Llama (or Qwen2) folder (``config.json``,
         ``model.safetensors``); frozen, identity and tied Q/K as dense weights, marked in

@@ -267,6 +267,18 @@ class TextRun(_ModelOnSave):
         _native.save_checkpoint(str(self.out), native, self.data, json.dumps(run), (m, v))
 
 
+def resumed_options(saved: dict[str, Any], steps: Optional[int]) -> dict[str, Any]:
+    """A checkpoint's options for a resumed run, ``--steps`` applied as the library's
+    ``TrainOptions::with_steps`` applies it: a longer run keeps the first run's decay horizon
+    (past it, ``--min-lr``) instead of stretching the cosine. Checked by the library."""
+    options = dict(saved)
+    if steps is not None:
+        if steps != options["steps"] and "lr_decay_steps" not in options:
+            options["lr_decay_steps"] = max(options["steps"], options["warmup"], 1)
+        options["steps"] = steps
+    return json.loads(_native.options_check(json.dumps(options)))
+
+
 class TokenRun(_ModelOnSave):
     """A run on a token folder; :meth:`fresh` and :meth:`resume` make one."""
 
@@ -341,14 +353,7 @@ class TokenRun(_ModelOnSave):
                 f"the token folder {folder.path} is not the one checkpoint {out} was trained on "
                 "(SHA-256 differs): pass the original folder with --data-dir"
             )
-        options = dict(st["options"])
-        if steps is not None:
-            if steps != options["steps"] and "lr_decay_steps" not in options:
-                # The library's `TrainOptions::with_steps`: a longer run keeps the first run's
-                # decay horizon (past it, --min-lr) instead of stretching the cosine.
-                options["lr_decay_steps"] = max(options["steps"], options["warmup"], 1)
-            options["steps"] = steps
-        options = json.loads(_native.options_check(json.dumps(options)))
+        options = resumed_options(st["options"], steps)
         metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line]
         state = {k: st[k] for k in ("step", "sampler_word_pos", "adam_t", "window_loss", "window_steps")}
         state.update(metrics=metrics, last_checkpoint=st["step"])

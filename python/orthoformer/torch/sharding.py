@@ -78,7 +78,8 @@ class Sharding:
         else:
             raise ValueError("--fsdp shards over processes: launch with torchrun --nproc_per_node=N (N > 1)")
         mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
-        for block in model.h:
+        # The GPT's blocks are `h`, the Llama's `layers`.
+        for block in model.h if hasattr(model, "h") else model.layers:
             fully_shard(block, mesh=mesh, mp_policy=mp)
         fully_shard(model, mesh=mesh, mp_policy=mp)
 
