@@ -90,12 +90,12 @@ def open_run(args: argparse.Namespace) -> Any:
     arch = args.arch
     if args.resume:
         saved = arch_of(args.out)
-        if arch is not None and arch != saved:
+        if arch is not None and saved is not None and arch != saved:
             raise ValueError(
                 f"checkpoint {args.out} holds a {saved} run, which --arch {arch} cannot resume: drop "
                 "--arch (resume takes the checkpoint's), or train a new run into another --out"
             )
-        arch = saved
+        arch = arch or saved
     if arch == "llama":
         return open_llama_run(args)
     check_gpt_flags(args)

@@ -2,7 +2,8 @@
 stopped and resumed equals the run trained straight, bit for bit (a token folder, grouped-query
 frozen attention); resume refuses another architecture or shape by name; every variant the
 Llama supports trains a step and the one it cannot is refused in one line; bf16 autocast
-trains; two gloo ranks under FSDP equal one process; the checkpoint loads back as a ``Llama``
+trains; two gloo ranks under DDP (with gradient accumulation) or FSDP equal one process;
+``--compile`` equals eager; the checkpoint loads back as a ``Llama``
 whose ``to_hf`` folder ``transformers`` loads with the same logits; ``--help`` lists the
 flags with LlamaConfig's defaults."""
 
@@ -116,6 +117,7 @@ def test_resume_refuses_another_architecture_or_shape(text, tmp_path, capsys) ->
     assert "holds a gpt run, which --arch llama cannot resume" in refused(
         capsys, "--out", gpt, "--resume", "--arch", "llama", "--steps", 2
     )
+    assert "cannot be read" in refused(capsys, "--out", tmp_path / "none", "--resume", "--arch", "llama")
     assert f"checkpoint {llama} has --heads 2: drop --heads" in refused(
         capsys, "--out", llama, "--resume", "--heads", 4, "--steps", 2
     )
@@ -176,6 +178,35 @@ def test_fsdp_on_two_gloo_ranks_equals_one_process(folder, tmp_path) -> None:
     assert "FSDP2" in p.stderr
     a, b = files(one), files(fsdp)
     assert max(float(np.abs(a[n] - b[n]).max()) for n in a if n not in ("m", "v")) < 1e-5
+
+
+def test_ddp_with_grad_accum_on_two_gloo_ranks_equals_one_process(text, tmp_path) -> None:
+    """Two ranks of one row each per micro-step, two micro-steps (``no_sync`` on the first)."""
+    one, ddp = tmp_path / "one", tmp_path / "ddp"
+    args = [*TINY, *STEPS, "--data", text, "--kv-heads", 1, "--attention", "orthogonal", "--steps", 3]
+    args += ["--eval-every", 3]
+    train(*args, "--out", one)
+    p = python_module("orthoformer.train", *args, "--batch", 2, "--grad-accum", 2, "--out", ddp, torchrun=2)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "DDP" in p.stderr
+    a, b = files(one), files(ddp)
+    assert max(float(np.abs(a[n] - b[n]).max()) for n in a if n not in ("m", "v")) < 1e-5
+
+
+def test_compile_equals_eager(text, tmp_path, monkeypatch, capsys) -> None:
+    """``--compile on`` through dynamo and AOT autograd (``aot_eager``: inductor's C++
+    compilation would take most of a minute on one core, and is the GPT's test's business)."""
+    import functools
+
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    args = [*TINY, *STEPS, "--data", text, "--attention", "orthogonal", "--steps", 3, "--eval-every", 3]
+    train(*args, "--compile", "off", "--out", tmp_path / "eager")
+    calls = []
+    monkeypatch.setattr(torch, "compile", lambda m, _c=torch.compile: calls.append(m) or _c(m))
+    train(*args, "--compile", "on", "--out", tmp_path / "compiled")
+    assert "compile on" in capsys.readouterr().err and len(calls) == 1
+    a, b = files(tmp_path / "eager"), files(tmp_path / "compiled")
+    assert max(float(np.abs(a[n] - b[n]).max()) for n in a) < 1e-5
 
 
 def test_the_checkpoint_exports_a_folder_transformers_loads(folder, tmp_path) -> None:

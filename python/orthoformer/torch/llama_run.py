@@ -84,7 +84,8 @@ class _TextSource:
 
     def record(self) -> dict[str, Any]:
         rec = json.loads(self.data.record_json())
-        return {"kind": "text", "path": self.path, "tokenizer": self.kind, "bpe_vocab": self.bpe_vocab, **rec}
+        path = None if self.path is None else os.path.abspath(self.path)  # resumable from anywhere
+        return {"kind": "text", "path": path, "tokenizer": self.kind, "bpe_vocab": self.bpe_vocab, **rec}
 
     def tokenizer(self) -> dict[str, Any]:
         """The tokenizer record (rebuilt from the text on resume)."""
@@ -284,13 +285,14 @@ def read_state(out: Any) -> dict[str, Any]:
     return st
 
 
-def arch_of(out: Any) -> str:
-    """The architecture of the checkpoint in ``out``: ``llama`` (this module's format) or
-    ``gpt`` (the library's, and anything else, which the library's reader judges)."""
+def arch_of(out: Any) -> Optional[str]:
+    """The architecture of the checkpoint in ``out``: ``llama`` (this module's format),
+    ``gpt`` (any other ``state.json``, which the library's reader judges) or ``None`` (no
+    readable ``state.json``: the reader of the architecture asked for says what is wrong)."""
     try:
         st = json.loads((pathlib.Path(out) / "state.json").read_text())
     except (OSError, ValueError):
-        return "gpt"
+        return None
     return str(st.get("arch", "gpt")) if isinstance(st, dict) and st.get("format") == FORMAT else "gpt"
 
 
