@@ -76,8 +76,12 @@ impl Observer<Gpt> for BarProgress {
                 .as_deref()
                 .map(|l| format!("{l}: "))
                 .unwrap_or_default();
+            let norm = r
+                .grad_norm
+                .map(|n| format!("  grad norm {n:.3}"))
+                .unwrap_or_default();
             self.bar.println(format!(
-                "{who}step {:>6}  train {:.4}  val {:.4}",
+                "{who}step {:>6}  train {:.4}  val {:.4}{norm}",
                 r.step, r.train_loss, r.val_loss
             ));
         }

@@ -28,6 +28,10 @@ pub struct MetricRecord {
     /// checkpoint written after it; `None` where the system does not report it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_bytes: Option<u64>,
+    /// Global gradient norm of the last step before this record, before clipping (`None` at
+    /// step 0, and in logs written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_norm: Option<f64>,
 }
 
 /// Writes `records` to `w` as JSON Lines. Floats are written in their shortest form that
@@ -99,6 +103,7 @@ mod tests {
                 tokens_per_s: Some(f64_any(&mut rng)),
                 ms_per_step: Some(rng.random::<f64>() * 1e3),
                 peak_rss_bytes: Some(rng.random()),
+                grad_norm: Some(f64_any(&mut rng)),
             })
             .collect();
         let mut bytes = Vec::new();

@@ -188,6 +188,7 @@ pub fn train_on<M: Trainable>(
                 state.last_checkpoint,
             )?;
             rec.step_loss = Some((state.window_loss / state.window_steps as f64) as f32);
+            rec.grad_norm = Some(norm);
             (state.window_loss, state.window_steps) = (0.0, 0);
             state.metrics.push(rec);
             state.sampler_pos = batches.position();
@@ -248,6 +249,7 @@ fn record<M: Trainable>(
         tokens_per_s,
         ms_per_step,
         peak_rss_bytes: crate::io::rss::peak_rss_bytes(),
+        grad_norm: None,
     })
 }
 

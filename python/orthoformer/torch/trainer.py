@@ -111,6 +111,8 @@ class Trainer:
         self.stop_agreed = False
         # Steps not read yet: (step, loss summed over ranks, gradient norm, lr), on the device.
         self.pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []
+        # The last step's gradient norm read back, for the next metrics record.
+        self.last_norm: Optional[float] = None
         self.stop_flag: Optional[torch.Tensor] = None
         self.timed_steps, self.timed_secs = 0, 0.0
 
@@ -294,6 +296,7 @@ class Trainer:
             st["window_loss"] += loss
             st["window_steps"] += 1
             done.append((step, loss, lr, norm))
+            self.last_norm = norm
         self.timed_steps += len(done)
         self.timed_secs += secs
         self.progress.steps(done, secs)
@@ -363,6 +366,7 @@ class Trainer:
                 if evaluation:
                     rec = self.evaluate(st["step"], lr, (self.timed_steps, self.timed_secs))
                     rec["step_loss"] = float(np.float32(st["window_loss"] / st["window_steps"]))
+                    rec["grad_norm"] = self.last_norm
                     st["window_loss"], st["window_steps"] = 0.0, 0
                     st["metrics"].append(rec)
                     self.save(batches)
