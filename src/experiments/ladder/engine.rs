@@ -297,20 +297,36 @@ pub fn score<M: Trainable>(model: &mut M, tokens: &[u32], t: usize, batch: usize
             tokens.len()
         )));
     }
+    let starts: Vec<usize> = (0..k).map(|w| w * t).collect();
+    score_windows(model, tokens, &starts, t, batch)
+}
+
+/// Mean loss per token of `model` on the windows of `tokens` that start at `starts` (`t`
+/// inputs and their next tokens each), `batch` windows per forward, in order. Not finite:
+/// the caller records the run as diverged.
+pub fn score_windows<M: Trainable>(
+    model: &mut M,
+    tokens: &[u32],
+    starts: &[usize],
+    t: usize,
+    batch: usize,
+) -> Result<f64> {
     let mut sum = 0.0f64;
-    let mut done = 0usize;
-    while done < k {
-        let n = batch.max(1).min(k - done);
-        let (mut inputs, mut targets) = (Vec::with_capacity(n * t), Vec::with_capacity(n * t));
-        for w in done..done + n {
-            inputs.extend_from_slice(&tokens[w * t..w * t + t]);
-            targets.extend_from_slice(&tokens[w * t + 1..w * t + t + 1]);
+    for chunk in starts.chunks(batch.max(1)) {
+        let (mut inputs, mut targets) = (
+            Vec::with_capacity(chunk.len() * t),
+            Vec::with_capacity(chunk.len() * t),
+        );
+        for &s in chunk {
+            let w = tokens
+                .get(s..s + t + 1)
+                .ok_or_else(|| invalid("a scored window is outside its tokens"))?;
+            inputs.extend_from_slice(&w[..t]);
+            targets.extend_from_slice(&w[1..]);
         }
-        sum += f64::from(model.eval_loss(&inputs, &targets, n, t)?) * n as f64;
-        done += n;
+        sum += f64::from(model.eval_loss(&inputs, &targets, chunk.len(), t)?) * chunk.len() as f64;
     }
-    // Not finite: the caller records the run as diverged.
-    Ok(sum / k as f64)
+    Ok(sum / starts.len().max(1) as f64)
 }
 
 /// The curve's evaluation: the held-out windows' mean loss, as both losses of a record.

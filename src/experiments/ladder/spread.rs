@@ -13,12 +13,12 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::data::{self, Tokens};
-use super::engine::score;
+use super::engine::{score, score_windows};
 use super::runs::RunSpec;
 use super::{LadderPlan, result};
 use crate::Result;
 use crate::model::Gpt;
-use crate::train::{Trainable, invalid};
+use crate::train::invalid;
 
 /// The file beside `result.json`.
 pub const SPREAD_FILE: &str = "validation-spread.json";
@@ -59,30 +59,6 @@ pub fn starts(len: usize, k: usize, t: usize) -> Vec<usize> {
             .map(|i| ((i as u128 * room as u128) / (k as u128 - 1)) as usize)
             .collect(),
     }
-}
-
-/// Mean loss per token of `model` on the windows of `tokens` at `starts` (`t` inputs each),
-/// `batch` windows per forward.
-fn score_at<M: Trainable>(
-    model: &mut M,
-    tokens: &[u32],
-    starts: &[usize],
-    t: usize,
-    batch: usize,
-) -> Result<f64> {
-    let mut sum = 0.0f64;
-    for chunk in starts.chunks(batch.max(1)) {
-        let (mut inputs, mut targets) = (Vec::new(), Vec::new());
-        for &s in chunk {
-            let w = tokens
-                .get(s..s + t + 1)
-                .ok_or_else(|| invalid("a spread window is outside val.bin"))?;
-            inputs.extend_from_slice(&w[..t]);
-            targets.extend_from_slice(&w[1..]);
-        }
-        sum += f64::from(model.eval_loss(&inputs, &targets, chunk.len(), t)?) * chunk.len() as f64;
-    }
-    Ok(sum / starts.len().max(1) as f64)
 }
 
 /// The spread score of the run in `dir`, if it has one; one of another run (its fingerprint
@@ -208,7 +184,7 @@ fn of_model(
         context: t,
         windows: at.len(),
         split_tokens: tokens.val.len(),
-        loss: score_at(model, &tokens.val, &at, t, spec.batch)?,
+        loss: score_windows(model, &tokens.val, &at, t, spec.batch)?,
     })
 }
 
