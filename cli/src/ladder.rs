@@ -70,14 +70,18 @@ pub fn run(args: &LadderArgs) -> anyhow::Result<Outcome> {
         anyhow::bail!("--partial goes with --report-only (a report of the finished rungs)");
     }
     if args.spread_validation {
-        if args.plan.is_some() || args.stop_at.is_some() || args.jobs.is_some() || args.report_only
+        if args.plan.is_some()
+            || args.stop_at.is_some()
+            || args.jobs.is_some()
+            || args.report_only
+            || args.resume
         {
             anyhow::bail!("--spread-validation takes --out (and --json) only");
         }
         return spread(out, args.json);
     }
     if args.report_only {
-        if args.plan.is_some() || args.stop_at.is_some() || args.jobs.is_some() {
+        if args.plan.is_some() || args.stop_at.is_some() || args.jobs.is_some() || args.resume {
             anyhow::bail!("--report-only takes --out (and --json, --partial) only");
         }
         let report = ladder::publish::write(out, args.partial)?;
@@ -98,8 +102,17 @@ pub fn run(args: &LadderArgs) -> anyhow::Result<Outcome> {
         _ => {}
     }
     if let Some(plan) = &args.plan {
-        let text = std::fs::read_to_string(plan)
-            .map_err(|e| anyhow::anyhow!("reading --plan {}: {e}", plan.display()))?;
+        // Regular files only: a FIFO or a device given as the plan would block or never end.
+        let text =
+            orthoformer::io::safe_file::read_regular_at_most(plan, ladder::plan::MAX_JSON_BYTES)
+                .and_then(|b| orthoformer::io::safe_file::into_text(plan, b))
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "reading --plan {}: {}",
+                        plan.display(),
+                        orthoformer::error::one_line(&e)
+                    )
+                })?;
         ladder::start(&text, out)?;
     }
     let plan = ladder::read(out)?;

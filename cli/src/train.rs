@@ -352,6 +352,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<Outcome> {
         // One run: an option its variant would ignore is refused, not recorded.
         args.model.choice(attention).check_applies(&model)?;
         options.lr_decay_steps = args.lr_decay_steps.or(options.lr_decay_steps);
+        options.check_applies(&model)?;
         let spec = FreshSpec {
             model,
             model_seed: args.model.model_seed.unwrap_or(options.seed),

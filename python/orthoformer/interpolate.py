@@ -80,6 +80,10 @@ def check_comparable(fa: pathlib.Path, a: Any, fb: pathlib.Path, b: Any) -> None
 
 def _tokenizer_json(folder: pathlib.Path, flag: str) -> dict[str, Any]:
     path = folder / "tokenizer.json"
+    # Regular files only: reading a FIFO there would block forever.
+    if not path.is_file():
+        what = "missing" if not path.exists() else "a folder" if path.is_dir() else "not a regular file"
+        raise InputError(f"{flag} {folder}: tokenizer.json is {what}: give the model's tokenizer.json")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as e:

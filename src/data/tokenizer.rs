@@ -182,10 +182,18 @@ impl Tokenizer {
         }
     }
 
-    /// Where `other` differs from this tokenizer (its kind, vocabulary size, or the first id
-    /// whose token differs), if it does: the check every command that compares two models'
-    /// outputs on one text makes before it trusts their token ids to line up.
+    /// Where `other` differs from this tokenizer (its kind, vocabulary size, the first id
+    /// whose token differs, or the ids it turns a probe text into: the same tokens under other
+    /// merges, normalizer or pre-tokenizer split text otherwise), if it does: the check every
+    /// command that compares two models' outputs on one text makes before it trusts their
+    /// token ids to line up.
     pub fn difference(&self, other: &Tokenizer) -> Option<String> {
+        self.vocabulary_difference(other)
+            .or_else(|| self.probe_difference(other))
+    }
+
+    /// Where `other`'s kind, size or tokens differ from this tokenizer's.
+    fn vocabulary_difference(&self, other: &Tokenizer) -> Option<String> {
         if self.unit() != other.unit() {
             return Some(format!(
                 "it is a {} tokenizer where the other is a {} one",
@@ -209,6 +217,36 @@ impl Tokenizer {
                     self.id_to_token(id).unwrap_or_default()
                 )
             })
+    }
+
+    /// Where `other` turns a text into other ids than this tokenizer does: the probe text, then
+    /// each token's own text (a merge one has and the other lacks shows in the token it makes).
+    fn probe_difference(&self, other: &Tokenizer) -> Option<String> {
+        let probe = crate::model::llama::gguf_vocab_check::PROBE.to_string();
+        let own = (0..self.vocab_size() as u32).filter_map(|id| self.decode(&[id]).ok());
+        for text in std::iter::once(probe).chain(own) {
+            let shown: String = text.chars().take(40).collect();
+            match (self.encode(&text), other.encode(&text)) {
+                (Ok(a), Ok(b)) if a != b => {
+                    let at = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+                    return Some(format!(
+                        "its tokens are the same but it splits the text {shown:?} otherwise (its \
+                         merges, normalizer or pre-tokenizer differ; first difference at token \
+                         {at}: {:?} where the other's is {:?})",
+                        b.get(at),
+                        a.get(at)
+                    ));
+                }
+                (Ok(_), Err(_)) | (Err(_), Ok(_)) => {
+                    return Some(format!(
+                        "its tokens are the same but only one of the two tokenizes the text \
+                         {shown:?}"
+                    ));
+                }
+                _ => {}
+            }
+        }
+        None
     }
 
     /// The ids of the end-of-text and end-of-turn markers the vocabulary holds

@@ -84,8 +84,44 @@ pub fn read_regular(path: &Path) -> Result<Vec<u8>> {
 
 /// Reads a whole regular file as UTF-8 text (see [`open_regular`]).
 pub fn read_regular_text(path: &Path) -> Result<String> {
-    String::from_utf8(read_regular(path)?)
-        .map_err(|_| refused(path, "is not UTF-8 text".to_string()))
+    into_text(path, read_regular(path)?)
+}
+
+/// `bytes`, read from `path`, as UTF-8 text.
+pub fn into_text(path: &Path, bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|_| refused(path, "is not UTF-8 text".to_string()))
+}
+
+/// Reads a whole regular file (see [`open_regular`]) of at most `max` bytes: a larger one (a
+/// sparse giant, or not the file its name says) is refused by its size before it is read,
+/// for files whose format bounds their size (settings, results).
+pub fn read_regular_at_most(path: &Path, max: u64) -> Result<Vec<u8>> {
+    let file = open_regular(path)?;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let too_big = |len: u64| {
+        refused(
+            path,
+            format!("is {len} bytes, more than the {max} such a file holds: give the right file"),
+        )
+    };
+    if len > max {
+        return Err(too_big(len));
+    }
+    let mut bytes = Vec::new();
+    // A file that grows while it is read stops at the limit too.
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Reads `dir/name` as a regular file of at most `max` bytes that stays inside `dir`
+/// ([`inside`], [`read_regular_at_most`]).
+pub fn read_in_at_most(dir: &Path, name: &str, max: u64) -> Result<Vec<u8>> {
+    read_regular_at_most(&inside(dir, name)?, max)
 }
 
 /// `dir/name`, checked to stay inside `dir`: a link there must resolve to a path inside the

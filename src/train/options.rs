@@ -102,6 +102,26 @@ impl Default for TrainOptions {
 }
 
 impl TrainOptions {
+    /// Refuses an option that would do nothing for the model `cfg` (recorded in its state
+    /// while the run is bit-identical to one without it): `freeze_qk_after` for a model that
+    /// trains no `W_Q, W_K` in any layer (its variant's are frozen, tied, the identity or a
+    /// transform in every layer). A single run makes this check; `compare` applies its shared
+    /// options to every variant.
+    pub fn check_applies(&self, cfg: &crate::model::GptConfig) -> Result<()> {
+        let trains_qk = (0..cfg.n_layer).any(|l| {
+            let k = cfg.layer_kind(l);
+            k.q_projection().trainable() || k.k_projection().trainable()
+        });
+        match self.freeze_qk_after {
+            Some(n) if !trains_qk => Err(invalid(format!(
+                "`freeze_qk_after` {n} stops training W_Q, W_K, and {} trains them in no layer \
+                 (they are frozen throughout): drop it, or use a variant with trained Q/K",
+                cfg.attention.name()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Checks every option; the error names the flag.
     pub fn validate(&self) -> Result<()> {
         let bad = |field: &str, why: &str| Err(invalid(format!("`{field}` {why}")));

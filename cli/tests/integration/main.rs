@@ -26,6 +26,7 @@ mod frozen_form;
 mod generate_eval_limits;
 mod gguf_bad_files;
 mod hostile_folders;
+mod hostile_round4;
 mod hostile_tokenizer;
 mod ladder_cli;
 mod llama_cli;

@@ -67,11 +67,13 @@ pub fn start(plan_json: &str, out: &Path) -> Result<LadderPlan> {
         &[crate::io::file_set::Output::folder("out", out)],
     )?;
     let (recorded, transfer) = data::record(&given)?;
-    // Every rung must train on this machine before the first run starts (the engines would
-    // otherwise find a rung of 10^9 layers only when they reach it, the PyTorch one by
-    // allocating it). The GPT's account stands for the Llama's: the same shapes within a
-    // third of a feed-forward matrix.
+    // Every rung must train on this machine, in a number of steps a run can take, before
+    // anything is written (the engines would otherwise find a rung of 10^9 layers only when
+    // they reach it, the PyTorch one by allocating it, and a budget of 10^300 steps only when
+    // they list the runs of a folder already made). The GPT's account stands for the
+    // Llama's: the same shapes within a third of a feed-forward matrix.
     for rung in &given.rungs {
+        runs::steps(&given, rung, recorded.vocab_size)?;
         let cfg = shape::gpt_config(
             &given,
             rung,
@@ -169,7 +171,10 @@ fn read_unchecked(out: &Path) -> Result<LadderPlan> {
         )));
     }
     crate::io::atomic::remove_stale_temporaries(out, PLAN_FILE);
-    let text = crate::io::safe_file::read_text_in(out, PLAN_FILE)?;
+    let text = crate::io::safe_file::into_text(
+        &path,
+        crate::io::safe_file::read_in_at_most(out, PLAN_FILE, plan::MAX_JSON_BYTES)?,
+    )?;
     let plan = LadderPlan::from_json(&text).map_err(|e| {
         invalid(format!(
             "{}: {}",
@@ -228,7 +233,8 @@ pub fn status(plan: &LadderPlan, out: &Path) -> Result<Vec<(RunSpec, Option<resu
             let dir = Path::new(&spec.dir);
             let mut r = result::read(dir, &spec)?;
             if let Some(r) = r.as_mut() {
-                r.val_spread_loss = spread::read(dir, &spec)?.map(|s| s.loss);
+                r.val_spread_loss =
+                    spread::read(dir, &spec, plan.recorded()?.val_tokens)?.map(|s| s.loss);
             }
             Ok((spec, r))
         })

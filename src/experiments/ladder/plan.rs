@@ -28,6 +28,10 @@ pub const MAX_EXTEND: usize = 8;
 pub const MAX_LIST: usize = 1000;
 /// The most curve points a run may record.
 pub const MAX_CURVE_POINTS: usize = 1000;
+/// The most bytes a ladder's JSON file (a plan, `ladder.json`, `result.json`,
+/// `validation-spread.json`) is read to: its lists are capped ([`MAX_LIST`],
+/// [`MAX_CURVE_POINTS`]), so a larger file is not one, and is refused before it is read.
+pub const MAX_JSON_BYTES: u64 = 64 << 20;
 
 /// What the plan's data were when the ladder started (checked on every resume).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

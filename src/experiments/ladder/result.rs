@@ -221,7 +221,8 @@ pub fn read(dir: &Path, spec: &super::runs::RunSpec) -> Result<Option<RunResult>
     if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
     }
-    let bytes = crate::io::safe_file::read_in(dir, RESULT_FILE)?;
+    let bytes =
+        crate::io::safe_file::read_in_at_most(dir, RESULT_FILE, super::plan::MAX_JSON_BYTES)?;
     let r: RunResult = serde_json::from_slice(&bytes).map_err(|e| {
         invalid(format!(
             "{} is unreadable ({e}): delete it to train the run again",

@@ -61,14 +61,17 @@ pub fn starts(len: usize, k: usize, t: usize) -> Vec<usize> {
     }
 }
 
-/// The spread score of the run in `dir`, if it has one; one of another run (its fingerprint
-/// differs) or an unreadable file is refused by name.
-pub fn read(dir: &Path, spec: &RunSpec) -> Result<Option<SpreadScore>> {
+/// The spread score of the run in `dir` (its validation split `val_tokens` long), if it has
+/// one; one of another run (its fingerprint differs), one whose counts are not those the run
+/// scores (context, windows, the split's tokens) or whose loss is not a finite number at
+/// least zero, or an unreadable file, is refused by name.
+pub fn read(dir: &Path, spec: &RunSpec, val_tokens: usize) -> Result<Option<SpreadScore>> {
     let path = dir.join(SPREAD_FILE);
     if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
     }
-    let bytes = crate::io::safe_file::read_in(dir, SPREAD_FILE)?;
+    let bytes =
+        crate::io::safe_file::read_in_at_most(dir, SPREAD_FILE, super::plan::MAX_JSON_BYTES)?;
     let s: SpreadScore = serde_json::from_slice(&bytes).map_err(|e| {
         invalid(format!(
             "{} is unreadable ({e}): delete it and score again with `orthoformer ladder \
@@ -76,10 +79,23 @@ pub fn read(dir: &Path, spec: &RunSpec) -> Result<Option<SpreadScore>> {
             path.display()
         ))
     })?;
-    if s.format != FORMAT || s.spec_sha256 != spec.fingerprint || !s.loss.is_finite() {
+    // The windows [`of_model`] places: as many as the first-slice reading scores.
+    let t = spec.context.max(1);
+    let windows = starts(
+        val_tokens,
+        spec.final_ranges.val[1].saturating_sub(1) / t,
+        t,
+    )
+    .len();
+    let counts = (s.context, s.windows, s.split_tokens) == (spec.context, windows, val_tokens);
+    if s.format != FORMAT
+        || s.spec_sha256 != spec.fingerprint
+        || !counts
+        || !(s.loss.is_finite() && s.loss >= 0.0)
+    {
         return Err(invalid(format!(
-            "{} is not the spread validation of this run (format, fingerprint or loss): delete \
-             it and score again with `orthoformer ladder --spread-validation`",
+            "{} is not the spread validation of this run (format, fingerprint, counts or \
+             loss): delete it and score again with `orthoformer ladder --spread-validation`",
             path.display()
         )));
     }
@@ -115,7 +131,7 @@ pub fn score_all(out: &Path, each: &mut dyn FnMut(usize, usize, &str)) -> Result
             outcome.skipped += 1;
             continue;
         };
-        if read(dir, spec)?.is_some() {
+        if read(dir, spec, tokens.val.len())?.is_some() {
             outcome.kept += 1;
             continue;
         }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::{
-    check_name, check_tag, move_into_place, record_path, record_text, record_tmp_path, recover,
-    remove_staging, staged_prefix, sync_dir,
+    check_name, check_tag, malformed, move_into_place, record_path, record_text, record_tmp_path,
+    recover, remove_staging, staged_prefix, sync_dir,
 };
 use crate::{Error, Result};
 
@@ -179,6 +179,17 @@ impl FileSet {
     /// Runs the first `limit` steps of the commit; returns whether it finished. `limit` below
     /// the number of steps leaves the folder as a crash there would (tests).
     pub(crate) fn commit_steps(&mut self, limit: usize) -> Result<bool> {
+        // A name a rename cannot replace (a folder there) is refused before the commit point:
+        // a record committed then would name a move no recovery can ever finish.
+        for (name, _) in &self.files {
+            let target = self.dir.join(name);
+            if fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
+                return Err(malformed(
+                    &target,
+                    "is a folder where a file of the set goes: remove it and write again",
+                ));
+            }
+        }
         let mut steps = vec![
             Step::WriteRecord,
             Step::SyncDir,
