@@ -9,7 +9,9 @@ interval over the windows, beside the least and greatest of the separate means; 
 share of the quantisation loss (F32 source against llama.cpp's file) that ours recovers.
 
 usage: python3 scripts/quant_compare_table.py OUTDIR TEXT [TEXT ...]
-  writes OUTDIR/summary.json; prints Markdown.
+  writes OUTDIR/summary.json, OUTDIR/sizes.json (every file's bytes) and OUTDIR/windows.json (every file's per-window losses, rounded
+  to 1e-6 nats: what results/ keeps, so the tables are recomputed without the logs); prints
+  Markdown. Without OUTDIR/ppl, reads windows.json instead of the logs.
 """
 
 import csv
@@ -36,13 +38,38 @@ def main():
     out, texts = sys.argv[1], sys.argv[2:]
     with open(os.path.join(out, "files.tsv"), encoding="utf-8") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
+    # Sizes: of the files when they are here, else from the sizes.json a run wrote.
+    sizes_path = os.path.join(out, "sizes.json")
+    sizes = {}
     for r in rows:
         path = r["file"] if os.path.isabs(r["file"]) else os.path.join(out, r["file"])
-        r["mib"] = os.path.getsize(path) / 2**20
+        if os.path.exists(path):
+            sizes[r["name"]] = os.path.getsize(path)
+    if len(sizes) < len(rows):
+        with open(sizes_path, encoding="utf-8") as f:
+            sizes = json.load(f)
+    else:
+        with open(sizes_path, "w", encoding="utf-8") as f:
+            json.dump(sizes, f, indent=1)
+    for r in rows:
+        r["mib"] = sizes[r["name"]] / 2**20
+
+    # Per-window losses: from the llama-perplexity logs when they are here, else from the
+    # windows.json a run wrote (what results/ keeps instead of the logs).
+    saved_path = os.path.join(out, "windows.json")
+    saved = {}
+    if not os.path.isdir(os.path.join(out, "ppl")) and os.path.exists(saved_path):
+        with open(saved_path, encoding="utf-8") as f:
+            saved = json.load(f)
 
     def losses(name, text):
+        if saved:
+            return saved.get(f"{name}--{text}")
         log = os.path.join(out, "ppl", f"{name}--{text}.log")
-        return chunk_losses(log) if os.path.exists(log) else None
+        # A log still being written (no final estimate yet) is no reading.
+        if not os.path.exists(log) or "Final estimate" not in open(log, encoding="utf-8", errors="replace").read():
+            return None
+        return chunk_losses(log)
 
     base = {(r["class"], r["calib"]): r for r in rows if r["origin"] == "llamacpp"}
     src = next(r for r in rows if r["origin"] == "source")
@@ -82,7 +109,8 @@ def main():
             if (e["class"], e["calib"]) != (cls, cal):
                 continue
             label = {"plain": "ours, GPTQ", "rotated": f"ours, GPTQ, R1+R2 seed {e['seed']}, size-matched",
-                     "rotated-natural": f"ours, GPTQ, R1+R2 seed {e['seed']}, the mix's own types"}[e["origin"]]
+                     "rotated-natural": f"ours, GPTQ, R1+R2 seed {e['seed']}, the mix's own types",
+                     "rotated-head5": f"ours, GPTQ, R1+R2 seed {e['seed']}, size-matched keeping the head at 5 bits"}[e["origin"]]
             cells = []
             for x in texts:
                 t = e["texts"].get(x)
@@ -119,9 +147,11 @@ def main():
                 gaps = []
                 for e in group:
                     lb = losses(base[(cls, e["calib"])]["name"], x)
+                    if ls is None or lb is None:
+                        break
                     m = min(len(lb), len(ls))
                     gaps.append(sum(q - s for q, s in zip(lb[:m], ls[:m])) / m)
-                gap = sum(gaps) / len(gaps)
+                gap = sum(gaps) / len(gaps) if len(gaps) == len(group) else float("nan")
                 rec = -mean / gap if gap > 0 else float("nan")
                 pooled["texts"][x] = {"mean": mean, "ci95": [a, z], "range": [min(means), max(means)],
                                       "llamacpp_loss_vs_source": gap, "recovered": rec}
@@ -133,6 +163,10 @@ def main():
             del t["diff"]
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1)
+    if not saved:
+        found = {f"{r['name']}--{x}": losses(r["name"], x) for r in rows for x in texts}
+        with open(saved_path, "w", encoding="utf-8") as f:
+            json.dump({k: [round(v, 6) for v in w] for k, w in found.items() if w is not None}, f)
 
 
 if __name__ == "__main__":
