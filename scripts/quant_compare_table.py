@@ -21,7 +21,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ppl_paired import T95, chunk_losses  # noqa: E402
+from ppl_paired import T95, chunk_losses
 
 
 def t_interval(d):
@@ -67,8 +67,11 @@ def main():
             return saved.get(f"{name}--{text}")
         log = os.path.join(out, "ppl", f"{name}--{text}.log")
         # A log still being written (no final estimate yet) is no reading.
-        if not os.path.exists(log) or "Final estimate" not in open(log, encoding="utf-8", errors="replace").read():
+        if not os.path.exists(log):
             return None
+        with open(log, encoding="utf-8", errors="replace") as f:
+            if "Final estimate" not in f.read():
+                return None
         return chunk_losses(log)
 
     base = {(r["class"], r["calib"]): r for r in rows if r["origin"] == "llamacpp"}
@@ -88,50 +91,88 @@ def main():
             d = [o - q for q, o in zip(lb[:n], lo[:n])]
             mean, a, z = t_interval(d)
             entry["texts"][x] = {
-                "windows": n, "ppl": math.exp(sum(lo[:n]) / n),
-                "ppl_llamacpp": math.exp(sum(lb[:n]) / n), "diff": d, "mean": mean, "ci95": [a, z],
+                "windows": n,
+                "ppl": math.exp(sum(lo[:n]) / n),
+                "ppl_llamacpp": math.exp(sum(lb[:n]) / n),
+                "diff": d,
+                "mean": mean,
+                "ci95": [a, z],
                 "better_share": sum(v < 0 for v in d) / n,
             }
         summary["files"].append(entry)
 
-    print("Each file against llama-quantize's file of the same class and calibration text "
-          "(Δ: nats per token, negative is better; [95% t interval over windows]).\n")
-    print("| class | calibration | file | MiB | size vs llama.cpp |"
-          + "".join(f" {x}: ppl, Δ |" for x in texts))
+    print(
+        "Each file against llama-quantize's file of the same class and calibration text "
+        "(Δ: nats per token, negative is better; [95% t interval over windows]).\n"
+    )
+    print(
+        "| class | calibration | file | MiB | size vs llama.cpp |"
+        + "".join(f" {x}: ppl, Δ |" for x in texts)
+    )
     print("|---|---|---|---|---|" + "---|" * len(texts))
     for (cls, cal), b in base.items():
         cells = []
         for x in texts:
             lb = losses(b["name"], x)
-            cells.append(f" {math.exp(sum(lb) / len(lb)):.2f} ({len(lb)} windows) |" if lb else " – |")
-        print(f"| {cls} | {cal} | llama.cpp + imatrix | {b['mib']:.1f} | 1 |" + "".join(cells))
+            cells.append(
+                f" {math.exp(sum(lb) / len(lb)):.2f} ({len(lb)} windows) |"
+                if lb
+                else " – |"
+            )
+        print(
+            f"| {cls} | {cal} | llama.cpp + imatrix | {b['mib']:.1f} | 1 |"
+            + "".join(cells)
+        )
         for e in summary["files"]:
             if (e["class"], e["calib"]) != (cls, cal):
                 continue
-            label = {"plain": "ours, GPTQ", "rotated": f"ours, GPTQ, R1+R2 seed {e['seed']}, size-matched",
-                     "rotated-natural": f"ours, GPTQ, R1+R2 seed {e['seed']}, the mix's own types",
-                     "rotated-head5": f"ours, GPTQ, R1+R2 seed {e['seed']}, size-matched keeping the head at 5 bits"}[e["origin"]]
+            label = {
+                "plain": "ours, GPTQ",
+                "rotated": f"ours, GPTQ, R1+R2 seed {e['seed']}, size-matched",
+                "rotated-natural": f"ours, GPTQ, R1+R2 seed {e['seed']}, the mix's own types",
+                "rotated-head5": f"ours, GPTQ, R1+R2 seed {e['seed']}, size-matched keeping the head at 5 bits",
+            }[e["origin"]]
             cells = []
             for x in texts:
                 t = e["texts"].get(x)
-                cells.append(f" {t['ppl']:.2f}, {t['mean']:+.4f} [{t['ci95'][0]:+.4f}, {t['ci95'][1]:+.4f}] |"
-                             if t else " – |")
-            print(f"| {cls} | {cal} | {label} | {e['mib']:.1f} | {e['size_ratio']:.3f} |" + "".join(cells))
+                cells.append(
+                    f" {t['ppl']:.2f}, {t['mean']:+.4f} [{t['ci95'][0]:+.4f}, {t['ci95'][1]:+.4f}] |"
+                    if t
+                    else " – |"
+                )
+            print(
+                f"| {cls} | {cal} | {label} | {e['mib']:.1f} | {e['size_ratio']:.3f} |"
+                + "".join(cells)
+            )
 
-    print("\nPooled over calibration texts (and rotation seeds): mean per-window Δ against "
-          "llama.cpp [95% t over windows]; range: the least and greatest of the separate means; "
-          "recovered: the share of llama.cpp's quantisation loss (its file against the F32 "
-          "source) that ours removes.\n")
-    print("| class | ours | size vs llama.cpp |" + "".join(f" {x}: Δ [95%], range, recovered |" for x in texts))
+    print(
+        "\nPooled over calibration texts (and rotation seeds): mean per-window Δ against "
+        "llama.cpp [95% t over windows]; range: the least and greatest of the separate means; "
+        "recovered: the share of llama.cpp's quantisation loss (its file against the F32 "
+        "source) that ours removes.\n"
+    )
+    print(
+        "| class | ours | size vs llama.cpp |"
+        + "".join(f" {x}: Δ [95%], range, recovered |" for x in texts)
+    )
     print("|---|---|---|" + "---|" * len(texts))
     for cls in dict.fromkeys(c for c, _ in base):
         for origin in ("plain", "rotated"):
-            group = [e for e in summary["files"] if e["class"] == cls and e["origin"] == origin]
+            group = [
+                e
+                for e in summary["files"]
+                if e["class"] == cls and e["origin"] == origin
+            ]
             if not group:
                 continue
             ratio = [e["size_ratio"] for e in group]
-            pooled = {"class": cls, "origin": origin, "files": len(group),
-                      "size_ratio": [min(ratio), max(ratio)], "texts": {}}
+            pooled = {
+                "class": cls,
+                "origin": origin,
+                "files": len(group),
+                "size_ratio": [min(ratio), max(ratio)],
+                "texts": {},
+            }
             cells = []
             for x in texts:
                 ds = [e["texts"][x]["diff"] for e in group if x in e["texts"]]
@@ -153,11 +194,21 @@ def main():
                     gaps.append(sum(q - s for q, s in zip(lb[:m], ls[:m])) / m)
                 gap = sum(gaps) / len(gaps) if len(gaps) == len(group) else float("nan")
                 rec = -mean / gap if gap > 0 else float("nan")
-                pooled["texts"][x] = {"mean": mean, "ci95": [a, z], "range": [min(means), max(means)],
-                                      "llamacpp_loss_vs_source": gap, "recovered": rec}
-                cells.append(f" {mean:+.4f} [{a:+.4f}, {z:+.4f}], {min(means):+.3f} to {max(means):+.3f}, {rec:+.0%} |")
+                pooled["texts"][x] = {
+                    "mean": mean,
+                    "ci95": [a, z],
+                    "range": [min(means), max(means)],
+                    "llamacpp_loss_vs_source": gap,
+                    "recovered": rec,
+                }
+                cells.append(
+                    f" {mean:+.4f} [{a:+.4f}, {z:+.4f}], {min(means):+.3f} to {max(means):+.3f}, {rec:+.0%} |"
+                )
             summary["pooled"].append(pooled)
-            print(f"| {cls} | {origin} ({len(group)} files) | {min(ratio):.3f}-{max(ratio):.3f} |" + "".join(cells))
+            print(
+                f"| {cls} | {origin} ({len(group)} files) | {min(ratio):.3f}-{max(ratio):.3f} |"
+                + "".join(cells)
+            )
     for e in summary["files"]:
         for t in e["texts"].values():
             del t["diff"]
@@ -166,7 +217,14 @@ def main():
     if not saved:
         found = {f"{r['name']}--{x}": losses(r["name"], x) for r in rows for x in texts}
         with open(saved_path, "w", encoding="utf-8") as f:
-            json.dump({k: [round(v, 6) for v in w] for k, w in found.items() if w is not None}, f)
+            json.dump(
+                {
+                    k: [round(v, 6) for v in w]
+                    for k, w in found.items()
+                    if w is not None
+                },
+                f,
+            )
 
 
 if __name__ == "__main__":
