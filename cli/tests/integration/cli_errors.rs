@@ -461,5 +461,8 @@ fn a_failed_plot_write_keeps_its_cause() {
     one_line_error(&o, "init_probe.svg: ");
     let err = String::from_utf8_lossy(&o.stderr);
     // The file set names the folder in the way before it commits anything.
-    assert!(err.contains("is a folder where a file"), "the cause is kept: {err}");
+    assert!(
+        err.contains("is a folder where a file"),
+        "the cause is kept: {err}"
+    );
 }
