@@ -131,7 +131,8 @@ pub fn score_all(out: &Path, each: &mut dyn FnMut(usize, usize, &str)) -> Result
             outcome.skipped += 1;
             continue;
         };
-        if read(dir, spec, tokens.val.len())?.is_some() {
+        // `status` has read and checked the run's spread file already.
+        if r.val_spread_loss.is_some() {
             outcome.kept += 1;
             continue;
         }
